@@ -1,0 +1,24 @@
+"""pytest-roofline: roofline performance regression testing of ONNX model inference."""
+
+from __future__ import annotations
+
+from .analysis import analyze
+from .analysis.types import ModelAnalysis, NodeCost
+from .errors import RooflineError
+from .profile import Layer, ModelProfile
+from .roofline import DeviceRoofline
+from .stats import LatencyStats
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DeviceRoofline",
+    "Layer",
+    "LatencyStats",
+    "ModelAnalysis",
+    "ModelProfile",
+    "NodeCost",
+    "RooflineError",
+    "__version__",
+    "analyze",
+]

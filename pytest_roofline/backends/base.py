@@ -1,0 +1,176 @@
+"""The backend protocol, the measurements backends return, and the registry.
+
+A backend turns (model, options) into measurements.  Built-in backends live in this package and
+are imported lazily; third-party ones register through the ``pytest_roofline.backends`` entry
+point group (``name = "package.module:BackendClass"``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ..errors import BackendUnavailable, OptionError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    import numpy as np
+
+    from ..model import ModelSpec
+
+__all__ = [
+    "Backend",
+    "BackendSession",
+    "KernelProfile",
+    "KernelRecord",
+    "available_backends",
+    "get_backend",
+]
+
+ENTRY_POINT_GROUP = "pytest_roofline.backends"
+
+BUILTIN_BACKENDS: dict[str, str] = {
+    "onnxruntime": "pytest_roofline.backends.onnxruntime:OnnxRuntimeBackend",
+    "openvino": "pytest_roofline.backends.openvino:OpenVinoBackend",
+    "trtexec": "pytest_roofline.backends.trtexec:TrtexecBackend",
+}
+
+
+@dataclass(frozen=True)
+class KernelRecord:
+    """One backend kernel (or fused layer) with the original ONNX nodes it executes.
+
+    ``times`` holds one duration in seconds per profiled iteration.  ``kind`` is ``"compute"``
+    or ``"layout"`` (reorders/reformats inserted by the backend, attributed to ``serves``).
+    A kernel that could not be mapped has empty ``onnx_nodes``: it is reported, never dropped.
+    """
+
+    name: str
+    op_type: str
+    onnx_nodes: tuple[str, ...]
+    times: tuple[float, ...]
+    kind: str = "compute"
+    serves: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        data = asdict(self)
+        data["onnx_nodes"], data["times"] = list(self.onnx_nodes), list(self.times)
+        return data
+
+
+@dataclass(frozen=True)
+class KernelProfile:
+    """The result of a profiled run: kernels, and ONNX nodes folded away (no time)."""
+
+    kernels: tuple[KernelRecord, ...]
+    folded: tuple[str, ...] = ()
+    iterations: int = 0
+    precision: str = "fp32"  # what actually ran: fp32 | fp16 | int8 | mixed
+    trace_events: tuple[dict[str, Any], ...] = field(default=(), repr=False, compare=False, hash=False)
+
+
+class BackendSession(ABC):
+    """An opened model ready to run; a context manager that releases the backend's resources."""
+
+    @abstractmethod
+    def time(self, iterations: int) -> list[float]:
+        """Run ``iterations`` timed inferences with profiling off; seconds per inference."""
+
+    @abstractmethod
+    def profile(self, iterations: int) -> KernelProfile:
+        """Run ``iterations`` inferences with the backend's profiler on."""
+
+    def outputs(self) -> dict[str, np.ndarray]:
+        """Run once and return the outputs by name (for cross-backend checks)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot return outputs")
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release resources (default: nothing to do)."""
+
+    def __enter__(self) -> BackendSession:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class Backend(ABC):
+    """A way of running ONNX models: onnxruntime, OpenVINO, trtexec, or a third party's."""
+
+    name: ClassVar[str]
+    extra: ClassVar[str]  # the pip extra that installs it: pip install "pytest-roofline[<extra>]"
+    options_help: ClassVar[dict[str, str]] = {}  # --option keys this backend accepts
+
+    def __init__(self, options: Mapping[str, str] | None = None) -> None:
+        unknown = sorted(set(options or {}) - set(self.options_help))
+        if unknown:
+            known = ", ".join(sorted(self.options_help)) or "none"
+            raise OptionError(f"backend {self.name!r} has no option {unknown[0]!r} (options: {known})")
+        self.options: dict[str, str] = dict(options or {})
+
+    @classmethod
+    @abstractmethod
+    def available(cls) -> bool:
+        """Whether the backend's runtime is installed and usable here."""
+
+    @abstractmethod
+    def version(self) -> str:
+        """The runtime's version string."""
+
+    @abstractmethod
+    def fingerprint(self) -> dict[str, Any]:
+        """What identifies the device and runtime configuration (for caches and baselines)."""
+
+    @abstractmethod
+    def open(self, spec: ModelSpec, inputs: Mapping[str, np.ndarray]) -> BackendSession:
+        """Load/compile ``spec`` with these inputs bound, ready to time and profile."""
+
+    def unavailable_message(self) -> str:
+        """The one line shown when the backend is not installed."""
+        return (
+            f"backend {self.name!r} is not installed; "
+            f'install it with: pip install "pytest-roofline[{self.extra}]"'
+        )
+
+
+def _entry_points() -> dict[str, metadata.EntryPoint]:
+    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def available_backends() -> list[str]:
+    """Names of built-in and registered backends (installed or not)."""
+    return sorted(set(BUILTIN_BACKENDS) | set(_entry_points()))
+
+
+def backend_class(name: str) -> type[Backend]:
+    """The class registered for ``name``.
+
+    Raises:
+        OptionError: no backend of that name exists.
+    """
+    if name in BUILTIN_BACKENDS:
+        module_name, _, attr = BUILTIN_BACKENDS[name].partition(":")
+        return getattr(importlib.import_module(module_name), attr)
+    entry = _entry_points().get(name)
+    if entry is None:
+        raise OptionError(f"unknown backend {name!r}; choose one of: {', '.join(available_backends())}")
+    return entry.load()
+
+
+def get_backend(name: str, options: Mapping[str, str] | None = None) -> Backend:
+    """An instance of backend ``name`` configured with ``options``, checked to be available.
+
+    Raises:
+        OptionError: unknown backend or option.
+        BackendUnavailable: the backend's runtime is not installed.
+    """
+    backend = backend_class(name)(options)
+    if not backend.available():
+        raise BackendUnavailable(backend.unavailable_message())
+    return backend

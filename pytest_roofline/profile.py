@@ -1,0 +1,345 @@
+"""ModelProfile: static costs joined with measured times and the device roofline.
+
+A layer is one backend kernel (or fused group) with the ONNX nodes it executes; its FLOPs and bytes
+come from the analyzer (bytes of a fused group: only tensors crossing its boundary), its time from
+the backend's profiled run, its roofline fraction from the device roofline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .roofline import DeviceRoofline
+from .stats import LatencyStats
+
+if TYPE_CHECKING:
+    from .analysis.types import ModelAnalysis
+    from .backends.base import KernelProfile
+
+__all__ = ["Layer", "LayerNotFound", "ModelProfile", "OpTypeSummary", "build_layers"]
+
+SCHEMA_VERSION = 1
+
+
+class LayerNotFound(KeyError):
+    """No layer of that name; the message lists close names."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One executed kernel or fused group, with its costs, time and place under the roofline.
+
+    ``kind`` is ``compute``, ``layout`` (reorder/reformat overhead serving another layer),
+    ``folded`` (ONNX nodes removed at load time: zero time) or ``unattributed`` (a kernel whose
+    ONNX nodes could not be found).
+    """
+
+    name: str
+    op_type: str
+    onnx_nodes: tuple[str, ...]
+    time: float  # median seconds per inference
+    flops: int
+    bytes: int
+    kind: str = "compute"
+    serves: str | None = None
+    share: float = 0.0  # of all kernel time
+    roofline_fraction: float | None = None
+    bound: str | None = None
+    attainable_flops: float | None = None
+    times: tuple[float, ...] = field(default=(), repr=False)
+
+    @property
+    def achieved_flops(self) -> float:
+        """FLOP/s reached."""
+        return self.flops / self.time if self.time > 0 else 0.0
+
+    @property
+    def achieved_bandwidth(self) -> float:
+        """byte/s moved."""
+        return self.bytes / self.time if self.time > 0 else 0.0
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity, FLOP/byte."""
+        return self.flops / self.bytes if self.bytes else 0.0
+
+    @property
+    def roof_time(self) -> float:
+        """Seconds this layer would take at its roof (its time when no roof is known)."""
+        if self.roofline_fraction is None or self.roofline_fraction <= 0:
+            return self.time
+        return self.time * min(self.roofline_fraction, 1.0)
+
+    def to_dict(self, include_times: bool = False) -> dict[str, Any]:
+        """JSON-ready dict (the ``roofline profile --format json`` layer contract)."""
+        return {
+            "name": self.name,
+            "op_type": self.op_type,
+            "onnx_nodes": list(self.onnx_nodes),
+            "kind": self.kind,
+            "serves": self.serves,
+            "time": self.time,
+            "share": self.share,
+            "flops": self.flops,
+            "bytes": self.bytes,
+            "intensity": self.intensity,
+            "achieved_flops": self.achieved_flops,
+            "achieved_bandwidth": self.achieved_bandwidth,
+            "attainable_flops": self.attainable_flops,
+            "roofline_fraction": self.roofline_fraction,
+            "bound": self.bound,
+            "times": list(self.times) if include_times else [],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Layer:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            name=data["name"],
+            op_type=data["op_type"],
+            onnx_nodes=tuple(data["onnx_nodes"]),
+            time=data["time"],
+            flops=data["flops"],
+            bytes=data["bytes"],
+            kind=data.get("kind", "compute"),
+            serves=data.get("serves"),
+            share=data.get("share", 0.0),
+            roofline_fraction=data.get("roofline_fraction"),
+            bound=data.get("bound"),
+            attainable_flops=data.get("attainable_flops"),
+            times=tuple(data.get("times", ())),
+        )
+
+
+@dataclass(frozen=True)
+class OpTypeSummary:
+    """Layers aggregated by op type."""
+
+    op_type: str
+    count: int
+    time: float
+    share: float
+    flops: int
+    bytes: int
+
+    @property
+    def achieved_flops(self) -> float:
+        """FLOP/s over the group."""
+        return self.flops / self.time if self.time > 0 else 0.0
+
+
+def build_layers(
+    analysis: ModelAnalysis, kernels: KernelProfile, roofline: DeviceRoofline | None = None
+) -> tuple[list[Layer], float]:
+    """Join a profiled run with the analysis; returns the layers and the attributed fraction.
+
+    Layout kernels carry no FLOPs (their bytes are what they move, from the backend's record
+    when given in ``extra["bytes"]``).  Nodes of the analysis that no kernel executes and that
+    the backend reported as folded become ``folded`` layers with zero time.
+    """
+    known = {node.name for node in analysis.nodes}
+    total_time = sum(float(np.median(k.times)) if k.times else 0.0 for k in kernels.kernels)
+    layers: list[Layer] = []
+    attributed = 0.0
+    for kernel in kernels.kernels:
+        median = float(np.median(kernel.times)) if kernel.times else 0.0
+        nodes = tuple(n for n in kernel.onnx_nodes if n in known)
+        if kernel.kind == "layout":
+            cost_flops, cost_bytes = 0, int(kernel.extra.get("bytes", 0))
+            kind = "layout"
+        elif nodes:
+            group = analysis.group(nodes)
+            cost_flops, cost_bytes, kind = group.flops, group.bytes, "compute"
+        else:
+            cost_flops, cost_bytes, kind = 0, int(kernel.extra.get("bytes", 0)), "unattributed"
+        if kind != "unattributed":
+            attributed += median
+        layer = Layer(
+            name=kernel.name,
+            op_type=kernel.op_type,
+            onnx_nodes=nodes if nodes else kernel.onnx_nodes,
+            time=median,
+            flops=cost_flops,
+            bytes=cost_bytes,
+            kind=kind,
+            serves=kernel.serves,
+            share=median / total_time if total_time > 0 else 0.0,
+            times=kernel.times,
+        )
+        layers.append(apply_roofline(layer, roofline))
+    executed = {n for layer in layers for n in layer.onnx_nodes}
+    for name in kernels.folded:
+        if name in known and name not in executed:
+            node = analysis.node(name)
+            layers.append(Layer(name, node.op_type, (name,), 0.0, node.flops, node.bytes, kind="folded"))
+    fraction = attributed / total_time if total_time > 0 else 0.0
+    return layers, fraction
+
+
+def apply_roofline(layer: Layer, roofline: DeviceRoofline | None) -> Layer:
+    """Fill roofline fraction, bound and attainable FLOP/s of ``layer``."""
+    if roofline is None or layer.time <= 0 or layer.kind == "folded":
+        return layer
+    intensity = layer.intensity if layer.bytes else float("inf")
+    return replace(
+        layer,
+        roofline_fraction=roofline.fraction(layer.flops, layer.bytes, layer.time),
+        bound=roofline.bound(intensity) if layer.flops else "memory",
+        attainable_flops=roofline.attainable(intensity) if layer.flops else None,
+    )
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    """Everything measured about one model at one batch size on one backend."""
+
+    model_name: str
+    model_path: str | None
+    model_hash: str
+    backend: str
+    backend_version: str
+    options: dict[str, str] = field(hash=False)
+    batch: int
+    input_shapes: dict[str, tuple[int, ...]] = field(hash=False)
+    latency: LatencyStats
+    layers: tuple[Layer, ...]
+    attributed_fraction: float
+    total_flops: int
+    total_macs: int
+    total_bytes: int
+    precision: str = "fp32"
+    roofline: DeviceRoofline | None = None
+    dims: dict[str, int] = field(default_factory=dict, hash=False)
+    shape_method: str = ""
+    fingerprint: dict[str, Any] = field(default_factory=dict, hash=False)
+    spans: dict[str, LatencyStats] = field(default_factory=dict, hash=False)
+    extra: dict[str, Any] = field(default_factory=dict, hash=False)
+
+    @property
+    def throughput(self) -> float:
+        """Samples per second at the median latency."""
+        return self.batch / self.latency.median if self.latency.median > 0 else 0.0
+
+    @property
+    def achieved_flops(self) -> float:
+        """Whole-model FLOP/s at the median latency."""
+        return self.total_flops / self.latency.median if self.latency.median > 0 else 0.0
+
+    @property
+    def kernel_time(self) -> float:
+        """Sum of the layers' median times (profiled run)."""
+        return sum(layer.time for layer in self.layers)
+
+    def layer(self, name: str) -> Layer:
+        """The layer called ``name``, or the layer executing ONNX node ``name``.
+
+        Raises:
+            LayerNotFound: no such layer or node; the message suggests close names.
+        """
+        for layer in self.layers:
+            if layer.name == name:
+                return layer
+        for layer in self.layers:
+            if name in layer.onnx_nodes:
+                return layer
+        import difflib
+
+        names = [layer.name for layer in self.layers] + [n for la in self.layers for n in la.onnx_nodes]
+        close = difflib.get_close_matches(name, names, n=3)
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        raise LayerNotFound(f"no layer or ONNX node {name!r} in the profile of {self.model_name}{hint}")
+
+    def by_op_type(self) -> list[OpTypeSummary]:
+        """Time, FLOPs and bytes aggregated by op type, most time first."""
+        groups: dict[str, list[Layer]] = {}
+        for layer in self.layers:
+            groups.setdefault(layer.op_type, []).append(layer)
+        total = self.kernel_time or 1.0
+        rows = [
+            OpTypeSummary(
+                op_type=op,
+                count=len(members),
+                time=sum(m.time for m in members),
+                share=sum(m.time for m in members) / total,
+                flops=sum(m.flops for m in members),
+                bytes=sum(m.bytes for m in members),
+            )
+            for op, members in groups.items()
+        ]
+        return sorted(rows, key=lambda row: row.time, reverse=True)
+
+    @property
+    def efficiency(self) -> float | None:
+        """Time-weighted roofline fraction of the model (None without a roofline)."""
+        timed = [la for la in self.layers if la.roofline_fraction is not None and la.time > 0]
+        total = sum(la.time for la in timed)
+        if not timed or total <= 0:
+            return None
+        return sum(la.roofline_fraction * la.time for la in timed) / total  # type: ignore[operator]
+
+    @property
+    def headroom(self) -> float:
+        """Seconds saved per inference if every layer reached its roof (profiled time scale)."""
+        return sum(la.time - la.roof_time for la in self.layers)
+
+    def to_dict(self, include_samples: bool = True) -> dict[str, Any]:
+        """JSON-ready dict following the ``roofline profile --format json`` contract."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "model": self.model_name,
+            "model_path": self.model_path,
+            "model_hash": self.model_hash,
+            "backend": self.backend,
+            "backend_version": self.backend_version,
+            "options": dict(self.options),
+            "batch": self.batch,
+            "dims": dict(self.dims),
+            "input_shapes": {k: list(v) for k, v in self.input_shapes.items()},
+            "precision": self.precision,
+            "shape_method": self.shape_method,
+            "latency": self.latency.to_dict(include_samples),
+            "throughput": self.throughput,
+            "total": {"flops": self.total_flops, "macs": self.total_macs, "bytes": self.total_bytes},
+            "achieved_flops": self.achieved_flops,
+            "efficiency": self.efficiency,
+            "headroom": self.headroom,
+            "attributed_fraction": self.attributed_fraction,
+            "layers": [layer.to_dict(include_samples) for layer in self.layers],
+            "roofline": self.roofline.to_dict() if self.roofline else None,
+            "fingerprint": dict(self.fingerprint),
+            "spans": {k: v.to_dict(include_samples) for k, v in self.spans.items()},
+            "extra": dict(self.extra),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelProfile:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            model_name=data["model"],
+            model_path=data.get("model_path"),
+            model_hash=data.get("model_hash", ""),
+            backend=data["backend"],
+            backend_version=data.get("backend_version", ""),
+            options=dict(data.get("options", {})),
+            batch=data["batch"],
+            input_shapes={k: tuple(v) for k, v in data.get("input_shapes", {}).items()},
+            latency=LatencyStats.from_dict(data["latency"]),
+            layers=tuple(Layer.from_dict(la) for la in data.get("layers", [])),
+            attributed_fraction=data.get("attributed_fraction", 0.0),
+            total_flops=data.get("total", {}).get("flops", 0),
+            total_macs=data.get("total", {}).get("macs", 0),
+            total_bytes=data.get("total", {}).get("bytes", 0),
+            precision=data.get("precision", "fp32"),
+            roofline=DeviceRoofline.from_dict(data["roofline"]) if data.get("roofline") else None,
+            dims=dict(data.get("dims", {})),
+            shape_method=data.get("shape_method", ""),
+            fingerprint=dict(data.get("fingerprint", {})),
+            spans={k: LatencyStats.from_dict(v) for k, v in data.get("spans", {}).items()},
+            extra=dict(data.get("extra", {})),
+        )
