@@ -1,0 +1,430 @@
+"""Concrete shapes for every tensor of every node, without reading external-data weights.
+
+Resolution runs in order and stops when nothing is unknown:
+
+1. ``onnx``: ``onnx.shape_inference`` with data propagation on a weightless copy of the model
+   whose inputs are fixed to the bound shapes (large initializers become typed inputs).
+2. ``symbolic``: onnxruntime's ``SymbolicShapeInference`` on the same copy; it folds
+   Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains that defeat (1).
+3. ``onnxruntime``: one run on onnxruntime with every intermediate exposed as an output; only
+   when the weights are inline or their external data files are present.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from pytest_roofline.errors import ShapeError
+from pytest_roofline.model import graph_inputs, make_inputs
+
+from .types import TensorInfo
+
+__all__ = [
+    "GraphNode",
+    "ResolvedShapes",
+    "inline_local_functions",
+    "iter_nodes",
+    "resolve_shapes",
+]
+
+SMALL_INITIALIZER = 4096  # elements: kept in the weightless copy (shape constants live here)
+MAX_RUN_BYTES = 2 << 30  # the onnxruntime fallback loads weights only below this size
+
+_Shape = tuple[int, ...]
+_Partial = tuple[int, "tuple[int | None, ...] | None"]  # (elem_type, dims or None if rank unknown)
+
+
+@dataclass(frozen=True)
+class GraphNode:
+    """A node with its display name and the subgraph path it lives in ("" for the main graph)."""
+
+    name: str
+    graph: str
+    node: onnx.NodeProto
+
+
+@dataclass(frozen=True)
+class ResolvedShapes:
+    """Tensor infos of every tensor the nodes touch, and the methods that resolved them."""
+
+    tensors: dict[str, TensorInfo]
+    method: str
+
+
+def iter_nodes(graph: onnx.GraphProto, prefix: str = "") -> Iterator[GraphNode]:
+    """Every node of ``graph`` and its subgraphs (If/Loop/Scan), subgraph nodes after their parent.
+
+    Unnamed nodes are called ``<op_type>_<index>``; subgraph nodes ``<parent>/<attr>/<node>``.
+    """
+    for index, node in enumerate(graph.node):
+        local = node.name or f"{node.op_type}_{index}"
+        name = f"{prefix}/{local}" if prefix else local
+        yield GraphNode(name, prefix, node)
+        for attr in node.attribute:
+            for sub in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+                yield from iter_nodes(sub, f"{name}/{attr.name}")
+
+
+# -- local functions ---------------------------------------------------------------------------
+
+
+def inline_local_functions(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, str]]:
+    """A copy of ``model`` whose calls to local functions are replaced by the function bodies.
+
+    Inlined nodes are named ``<call>/<function>/<node>``; their private tensors get the same prefix.
+
+    Returns:
+        The model (``model`` itself when it has no local functions) and, for each inlined node,
+        the ``<call>/<function>`` path it came from.
+    """
+    if not model.functions:
+        return model, {}
+    functions = {(f.domain, f.name): f for f in model.functions}
+    origin: dict[str, str] = {}
+    nodes = _inline_nodes(list(model.graph.node), functions, origin)
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    del out.graph.node[:]
+    out.graph.node.extend(nodes)
+    del out.functions[:]
+    present = {opset.domain for opset in out.opset_import}
+    for function in model.functions:
+        for opset in function.opset_import:
+            if opset.domain not in present:
+                out.opset_import.append(opset)
+                present.add(opset.domain)
+    return out, origin
+
+
+def _inline_nodes(
+    nodes: list[onnx.NodeProto],
+    functions: dict[tuple[str, str], onnx.FunctionProto],
+    origin: dict[str, str],
+) -> list[onnx.NodeProto]:
+    result: list[onnx.NodeProto] = []
+    for index, node in enumerate(nodes):
+        function = functions.get((node.domain, node.op_type))
+        if function is None:
+            result.append(node)
+            continue
+        path = f"{node.name or f'{node.op_type}_{index}'}/{function.name}"
+        rename = dict(zip(function.input, node.input, strict=False))
+        rename.update(zip(function.output, node.output, strict=False))
+        attrs = {a.name: a for a in node.attribute}
+        defaults = {a.name: a for a in function.attribute_proto}
+        body = []
+        for inner_index, inner in enumerate(function.node):
+            copy = onnx.NodeProto()
+            copy.CopyFrom(inner)
+            copy.name = f"{path}/{inner.name or f'{inner.op_type}_{inner_index}'}"
+            origin[copy.name] = path
+            for field in (copy.input, copy.output):
+                for i, tensor in enumerate(field):
+                    if tensor:
+                        field[i] = rename.get(tensor, f"{path}/{tensor}")
+            _bind_attribute_refs(copy, attrs, defaults)
+            body.append(copy)
+        result.extend(_inline_nodes(body, functions, origin))
+    return result
+
+
+def _bind_attribute_refs(
+    node: onnx.NodeProto,
+    attrs: Mapping[str, onnx.AttributeProto],
+    defaults: Mapping[str, onnx.AttributeProto],
+) -> None:
+    kept = []
+    for attr in node.attribute:
+        if attr.ref_attr_name:
+            source = attrs.get(attr.ref_attr_name) or defaults.get(attr.ref_attr_name)
+            if source is None:
+                continue
+            bound = onnx.AttributeProto()
+            bound.CopyFrom(source)
+            bound.name = attr.name
+            kept.append(bound)
+        else:
+            kept.append(attr)
+    del node.attribute[:]
+    node.attribute.extend(kept)
+
+
+# -- the weightless copy -----------------------------------------------------------------------
+
+
+def _is_external(tensor: onnx.TensorProto) -> bool:
+    return tensor.data_location == onnx.TensorProto.EXTERNAL
+
+
+def _weightless(model: onnx.ModelProto, input_shapes: Mapping[str, _Shape]) -> onnx.ModelProto:
+    """A copy with inputs fixed to ``input_shapes``, large or external initializers as inputs."""
+    source = model.graph
+    graph = onnx.GraphProto(name=source.name)
+    graph.node.extend(source.node)
+    declared = {vi.name for vi in source.input}
+    for vi in source.input:
+        copy = graph.input.add()
+        copy.CopyFrom(vi)
+        if vi.name in input_shapes:
+            del copy.type.tensor_type.shape.dim[:]
+            for size in input_shapes[vi.name]:
+                copy.type.tensor_type.shape.dim.add().dim_value = size
+    for init in source.initializer:
+        if not _is_external(init) and _numel(init.dims) <= SMALL_INITIALIZER:
+            graph.initializer.append(init)
+        else:
+            if init.name in declared:
+                graph.input.remove(next(v for v in graph.input if v.name == init.name))
+            graph.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type, init.dims))
+    graph.sparse_initializer.extend(source.sparse_initializer)
+    for vi in source.output:  # keep the types, drop declared shapes that may contradict bindings
+        out = graph.output.add()
+        out.name = vi.name
+        if vi.type.HasField("tensor_type"):
+            out.type.tensor_type.elem_type = vi.type.tensor_type.elem_type
+        else:
+            out.type.CopyFrom(vi.type)
+    copy = onnx.ModelProto(ir_version=model.ir_version, producer_name=model.producer_name)
+    copy.opset_import.extend(model.opset_import)
+    copy.functions.extend(model.functions)
+    copy.graph.CopyFrom(graph)
+    return copy
+
+
+def _numel(dims: object) -> int:
+    count = 1
+    for dim in dims:  # type: ignore[attr-defined]
+        count *= int(dim)
+    return count
+
+
+# -- reading shapes back -----------------------------------------------------------------------
+
+
+def _value_infos(graph: onnx.GraphProto) -> Iterator[onnx.ValueInfoProto]:
+    yield from graph.input
+    yield from graph.value_info
+    yield from graph.output
+    for node in graph.node:
+        for attr in node.attribute:
+            for sub in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+                yield from _value_infos(sub)
+
+
+def _collect(model: onnx.ModelProto) -> dict[str, _Partial]:
+    """What a model's value infos say: elem type and dims (None where unknown)."""
+    found: dict[str, _Partial] = {}
+    for vi in _value_infos(model.graph):
+        if not vi.type.HasField("tensor_type"):
+            continue
+        tensor_type = vi.type.tensor_type
+        if not tensor_type.HasField("shape"):
+            found.setdefault(vi.name, (tensor_type.elem_type, None))
+            continue
+        dims = tuple(
+            d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None
+            for d in tensor_type.shape.dim
+        )
+        previous = found.get(vi.name)
+        if previous is None or not _complete(previous):
+            found[vi.name] = (tensor_type.elem_type or (previous[0] if previous else 0), dims)
+    return found
+
+
+def _complete(partial: _Partial | None) -> bool:
+    return partial is not None and partial[1] is not None and None not in partial[1] and partial[0] > 0
+
+
+def _needed(model: onnx.ModelProto) -> dict[str, str]:
+    """Every tensor a node reads or writes, mapped to the name of a node that touches it."""
+    needed: dict[str, str] = {}
+    for item in iter_nodes(model.graph):
+        for tensor in (*item.node.output, *item.node.input):
+            if tensor and tensor not in needed:
+                needed[tensor] = item.name
+    return needed
+
+
+def _non_tensors(model: onnx.ModelProto) -> set[str]:
+    return {vi.name for vi in _value_infos(model.graph) if not vi.type.HasField("tensor_type")}
+
+
+# -- the three methods -------------------------------------------------------------------------
+
+
+def _onnx_inference(skeleton: onnx.ModelProto) -> dict[str, _Partial]:
+    inferred = onnx.shape_inference.infer_shapes(
+        skeleton, check_type=False, strict_mode=False, data_prop=True
+    )
+    return _collect(inferred)
+
+
+def _symbolic_inference(skeleton: onnx.ModelProto) -> dict[str, _Partial]:
+    from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        inferred = SymbolicShapeInference.infer_shapes(skeleton, auto_merge=True, guess_output_rank=False)
+    return _collect(inferred) if inferred is not None else {}
+
+
+def _weights_available(model: onnx.ModelProto, base_dir: Path | None) -> bool:
+    total = 0
+    for init in model.graph.initializer:
+        if _is_external(init):
+            info = {entry.key: entry.value for entry in init.external_data}
+            if base_dir is None or not (base_dir / info.get("location", "")).is_file():
+                return False
+            total += int(info.get("length", 0)) or _numel(init.dims) * 4
+    return total <= MAX_RUN_BYTES
+
+
+def _onnxruntime_run(
+    model: onnx.ModelProto, input_shapes: Mapping[str, _Shape], base_dir: Path | None
+) -> dict[str, _Partial]:
+    import onnxruntime as ort
+
+    runnable = onnx.ModelProto()
+    runnable.CopyFrom(model)
+    if any(_is_external(init) for init in runnable.graph.initializer):
+        onnx.external_data_helper.load_external_data_for_model(runnable, str(base_dir))
+    existing = {vi.name for vi in runnable.graph.output}
+    for node in runnable.graph.node:
+        for tensor in node.output:
+            if tensor and tensor not in existing:
+                runnable.graph.output.append(onnx.ValueInfoProto(name=tensor))
+                existing.add(tensor)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.log_severity_level = 3
+    session = ort.InferenceSession(runnable.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    values = session.run(names, make_inputs(model, input_shapes))
+    found: dict[str, _Partial] = {}
+    for name, value in zip(names, values, strict=True):
+        if isinstance(value, np.ndarray):
+            elem = onnx.helper.np_dtype_to_tensor_dtype(value.dtype)
+            found[name] = (elem, tuple(int(d) for d in value.shape))
+    return found
+
+
+# -- putting it together -----------------------------------------------------------------------
+
+
+def resolve_shapes(
+    model: onnx.ModelProto, input_shapes: Mapping[str, _Shape], base_dir: Path | None = None
+) -> ResolvedShapes:
+    """Concrete shapes of every tensor any node (also in subgraphs) touches.
+
+    Args:
+        model: the model (local functions already inlined), loaded without external data.
+        input_shapes: bound shapes of the graph inputs.
+        base_dir: directory of the model file, for the onnxruntime fallback's external data.
+
+    Raises:
+        ShapeError: a tensor's shape is still unknown after every method; names tensor and node.
+    """
+    needed = _needed(model)
+    skip = _non_tensors(model)
+    known: dict[str, _Partial] = {}
+    weights = _weight_infos(model)
+    known.update(weights)
+    for vi in graph_inputs(model):
+        if vi.name in input_shapes:
+            known[vi.name] = (vi.type.tensor_type.elem_type, tuple(input_shapes[vi.name]))
+    skeleton = _weightless(model, input_shapes)
+    methods: list[str] = []
+    steps = [
+        ("onnx", lambda: _onnx_inference(skeleton)),
+        ("symbolic", lambda: _symbolic_inference(skeleton)),
+        ("onnxruntime", lambda: _onnxruntime_run(model, input_shapes, base_dir)),
+    ]
+    for method, step in steps:
+        missing = [t for t in needed if t not in skip and not _complete(known.get(t))]
+        if not missing:
+            break
+        if method == "onnxruntime" and not _weights_available(model, base_dir):
+            continue
+        try:
+            found = step()
+        except Exception:  # a method that cannot handle the model leaves the rest to the next
+            continue
+        gained = False
+        for tensor in missing:
+            partial = found.get(tensor)
+            if _complete(partial):
+                known[tensor] = partial  # type: ignore[assignment]
+                gained = True
+            elif partial is not None and tensor not in known:
+                known[tensor] = partial
+        if gained or not methods:
+            methods.append(method)
+    missing = [t for t in needed if t not in skip and not _complete(known.get(t))]
+    if missing:
+        tensor = missing[0]
+        dims = known.get(tensor, (0, None))[1]
+        shown = (
+            "unknown rank"
+            if dims is None
+            else "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
+        )
+        raise ShapeError(
+            f"cannot resolve the shape of tensor '{tensor}' ({shown}) used by node '{needed[tensor]}'"
+            f" ({len(missing)} tensor(s) unresolved); bind the model's symbolic dims with --dim NAME=VALUE"
+            " or export it with static shapes"
+        )
+    tensors = {name: _tensor_info(name, known[name], name in weights) for name in needed if name not in skip}
+    return ResolvedShapes(tensors=tensors, method="+".join(methods) or "onnx")
+
+
+def _weight_infos(model: onnx.ModelProto) -> dict[str, _Partial]:
+    """Initializers (all graphs) and Constant outputs, from metadata only."""
+    weights: dict[str, _Partial] = {}
+    graphs = [model.graph]
+    while graphs:
+        graph = graphs.pop()
+        for init in graph.initializer:
+            weights[init.name] = (init.data_type, tuple(int(d) for d in init.dims))
+        for node in graph.node:
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.output:
+                value = _constant_info(node)
+                if value is not None:
+                    weights[node.output[0]] = value
+            for attr in node.attribute:
+                graphs.extend([attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs)
+    return weights
+
+
+def _constant_info(node: onnx.NodeProto) -> _Partial | None:
+    for attr in node.attribute:
+        if attr.name == "value":
+            return (attr.t.data_type, tuple(int(d) for d in attr.t.dims))
+        if attr.name in ("value_float", "value_int"):
+            return (onnx.TensorProto.FLOAT if attr.name == "value_float" else onnx.TensorProto.INT64, ())
+        if attr.name in ("value_floats", "value_ints"):
+            count = len(attr.floats) if attr.name == "value_floats" else len(attr.ints)
+            elem = onnx.TensorProto.FLOAT if attr.name == "value_floats" else onnx.TensorProto.INT64
+            return (elem, (count,))
+    return None
+
+
+_ITEMSIZE_FALLBACK = {"bfloat16": 2, "float8e4m3fn": 1, "float8e5m2": 1, "int4": 1, "uint4": 1}
+
+
+def _tensor_info(name: str, partial: _Partial, is_weight: bool) -> TensorInfo:
+    elem, dims = partial
+    dtype_name = onnx.helper.tensor_dtype_to_string(elem).replace("TensorProto.", "").lower()
+    try:
+        np_dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem))
+        dtype_name, itemsize = np_dtype.name, np_dtype.itemsize
+    except Exception:  # types numpy lacks (bfloat16, float8, int4)
+        itemsize = _ITEMSIZE_FALLBACK.get(dtype_name, 1)
+    return TensorInfo(
+        name=name, dtype=dtype_name, shape=tuple(dims or ()), itemsize=itemsize, is_weight=is_weight
+    )
