@@ -28,6 +28,7 @@ __all__ = [
     "TensorInfo",
     "Totals",
     "analyze",
+    "by_op_type",
     "published_macs",
     "rule",
 ]
@@ -80,6 +81,26 @@ def analyze(
         uncosted=tuple(sorted(uncosted.items(), key=lambda kv: (-kv[1], kv[0]))),
         graph_outputs=tuple(vi.name for vi in proto.graph.output),
     )
+
+
+def by_op_type(analysis: ModelAnalysis) -> dict[str, tuple[int, Totals]]:
+    """Node count and summed costs per op type, most FLOPs first."""
+    groups: dict[str, list[NodeCost]] = {}
+    for node in analysis.nodes:
+        groups.setdefault(node.op_type, []).append(node)
+    rows = {
+        op: (
+            len(nodes),
+            Totals(
+                flops=sum(n.flops for n in nodes),
+                macs=sum(n.macs for n in nodes),
+                params=sum(n.params for n in nodes),
+                bytes=sum(n.bytes for n in nodes),
+            ),
+        )
+        for op, nodes in groups.items()
+    }
+    return dict(sorted(rows.items(), key=lambda kv: (-kv[1][1].flops, -kv[1][1].bytes, kv[0])))
 
 
 def published_macs(analysis: ModelAnalysis) -> int:

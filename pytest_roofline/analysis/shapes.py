@@ -13,6 +13,7 @@ Resolution runs in order and stops when nothing is unknown:
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -418,13 +419,18 @@ _ITEMSIZE_FALLBACK = {"bfloat16": 2, "float8e4m3fn": 1, "float8e5m2": 1, "int4":
 
 
 def _tensor_info(name: str, partial: _Partial, is_weight: bool) -> TensorInfo:
-    elem, dims = partial
-    dtype_name = onnx.helper.tensor_dtype_to_string(elem).replace("TensorProto.", "").lower()
+    dtype_name, itemsize = _dtype(partial[0])
+    return TensorInfo(
+        name=name, dtype=dtype_name, shape=tuple(partial[1] or ()), itemsize=itemsize, is_weight=is_weight
+    )
+
+
+@functools.cache
+def _dtype(elem: int) -> tuple[str, int]:
+    """numpy dtype name and item size of an ONNX element type."""
+    name = onnx.helper.tensor_dtype_to_string(elem).replace("TensorProto.", "").lower()
     try:
         np_dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem))
-        dtype_name, itemsize = np_dtype.name, np_dtype.itemsize
     except Exception:  # types numpy lacks (bfloat16, float8, int4)
-        itemsize = _ITEMSIZE_FALLBACK.get(dtype_name, 1)
-    return TensorInfo(
-        name=name, dtype=dtype_name, shape=tuple(dims or ()), itemsize=itemsize, is_weight=is_weight
-    )
+        return name, _ITEMSIZE_FALLBACK.get(name, 1)
+    return np_dtype.name, np_dtype.itemsize

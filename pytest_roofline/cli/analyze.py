@@ -1,0 +1,149 @@
+"""``roofline analyze``: static FLOPs, MACs, bytes and params per node of a model."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import sys
+
+from pytest_roofline.analysis import ModelAnalysis, analyze, by_op_type, published_macs
+from pytest_roofline.cli.common import add_model_arguments
+from pytest_roofline.errors import OptionError
+
+__all__ = ["add_parser", "format_csv", "format_table", "run"]
+
+CONVENTION = "FLOPs = 2 x MACs (+1 per bias/elementwise op); bytes = inputs read + outputs written"
+CSV_FIELDS = (
+    "name",
+    "op_type",
+    "domain",
+    "graph",
+    "flops",
+    "macs",
+    "bytes_read",
+    "bytes_written",
+    "bytes",
+    "params",
+)
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``analyze``."""
+    parser = subparsers.add_parser(
+        "analyze",
+        help="static cost of every node: FLOPs, MACs, bytes, params",
+        description=f"Static cost model of an ONNX model at bound shapes. {CONVENTION}.",
+    )
+    add_model_arguments(parser, batch_help="bind the first dim of every input whose first dim is symbolic")
+    parser.add_argument("--format", choices=("table", "json", "csv"), default="table", help="output format")
+    parser.add_argument(
+        "--top", type=int, default=15, metavar="K", help="nodes listed in the table (default 15)"
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Analyze ``args.model`` and print it in ``args.format``."""
+    batch = _parse_batch(args.batch)
+    if args.top < 0:
+        raise OptionError(f"--top must be >= 0, got {args.top}")
+    result = analyze(args.model, batch=batch, dims=dict(args.dim))
+    if args.format == "json":
+        text = json.dumps(result.to_dict(), indent=2) + "\n"
+    elif args.format == "csv":
+        text = format_csv(result)
+    else:
+        text = format_table(result, args.top)
+    sys.stdout.write(text)
+    return 0
+
+
+def _parse_batch(value: object) -> int | None:
+    if value is None:
+        return None
+    try:
+        batch = int(value)  # type: ignore[arg-type]
+    except ValueError:
+        raise OptionError(f"--batch needs a positive integer, got {value!r}") from None
+    if batch < 1:
+        raise OptionError(f"--batch needs a positive integer, got {batch}")
+    return batch
+
+
+def format_csv(result: ModelAnalysis) -> str:
+    """One row per node."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_FIELDS)
+    for node in result.nodes:
+        writer.writerow([getattr(node, name) for name in CSV_FIELDS])
+    return out.getvalue()
+
+
+def format_table(result: ModelAnalysis, top: int = 15) -> str:
+    """Totals, the top nodes by FLOPs, an aggregate by op type, shape method, uncosted ops."""
+    total = result.total
+    inputs = ", ".join(f"{k}[{'x'.join(map(str, v))}]" for k, v in result.input_shapes.items())
+    lines = [
+        f"model {result.model_name}  inputs {inputs}  shapes resolved by: {result.shape_method}",
+        f"total: {total.flops / 1e9:.3f} GFLOPs, {total.macs / 1e9:.3f} GMACs "
+        f"(conv+gemm+matmul {published_macs(result) / 1e9:.3f} GMACs, the published-table convention), "
+        f"{total.params / 1e6:.3f} M params, {_bytes(total.bytes)} moved, {len(result.nodes)} nodes",
+        f"convention: {CONVENTION}",
+        "",
+    ]
+    nodes = sorted(result.nodes, key=lambda n: (-n.flops, -n.bytes))[:top]
+    if nodes:
+        lines.append(f"top {len(nodes)} nodes by FLOPs")
+        rows = [
+            (
+                n.name,
+                n.op_type,
+                f"{n.flops / 1e6:.2f}",
+                f"{n.macs / 1e6:.2f}",
+                _bytes(n.bytes),
+                f"{n.intensity:.1f}",
+                f"{n.params}",
+            )
+            for n in nodes
+        ]
+        lines += _grid(("node", "op", "MFLOPs", "MMACs", "bytes", "FLOP/B", "params"), rows, left=2)
+        lines.append("")
+    lines.append("by op type")
+    rows = [
+        (
+            op,
+            str(count),
+            f"{t.flops / 1e6:.2f}",
+            f"{100 * t.flops / total.flops if total.flops else 0:.1f}%",
+            f"{t.macs / 1e6:.2f}",
+            _bytes(t.bytes),
+        )
+        for op, (count, t) in by_op_type(result).items()
+    ]
+    lines += _grid(("op", "nodes", "MFLOPs", "share", "MMACs", "bytes"), rows)
+    if result.uncosted:
+        lines += [
+            "",
+            "no cost rule (bytes only): " + ", ".join(f"{op} x{count}" for op, count in result.uncosted),
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _grid(header: tuple[str, ...], rows: list[tuple[str, ...]], left: int = 1) -> list[str]:
+    """Columns padded to their widest cell; the first ``left`` left-aligned, the rest right."""
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=False)]
+    fmt = lambda row: "  ".join(  # noqa: E731
+        str(cell).ljust(w) if i < left else str(cell).rjust(w)
+        for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+    )
+    return [fmt(header), *(fmt(row) for row in rows)]
+
+
+def _bytes(count: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.2f} {unit}"
+    return f"{count} B"
