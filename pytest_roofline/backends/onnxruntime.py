@@ -1,0 +1,324 @@
+"""The onnxruntime backend: honest e2e timing, and profiled kernels attributed to ONNX nodes.
+
+Timing (``time``) runs a plain session with the profiler off, feeding pre-built ``OrtValue``s
+through ``run_with_ort_values`` and timing each call with ``perf_counter_ns``.  Profiling
+(``profile``) opens a second session with ``enable_profiling`` and ``optimized_model_filepath``
+in a temporary directory, and maps ORT's kernel names back to the original graph
+(:mod:`pytest_roofline.backends.ort_attribution`).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from pytest_roofline.backends.base import Backend, BackendSession, KernelProfile
+from pytest_roofline.errors import BackendError, OptionError, ShapeError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from pytest_roofline.model import ModelSpec
+
+__all__ = ["OnnxRuntimeBackend", "OnnxRuntimeSession"]
+
+SESSION_PREFIX = "session."
+OPT_LEVELS = {
+    "disable": "ORT_DISABLE_ALL",
+    "basic": "ORT_ENABLE_BASIC",
+    "extended": "ORT_ENABLE_EXTENDED",
+    "layout": "ORT_ENABLE_LAYOUT",
+    "all": "ORT_ENABLE_ALL",
+}
+PROVIDER_ALIASES = {
+    "cpu": "CPUExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+    "tensorrt": "TensorrtExecutionProvider",
+    "trt": "TensorrtExecutionProvider",
+    "openvino": "OpenVINOExecutionProvider",
+    "dml": "DmlExecutionProvider",
+    "coreml": "CoreMLExecutionProvider",
+    "rocm": "ROCMExecutionProvider",
+}
+ORT_DTYPES = {
+    "tensor(float)": np.float32,
+    "tensor(float16)": np.float16,
+    "tensor(double)": np.float64,
+    "tensor(int8)": np.int8,
+    "tensor(uint8)": np.uint8,
+    "tensor(int16)": np.int16,
+    "tensor(uint16)": np.uint16,
+    "tensor(int32)": np.int32,
+    "tensor(uint32)": np.uint32,
+    "tensor(int64)": np.int64,
+    "tensor(uint64)": np.uint64,
+    "tensor(bool)": np.bool_,
+}
+
+
+def _non_negative_int(key: str, value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise OptionError(
+            f"onnxruntime option {key}={value!r} must be a non-negative integer (0 = ORT default)"
+        )
+    return number
+
+
+class OnnxRuntimeBackend(Backend):
+    """onnxruntime, CPU by default; other execution providers through ``providers``."""
+
+    name = "onnxruntime"
+    extra = "onnxruntime"
+    options_help: ClassVar[dict[str, str]] = {
+        "providers": "comma-separated execution providers, first preferred (default CPUExecutionProvider)",
+        "intra_op_threads": "threads inside an operator (0 = ORT default: one per physical core)",
+        "inter_op_threads": "threads across operators in parallel mode (0 = ORT default)",
+        "graph_optimization_level": "disable | basic | extended | layout | all (default all)",
+        "execution_mode": "sequential | parallel (default sequential)",
+        "session.<key>": "any SessionOptions config entry, e.g. session.intra_op.allow_spinning=0",
+    }
+
+    def __init__(self, options: Mapping[str, str] | None = None) -> None:
+        options = dict(options or {})
+        entries = {k: v for k, v in options.items() if k.startswith(SESSION_PREFIX) and len(k) > 8}
+        plain = {k: v for k, v in options.items() if k not in entries}
+        super().__init__(plain)
+        self.options = options
+        self.config_entries = {k[len(SESSION_PREFIX) :]: v for k, v in entries.items()}
+        level = plain.get("graph_optimization_level", "all").lower()
+        if level not in OPT_LEVELS:
+            raise OptionError(
+                f"onnxruntime option graph_optimization_level={level!r} is not one of {', '.join(OPT_LEVELS)}"
+            )
+        self.opt_level = level
+        mode = plain.get("execution_mode", "sequential").lower()
+        if mode not in ("sequential", "parallel"):
+            raise OptionError(f"onnxruntime option execution_mode={mode!r} must be sequential or parallel")
+        self.execution_mode = mode
+        self.intra_op_threads = _non_negative_int("intra_op_threads", plain.get("intra_op_threads", "0"))
+        self.inter_op_threads = _non_negative_int("inter_op_threads", plain.get("inter_op_threads", "0"))
+        names = [p.strip() for p in plain.get("providers", "CPUExecutionProvider").split(",") if p.strip()]
+        if not names:
+            raise OptionError("onnxruntime option providers is empty; name at least one execution provider")
+        self.providers = [PROVIDER_ALIASES.get(p.lower(), p) for p in names]
+        if self.available():
+            import onnxruntime as ort
+
+            have = ort.get_available_providers()
+            missing = [p for p in self.providers if p not in have]
+            if missing:
+                raise OptionError(
+                    f"execution provider {missing[0]!r} is not available in this onnxruntime "
+                    f"{ort.__version__} (available: {', '.join(have)})"
+                )
+
+    @classmethod
+    def available(cls) -> bool:
+        """Whether onnxruntime imports."""
+        try:
+            import onnxruntime  # noqa: F401
+        except ImportError:
+            return False
+        return True
+
+    def version(self) -> str:
+        """onnxruntime's version."""
+        import onnxruntime as ort
+
+        return ort.__version__
+
+    def fingerprint(self) -> dict[str, Any]:
+        """Runtime, providers, threads and CPU: what a timing depends on."""
+        from pytest_roofline.device import cpu_info
+
+        cpu = cpu_info()
+        return {
+            "backend": self.name,
+            "version": self.version(),
+            "providers": list(self.providers),
+            "intra_op_threads": self.intra_op_threads,
+            "inter_op_threads": self.inter_op_threads,
+            "execution_mode": self.execution_mode,
+            "graph_optimization_level": self.opt_level,
+            "cpu": cpu.model,
+            "cores": cpu.cores,
+            "simd": cpu.to_dict()["simd"],
+        }
+
+    def session_options(self, profile_dir: str | None = None) -> Any:
+        """``SessionOptions`` for these options; profiling and graph dump into ``profile_dir``."""
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, OPT_LEVELS[self.opt_level])
+        modes = ort.ExecutionMode
+        so.execution_mode = modes.ORT_PARALLEL if self.execution_mode == "parallel" else modes.ORT_SEQUENTIAL
+        so.intra_op_num_threads = self.intra_op_threads
+        so.inter_op_num_threads = self.inter_op_threads
+        so.log_severity_level = 3
+        for key, value in self.config_entries.items():
+            try:
+                so.add_session_config_entry(key, value)
+            except Exception as exc:
+                message = f"onnxruntime rejected session.{key}={value!r}: {_first_line(exc)}"
+                raise OptionError(message) from None
+        if profile_dir is not None:
+            so.enable_profiling = True
+            so.profile_file_prefix = os.path.join(profile_dir, "ort_profile")
+            so.optimized_model_filepath = os.path.join(profile_dir, "optimized.onnx")
+            # weights go to a side file so that a large model's dump stays small and loadable
+            prefix = "session.optimized_model_external_initializers_"
+            so.add_session_config_entry(prefix + "file_name", "optimized.data")
+            so.add_session_config_entry(prefix + "min_size_in_bytes", "1024")
+        return so
+
+    def open(self, spec: ModelSpec, inputs: Mapping[str, np.ndarray]) -> OnnxRuntimeSession:
+        """Create the timing session and check ``inputs`` against the model's inputs."""
+        return OnnxRuntimeSession(self, spec, inputs)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    for prefix in ("[ONNXRuntimeError] : ",):
+        if prefix in text:
+            text = text.split(prefix, 1)[1]
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+class OnnxRuntimeSession(BackendSession):
+    """A model loaded in onnxruntime with its inputs bound as ``OrtValue``s."""
+
+    def __init__(
+        self, backend: OnnxRuntimeBackend, spec: ModelSpec, inputs: Mapping[str, np.ndarray]
+    ) -> None:
+        self.backend = backend
+        self.spec = spec
+        self.inputs = {name: np.ascontiguousarray(value) for name, value in inputs.items()}
+        self._payload = self._model_payload()
+        self.session = self._create(backend.session_options())
+        self._check_inputs()
+        import onnxruntime as ort
+
+        self._feeds = {name: ort.OrtValue.ortvalue_from_numpy(arr) for name, arr in self.inputs.items()}
+        self._output_names = [o.name for o in self.session.get_outputs()]
+
+    def _model_payload(self) -> str | bytes:
+        path = self.spec.path
+        if path is not None:
+            return str(path)
+        return self.spec.source.SerializeToString()  # type: ignore[union-attr]
+
+    def _create(self, options: Any) -> Any:
+        import onnxruntime as ort
+
+        try:
+            return ort.InferenceSession(self._payload, options, providers=self.backend.providers)
+        except Exception as exc:
+            raise BackendError(f"onnxruntime cannot load {self.spec.name}: {_first_line(exc)}") from None
+
+    def _check_inputs(self) -> None:
+        expected = {i.name: i for i in self.session.get_inputs()}
+        missing = sorted(set(expected) - set(self.inputs))
+        if missing:
+            names = ", ".join(expected)
+            raise ShapeError(f"input {missing[0]!r} of {self.spec.name} is not given (inputs: {names})")
+        extra = sorted(set(self.inputs) - set(expected))
+        if extra:
+            raise ShapeError(f"{self.spec.name} has no input {extra[0]!r} (inputs: {', '.join(expected)})")
+        for name, meta in expected.items():
+            array = self.inputs[name]
+            dtype = ORT_DTYPES.get(meta.type)
+            if dtype is not None and array.dtype != np.dtype(dtype):
+                raise ShapeError(
+                    f"input {name!r} expects {np.dtype(dtype).name} {_shape_text(meta.shape)}, "
+                    f"got {array.dtype.name} {list(array.shape)}"
+                )
+            shape = list(meta.shape)
+            fits = len(shape) == array.ndim and all(
+                not isinstance(d, int) or d <= 0 or d == a for d, a in zip(shape, array.shape, strict=False)
+            )
+            if not fits:
+                raise ShapeError(
+                    f"input {name!r} expects shape {_shape_text(shape)}, got {list(array.shape)}"
+                    f" ({array.dtype.name})"
+                )
+
+    def _run(self, session: Any, feeds: Mapping[str, Any]) -> Any:
+        try:
+            return session.run_with_ort_values(self._output_names, feeds)
+        except Exception as exc:
+            raise BackendError(f"onnxruntime failed to run {self.spec.name}: {_first_line(exc)}") from None
+
+    def time(self, iterations: int) -> list[float]:
+        """Seconds per inference, profiler off, inputs pre-bound; ``perf_counter_ns`` per call."""
+        run, names, feeds = self.session.run_with_ort_values, self._output_names, self._feeds
+        clock = time.perf_counter_ns
+        samples: list[float] = []
+        try:
+            for _ in range(iterations):
+                start = clock()
+                run(names, feeds)
+                samples.append((clock() - start) * 1e-9)
+        except Exception as exc:
+            raise BackendError(f"onnxruntime failed to run {self.spec.name}: {_first_line(exc)}") from None
+        return samples
+
+    def profile(self, iterations: int, warmup: int = 1) -> KernelProfile:
+        """Run a separate profiling session ``iterations`` times (after ``warmup``) and attribute it."""
+        import onnx
+
+        from pytest_roofline.backends.ort_attribution import attribute, kernel_events, load_trace
+        from pytest_roofline.model import load_model
+
+        with tempfile.TemporaryDirectory(prefix="roofline-ort-") as tmp:
+            session = self._create(self.backend.session_options(tmp))
+            feeds = {k: v for k, v in self._feeds.items()}
+            for _ in range(warmup + iterations):
+                self._run(session, feeds)
+            path = session.end_profiling()
+            del session
+            events = load_trace(path) if path and os.path.exists(path) else []
+            optimized_path = os.path.join(tmp, "optimized.onnx")
+            optimized = None
+            if os.path.exists(optimized_path):
+                try:
+                    optimized = onnx.load(optimized_path, load_external_data=False)
+                except Exception:  # an unreadable dump only costs the fusion mapping
+                    optimized = None
+        kernels = kernel_events(events, skip_runs=warmup)
+        original = load_model(self.spec.source)
+        result = attribute(original, optimized, kernels, iterations)
+        return KernelProfile(
+            kernels=result.kernels,
+            folded=result.folded,
+            iterations=iterations,
+            precision=_precision(self.inputs),
+            trace_events=tuple(events),
+        )
+
+    def outputs(self) -> dict[str, np.ndarray]:
+        """One inference's outputs by name."""
+        values = self._run(self.session, self._feeds)
+        return {name: value.numpy() for name, value in zip(self._output_names, values, strict=True)}
+
+    def close(self) -> None:
+        """Release the ORT session."""
+        self.session = None
+        self._feeds = {}
+
+
+def _precision(inputs: Mapping[str, np.ndarray]) -> str:
+    floats = {a.dtype for a in inputs.values() if np.issubdtype(a.dtype, np.floating)}
+    return "fp16" if floats == {np.dtype(np.float16)} else "fp32"
+
+
+def _shape_text(shape: list[Any]) -> str:
+    return "[" + ", ".join(str(d) if d is not None else "?" for d in shape) + "]"

@@ -1,0 +1,344 @@
+"""onnxruntime profiles: parse the Chrome-trace JSON and attribute kernels to original ONNX nodes.
+
+ORT names a kernel after the node of the *optimized* graph it runs.  Fusions rename or regroup
+nodes (``MatMul_7/MatMulAddFusion``, ``Conv_0`` running ``FusedConv``, ``r1_nchwc`` after a tensor,
+generic ``LayerNormalization_token_3``), so attribution works on the two graphs:
+
+1. *anchors*: an optimized node whose name (after stripping ORT's affixes) is an original node's
+   name runs that node; ``<tensor>_nchwc`` runs the producer of ``<tensor>``; an optimized node
+   that writes an original tensor runs that tensor's original producer;
+2. *absorption*: an original node whose output is no longer materialized in the optimized graph
+   was fused: forward into the kernel of its single producer chain (epilogues such as
+   Add/Relu), else backward into the kernel consuming it (LayerNorm, Gelu, attention bodies whose
+   surviving input and output tensors delimit the region);
+3. what is left is *folded*: constant or shape subgraphs computed at load time, and eliminated
+   ``Identity``/``Dropout`` nodes.  Reorder kernels are ``layout`` work serving the neighbouring
+   layer.  A kernel whose nodes cannot be found keeps empty ``onnx_nodes``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pytest_roofline.backends.attribution import GraphIndex
+from pytest_roofline.backends.base import KernelProfile, KernelRecord
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    import onnx
+
+__all__ = [
+    "KernelEvents",
+    "attribute",
+    "kernel_events",
+    "load_trace",
+]
+
+LAYOUT_OPS = frozenset({"ReorderInput", "ReorderOutput", "Reorder", "MemcpyToHost", "MemcpyFromHost"})
+ELIDED_OPS = frozenset({"Identity", "Dropout"})
+SHAPE_OPS = frozenset({"Shape", "Size", "Constant"})
+# ops a kernel may absorb after its anchor (activation / bias / residual epilogues)
+EPILOGUE_OPS = frozenset({
+    "Add", "Sub", "Mul", "Div", "Sum", "Max", "Min", "Relu", "Clip", "Sigmoid", "Tanh", "LeakyRelu",
+    "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus", "PRelu", "Erf", "Gelu", "Sqrt", "Pow",
+    "Exp", "Log", "Neg", "Abs", "Cast", "BatchNormalization", "QuantizeLinear", "DequantizeLinear",
+})
+_KERNEL_SUFFIX = "_kernel_time"
+_TOKEN = re.compile(r"(_token_\d+)+$")
+_UNNAMED = re.compile(r"^(?P<op>[A-Za-z][A-Za-z0-9]*)_(?P<index>\d+)$")
+
+
+@dataclass(frozen=True)
+class KernelEvents:
+    """The ``_kernel_time`` events of one node: op, provider and seconds per profiled run."""
+
+    name: str
+    op_type: str
+    provider: str
+    times: tuple[float, ...]
+    order: int  # first appearance in the trace (execution order)
+    io_bytes: int = 0  # activation + output bytes as ORT reports them (layout kernels only)
+    events: tuple[dict[str, Any], ...] = field(default=(), repr=False, compare=False)
+
+
+def load_trace(path: str) -> list[dict[str, Any]]:
+    """Events of an ORT profile file (a JSON array; an object with ``traceEvents`` is accepted)."""
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        text = handle.read()
+    if not text.strip():
+        return []
+    data = json.loads(text)
+    if isinstance(data, dict):
+        data = data.get("traceEvents", [])
+    return [event for event in data if isinstance(event, dict)]
+
+
+def _arg(event: dict[str, Any], key: str, default: str = "") -> str:
+    args = event.get("args")
+    if not isinstance(args, dict):
+        return default
+    value = args.get(key, default)
+    return value if isinstance(value, str) else default
+
+
+def _int_arg(event: dict[str, Any], key: str) -> int:
+    try:
+        return int(_arg(event, key, "0") or 0)
+    except ValueError:
+        return 0
+
+
+def kernel_events(events: Sequence[dict[str, Any]], skip_runs: int = 0) -> list[KernelEvents]:
+    """Group ``<node>_kernel_time`` events by node, one summed duration per ``model_run``.
+
+    The first ``skip_runs`` runs (warm-up) are dropped.  Without ``model_run`` events every
+    occurrence of a node counts as one run.
+    """
+    runs = sorted(
+        (float(e.get("ts", 0)), float(e.get("ts", 0)) + float(e.get("dur", 0)))
+        for e in events
+        if e.get("cat") == "Session" and e.get("name") == "model_run"
+    )
+    starts = [start for start, _ in runs]
+    per_node: dict[str, dict[int, float]] = {}
+    info: dict[str, KernelEvents] = {}
+    kept: dict[str, list[dict[str, Any]]] = {}
+    for position, event in enumerate(sorted(events, key=lambda e: float(e.get("ts", 0)))):
+        name = str(event.get("name", ""))
+        if event.get("cat") != "Node" or not name.endswith(_KERNEL_SUFFIX):
+            continue
+        node = name[: -len(_KERNEL_SUFFIX)]
+        slots = per_node.setdefault(node, {})
+        if runs:
+            run = bisect.bisect_right(starts, float(event.get("ts", 0))) - 1
+            run = max(run, 0)
+        else:
+            run = len(slots)
+        if run < skip_runs:
+            continue
+        slots[run] = slots.get(run, 0.0) + float(event.get("dur", 0)) * 1e-6
+        kept.setdefault(node, []).append(event)
+        if node not in info:
+            info[node] = KernelEvents(
+                name=node,
+                op_type=_arg(event, "op_name"),
+                provider=_arg(event, "provider"),
+                times=(),
+                order=position,
+                io_bytes=_int_arg(event, "activation_size") + _int_arg(event, "output_size"),
+            )
+    result = []
+    for node, first in info.items():
+        slots = per_node[node]
+        result.append(
+            KernelEvents(
+                name=node,
+                op_type=first.op_type,
+                provider=first.provider,
+                times=tuple(slots[run] for run in sorted(slots)),
+                order=first.order,
+                io_bytes=first.io_bytes,
+                events=tuple(kept[node]),
+            )
+        )
+    return sorted(result, key=lambda k: k.order)
+
+
+def _name_candidates(name: str) -> list[str]:
+    """``name`` and the original names ORT may have derived it from."""
+    candidates = [name]
+    base = _TOKEN.sub("", name[6:] if name.startswith("fused ") else name)
+    if "/" in base and base.rstrip("/").rsplit("/", 1)[-1].endswith("Fusion"):
+        base = base.rstrip("/").rsplit("/", 1)[0]
+    base = _TOKEN.sub("", base)
+    if base != name:
+        candidates.append(base)
+    return candidates
+
+
+class _Graph:
+    """The original graph (a :class:`GraphIndex`) plus consumers, outputs and load-time nodes."""
+
+    def __init__(self, model: onnx.ModelProto) -> None:
+        self.index = GraphIndex.from_model(model)
+        self.names = self.index.order
+        self.producer = self.index.producer
+        self.consumers: dict[str, list[str]] = {}
+        for name in self.names:
+            for tensor in self.index.node_inputs[name]:
+                self.consumers.setdefault(tensor, []).append(name)
+        self.outputs = {o.name for o in model.graph.output}
+        self.constant = self._constant_nodes({init.name for init in model.graph.initializer})
+
+    def _constant_nodes(self, known: set[str]) -> set[str]:
+        """Nodes computable at load time: shape queries and anything fed only by constants."""
+        constant: set[str] = set()
+        for name in self.names:
+            inputs = self.index.node_inputs[name]
+            if self.index.op_types[name] in SHAPE_OPS or (inputs and all(t in known for t in inputs)):
+                constant.add(name)
+                known.update(self.index.node_outputs[name])
+        return constant
+
+    def op(self, name: str) -> str:
+        """Op type of original node ``name``."""
+        return self.index.op_types[name]
+
+
+def attribute(
+    original: onnx.ModelProto,
+    optimized: onnx.ModelProto | None,
+    kernels: Sequence[KernelEvents],
+    iterations: int = 0,
+) -> KernelProfile:
+    """Map profiled kernels to original ONNX nodes; see the module docstring for the rules.
+
+    ``optimized`` is the graph ORT saved through ``optimized_model_filepath`` for the profiled
+    session; without it only names are matched.
+    """
+    graph = _Graph(original)
+    opt_nodes = _optimized_nodes(optimized, kernels)
+    materialized: set[str] = set()
+    if optimized is not None:
+        og = optimized.graph
+        materialized.update(i.name for i in og.input)
+        materialized.update(i.name for i in og.initializer)
+        for node in og.node:
+            materialized.update(t for t in node.input if t)
+            materialized.update(t for t in node.output if t)
+    owner: dict[str, str] = {}  # original node -> kernel name
+    claims: dict[str, list[str]] = {k.name: [] for k in kernels}
+    layout = {k.name for k in kernels if k.op_type in LAYOUT_OPS or _op(opt_nodes.get(k.name)) in LAYOUT_OPS}
+
+    def claim(node: str, kernel: str) -> bool:
+        if node in owner or node not in graph.index:
+            return False
+        owner[node] = kernel
+        claims[kernel].append(node)
+        return True
+
+    compute = [k for k in kernels if k.name not in layout]
+    for kernel in compute:  # anchors by name
+        for candidate in _name_candidates(kernel.name):
+            if candidate in graph.index:
+                claim(candidate, kernel.name)
+                break
+            if candidate.endswith("_nchwc") and candidate[:-6] in graph.producer:
+                claim(graph.producer[candidate[:-6]], kernel.name)
+                break
+    for kernel in compute:  # anchors by the original tensors a kernel writes
+        node = opt_nodes.get(kernel.name)
+        for tensor in node.output if node is not None else ():
+            if tensor in graph.producer:
+                claim(graph.producer[tensor], kernel.name)
+    if optimized is not None:
+        _absorb(graph, compute, claims, claim, owner, materialized)
+    records = []
+    for kernel in kernels:
+        nodes = tuple(sorted(claims.get(kernel.name, ()), key=graph.index.position))
+        is_layout = kernel.name in layout
+        records.append(
+            KernelRecord(
+                name=kernel.name,
+                op_type=kernel.op_type or _op(opt_nodes.get(kernel.name)),
+                onnx_nodes=() if is_layout else nodes,
+                times=kernel.times,
+                kind="layout" if is_layout else "compute",
+                serves=_serves(kernel.name, opt_nodes) if is_layout else None,
+                extra={"provider": kernel.provider, "bytes": kernel.io_bytes} if is_layout else
+                {"provider": kernel.provider},
+            )
+        )
+    folded = tuple(name for name in graph.names if name not in owner)
+    return KernelProfile(kernels=tuple(records), folded=folded, iterations=iterations)
+
+
+def _op(node: onnx.NodeProto | None) -> str:
+    return node.op_type if node is not None else ""
+
+
+def _absorb(graph: _Graph, compute: Iterable[KernelEvents], claims, claim, owner, materialized) -> None:
+    """Give unclaimed, non-constant original nodes to the kernel they were fused into."""
+
+    def free(node: str) -> bool:
+        return node not in owner and node not in graph.constant
+
+    changed = True
+    while changed:
+        changed = False
+        for kernel in compute:  # forward: epilogues of a producer whose output vanished
+            stack = list(claims[kernel.name])
+            while stack:
+                node = stack.pop()
+                for tensor in graph.index.node_outputs[node]:
+                    if not tensor or tensor in materialized or tensor in graph.outputs:
+                        continue
+                    users = graph.consumers.get(tensor, [])
+                    if len(users) == 1 and free(users[0]):
+                        if graph.op(users[0]) not in EPILOGUE_OPS:
+                            continue
+                        if claim(users[0], kernel.name):
+                            stack.append(users[0])
+                            changed = True
+        for kernel in compute:  # backward: the body between a fused kernel's surviving tensors
+            stack = list(claims[kernel.name])
+            while stack:
+                node = stack.pop()
+                for tensor in graph.index.node_inputs[node]:
+                    if not tensor or tensor in materialized or tensor not in graph.producer:
+                        continue
+                    source = graph.producer[tensor]
+                    if not free(source):
+                        continue
+                    if graph.op(source) in ELIDED_OPS:
+                        stack.append(source)  # look through it, leave it folded
+                        continue
+                    if claim(source, kernel.name):
+                        stack.append(source)
+                        changed = True
+
+
+def _optimized_nodes(
+    optimized: onnx.ModelProto | None, kernels: Sequence[KernelEvents]
+) -> dict[str, onnx.NodeProto]:
+    """Profile kernel name -> optimized-graph node (unnamed nodes appear as ``<Op>_<index>``)."""
+    if optimized is None:
+        return {}
+    nodes = list(optimized.graph.node)
+    by_name = {node.name: node for node in nodes if node.name}
+    unnamed: dict[str, list[onnx.NodeProto]] = {}
+    for node in nodes:
+        if not node.name:
+            unnamed.setdefault(node.op_type, []).append(node)
+    result = {k.name: by_name[k.name] for k in kernels if k.name in by_name}
+    pending: dict[str, list[tuple[int, str]]] = {}
+    for kernel in kernels:
+        match = _UNNAMED.match(kernel.name)
+        if kernel.name not in result and match:
+            pending.setdefault(match["op"], []).append((int(match["index"]), kernel.name))
+    for op, items in pending.items():
+        for node, (_, name) in zip(unnamed.get(op, []), sorted(items), strict=False):
+            result[name] = node
+    return result
+
+
+def _serves(name: str, opt_nodes: dict[str, onnx.NodeProto]) -> str | None:
+    """The compute kernel a layout kernel feeds (ReorderInput) or drains (ReorderOutput)."""
+    node = opt_nodes.get(name)
+    if node is None:
+        return None
+    names = {id(n): kname for kname, n in opt_nodes.items()}
+    others = [n for n in opt_nodes.values() if n is not node and n.op_type not in LAYOUT_OPS]
+    if node.op_type == "ReorderOutput" or node.op_type == "MemcpyToHost":
+        sources = [n for n in others if set(n.output) & set(node.input)]
+        return names[id(sources[0])] if sources else None
+    sinks = [n for n in others if set(n.input) & set(node.output)]
+    if sinks:
+        return names[id(sinks[0])]
+    sources = [n for n in others if set(n.output) & set(node.input)]
+    return names[id(sources[0])] if sources else None
