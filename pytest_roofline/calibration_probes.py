@@ -1,0 +1,419 @@
+"""Calibration probes: the single-op models that measure a device's roofs, and what they reach.
+
+Each probe is a tiny ONNX model built here with :mod:`onnx.helper` and run through the same
+:class:`~pytest_roofline.backends.base.Backend` protocol as user models (``open`` → ``time``), so a
+roof is what *that backend* reaches on this device, not what a hand-written kernel could.
+
+Heavy imports (onnx, numpy) happen inside the builders: the cached path of
+:func:`pytest_roofline.calibration.calibrate` never imports this module's dependencies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .roofline import CacheLevel, Probe
+
+if TYPE_CHECKING:
+    import numpy as np
+    import onnx
+
+    from .backends.base import Backend
+    from .device import CpuInfo
+
+Builder = Callable[[], "tuple[onnx.ModelProto, dict[str, np.ndarray]]"]
+
+__all__ = [
+    "DTYPES",
+    "ProbeSpec",
+    "cache_levels",
+    "clock_hz",
+    "dram_bandwidth",
+    "flags_hash",
+    "plan_probes",
+    "run_probe",
+    "system_caches",
+    "theoretical_peak_flops",
+]
+
+DTYPES = ("float32", "float16", "int8")
+KIB, MIB = 1024, 1024 * 1024
+OPSET, IR_VERSION = 17, 8  # old enough for every backend we drive (OpenVINO, onnxruntime)
+
+# Probe plans: "full" is the default; "quick" (tests, smoke runs) runs the same code on fewer sizes.
+GEMM_SIZES = {"full": (256, 512, 1024, 2048), "quick": (512, 1024)}
+GEMM_LOW_SIZES = {"full": (512, 1024), "quick": (512,)}  # float16 / int8 ladders
+CONV_SHAPES = {"full": (256, 56), "quick": (128, 28)}  # (channels, spatial) of a 3×3 conv
+STREAM_SIZES = {
+    "full": tuple(32 * KIB * 2**i for i in range(14)),  # 32 KiB .. 256 MiB working sets
+    "quick": (64 * KIB, MIB, 16 * MIB, 128 * MIB),
+}
+SECONDS_PER_PROBE = {"full": 0.25, "quick": 0.08}  # timed budget of one probe (after warm-up)
+MIN_SAMPLES, MAX_SAMPLES = 5, 20000
+STREAM_BYTES_PER_RUN = 8 * MIB  # chain stream nodes until one run moves at least this much
+STREAM_MAX_CHAIN = 32
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    """A probe to run: its name, what it measures, and how to build its model and inputs."""
+
+    name: str
+    kind: str  # "compute" | "memory"
+    dtype: str
+    size: int  # GEMM n, conv channels, or working-set bytes
+    work: float  # FLOPs (compute) or bytes moved (memory) per run
+    build: Builder
+    optional: bool = False  # a backend without this kernel skips it instead of failing
+
+
+def plan_probes(dtypes: tuple[str, ...], plan: str = "full") -> list[ProbeSpec]:
+    """The probes of ``plan`` for ``dtypes``: GEMM ladders, a conv, and the stream ladder."""
+    specs: list[ProbeSpec] = []
+    for n in GEMM_SIZES[plan]:
+        specs.append(ProbeSpec(f"gemm-{n}-float32", "compute", "float32", n, 2.0 * n**3, _gemm(n, "float32")))
+    channels, spatial = CONV_SHAPES[plan]
+    conv_flops = 2.0 * channels * channels * 9 * spatial * spatial
+    specs.append(
+        ProbeSpec(f"conv3x3-{channels}x{spatial}-float32", "compute", "float32", channels, conv_flops,
+                  _conv(channels, spatial))
+    )
+    if "float16" in dtypes:
+        for n in GEMM_LOW_SIZES[plan]:
+            specs.append(ProbeSpec(f"gemm-{n}-float16", "compute", "float16", n, 2.0 * n**3,
+                                   _gemm(n, "float16"), optional=True))
+    if "int8" in dtypes:
+        for n in GEMM_LOW_SIZES[plan]:
+            specs.append(ProbeSpec(f"qlinearmatmul-{n}-int8", "compute", "int8", n, 2.0 * n**3,
+                                   _qlinear_matmul(n), optional=True))
+            specs.append(ProbeSpec(f"matmulinteger-{n}-int8", "compute", "int8", n, 2.0 * n**3,
+                                   _matmul_integer(n), optional=True))
+    for working_set in STREAM_SIZES[plan]:
+        nbytes, chain, build = _stream(working_set)
+        specs.append(ProbeSpec(f"stream-{_size_label(working_set)}", "memory", "float32", working_set,
+                               nbytes, build))
+    return specs
+
+
+def run_probe(backend: Backend, spec: ProbeSpec, seconds: float) -> Probe:
+    """Open the probe's model on ``backend``, time it for about ``seconds``, return its figure.
+
+    Timing is end to end (``session.time``), not the profiler's kernel times, on purpose:
+    measured here (onnxruntime 1.32, 2-core EPYC) a 32 KiB Add's profiled kernel time is 3 µs at the
+    profiler's 1 µs resolution (11 GB/s, mostly quantization and the profiler's own cost), and the
+    profiler is per-backend while ``time`` is the one measurement every backend offers.  The e2e
+    time of a single-op model includes the launch overhead (~5 µs per run on onnxruntime CPU): it
+    is < 2 % for the GEMM/conv probes (≥ 0.3 ms per run) and the stream probes amortize it by
+    chaining nodes until one run moves ≥ 8 MiB (a 32 KiB Add alone reads 8 GB/s, chained 50 GB/s).
+
+    The figure is the median of one session's samples (a sustained rate, not a lucky minimum).
+    """
+    from .model import ModelSpec
+
+    model, inputs = spec.build()
+    with backend.open(ModelSpec.create(model), inputs) as session:
+        session.time(1)  # warm-up: first run allocates the arena, packs weights, pages memory in
+        estimate = min(session.time(2))
+        count = max(MIN_SAMPLES, min(MAX_SAMPLES, int(seconds / max(estimate, 1e-7))))
+        samples = session.time(count)
+    median = statistics.median(samples)
+    return Probe(spec.name, spec.kind, spec.dtype, spec.size, spec.work / median, median)
+
+
+# --- roofs from probe figures -------------------------------------------------------------------
+
+
+def system_caches() -> list[tuple[str, int]]:
+    """Data/unified cache levels of this host as (name, bytes per instance), smallest first."""
+    caches: dict[str, int] = {}
+    root = Path("/sys/devices/system/cpu/cpu0/cache")
+    try:
+        for index in sorted(root.glob("index*")):
+            if (index / "type").read_text().strip() == "Instruction":
+                continue
+            size = _parse_size((index / "size").read_text().strip())
+            if size:
+                caches[f"L{(index / 'level').read_text().strip()}"] = size
+    except OSError:
+        return []
+    return sorted(caches.items(), key=lambda item: item[1])
+
+
+def cache_levels(points: list[Probe], caches: list[tuple[str, int]] | None = None,
+                 drop: float = 0.7) -> tuple[CacheLevel, ...]:
+    """Plateaus of the bandwidth-vs-working-set curve as cache levels, the last one DRAM.
+
+    Points are walked from the smallest working set up; a new level starts where bandwidth falls
+    below ``drop`` × the best of the current level (a rise is overhead amortizing, not a new
+    level).  A level's bandwidth is its best point (each point is itself a sustained median), its
+    size the largest working set it holds.  Levels are named after the nearest host cache level
+    (``caches``, from sysfs) when known; the last level is DRAM with size 0.
+    """
+    ordered = sorted((p for p in points if p.kind == "memory"), key=lambda p: p.size)
+    if not ordered:
+        return ()
+    segments: list[list[Probe]] = [[ordered[0]]]
+    for point in ordered[1:]:
+        if point.value < drop * max(p.value for p in segments[-1]):
+            segments.append([point])
+        else:
+            segments[-1].append(point)
+    levels: list[CacheLevel] = []
+    for index, segment in enumerate(segments):
+        bandwidth = max(p.value for p in segment)
+        size = max(p.size for p in segment)
+        if index == len(segments) - 1 and len(segments) > 1:
+            levels.append(CacheLevel("DRAM", 0, bandwidth))
+            continue
+        name = _nearest_cache(size, caches) if caches else f"L{index + 1}"
+        if levels and levels[-1].name == name:  # two plateaus near one cache: keep one level
+            previous = levels.pop()
+            bandwidth, size = max(bandwidth, previous.bandwidth), max(size, previous.size)
+        levels.append(CacheLevel(name, size, bandwidth))
+    return tuple(levels)
+
+
+def dram_bandwidth(points: list[Probe], last_level_cache: int = 0) -> float:
+    """DRAM bandwidth: the best stream figure among working sets ≥ 4 × the last-level cache.
+
+    Without a known cache size (or no probe that large) the two largest working sets count.
+    """
+    ordered = sorted((p for p in points if p.kind == "memory"), key=lambda p: p.size)
+    if not ordered:
+        raise ValueError("no memory probe")
+    beyond = [p for p in ordered if last_level_cache and p.size >= 4 * last_level_cache]
+    return max(p.value for p in (beyond or ordered[-2:]))
+
+
+def clock_hz() -> float:
+    """The CPU's clock for the theoretical peak: cpufreq's max, else the largest ``cpu MHz``.
+
+    Under a hypervisor ``cpu MHz`` is often the nominal (base) clock; boost can exceed it, so a
+    measured roof above the theoretical one is possible there (the table says so).
+    """
+    try:
+        text = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read_text()
+        return float(text.strip()) * 1e3
+    except (OSError, ValueError):
+        pass
+    best = 0.0
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                key, _, value = line.partition(":")
+                if key.strip() == "cpu MHz":
+                    try:
+                        best = max(best, float(value) * 1e6)
+                    except ValueError:
+                        continue
+    except OSError:
+        return 0.0
+    return best
+
+
+def theoretical_peak_flops(info: CpuInfo, threads: int, clock: float) -> dict[str, float]:
+    """Peak FLOP/s per dtype from cores × clock × SIMD FMA throughput (an upper bound).
+
+    Assumptions (documented in docs/calibration.md):
+    - fp32 lanes: 16 with avx512f, 8 with avx/avx2, 4 with sse or ARM asimd/neon;
+    - two vector FMA pipes per core of the widest width, 2 FLOPs per FMA lane (true for
+      Skylake-SP Gold/Platinum, Ice Lake-SP, Zen 4 at 256-bit × 2 ≈ 512-bit × 1, Zen 5); without
+      FMA one mul + one add pipe, i.e. the same 2 FLOPs per lane per cycle with one unit;
+    - float16 runs at fp32 rate unless avx512_fp16 (then 2×);
+    - int8 (ops/s) is 4 × the fp32 lanes with VNNI (avx512_vnni, or avx_vnni at 256 bits), else 2×.
+    """
+    flags = info.flags
+    if not clock or not info.cores:
+        return {}
+    cores = min(threads, info.cores) if threads > 0 else info.cores
+    if "avx512f" in flags:
+        lanes = 16
+    elif "avx" in flags or "avx2" in flags:
+        lanes = 8
+    elif flags & {"sse", "sse2", "asimd", "neon"}:
+        lanes = 4
+    else:
+        lanes = 1
+    fma = bool(flags & {"fma", "avx512f", "asimd"})
+    units = 2 if fma else 1
+    per_core_fp32 = lanes * 2 * units
+    peaks = {"float32": cores * clock * per_core_fp32}
+    peaks["float16"] = peaks["float32"] * (2 if "avx512_fp16" in flags else 1)
+    if "avx512_vnni" in flags and lanes == 16:
+        int8_lanes = 4 * 16
+    elif "avx_vnni" in flags or "avx512_vnni" in flags:
+        int8_lanes = 4 * 8
+    else:
+        int8_lanes = 2 * lanes
+    peaks["int8"] = cores * clock * int8_lanes * 2 * units
+    return peaks
+
+
+def flags_hash(flags: frozenset[str]) -> str:
+    """A short stable hash of a CPU flag set (kernel choice depends on it)."""
+    return hashlib.sha256(" ".join(sorted(flags)).encode()).hexdigest()[:16]
+
+
+# --- model builders ------------------------------------------------------------------------------
+
+
+def _model(nodes: list[Any], inputs: list[Any], outputs: list[Any], initializers: list[Any] | None = None,
+           name: str = "probe") -> onnx.ModelProto:
+    from onnx import helper
+
+    graph = helper.make_graph(nodes, name, inputs, outputs, initializer=initializers or [])
+    opsets = [helper.make_opsetid("", OPSET)]
+    model = helper.make_model(graph, opset_imports=opsets, producer_name="pytest-roofline")
+    model.ir_version = IR_VERSION
+    return model
+
+
+def _elem(dtype: str) -> int:
+    from onnx import TensorProto
+
+    return {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16, "uint8": TensorProto.UINT8,
+            "int8": TensorProto.INT8, "int32": TensorProto.INT32}[dtype]
+
+
+def _gemm(n: int, dtype: str) -> Builder:
+    def build() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+        import numpy as np
+        from onnx import helper
+
+        shape = [n, n]
+        model = _model(
+            [helper.make_node("MatMul", ["A", "B"], ["Y"])],
+            [helper.make_tensor_value_info(x, _elem(dtype), shape) for x in ("A", "B")],
+            [helper.make_tensor_value_info("Y", _elem(dtype), shape)],
+            name=f"gemm_{n}_{dtype}",
+        )
+        rng = np.random.default_rng(0)
+        data = rng.random((n, n), dtype=np.float32).astype(dtype)
+        return model, {"A": data, "B": data.T.copy()}
+
+    return build
+
+
+def _conv(channels: int, spatial: int) -> Builder:
+    def build() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+        import numpy as np
+        from onnx import helper, numpy_helper
+
+        rng = np.random.default_rng(0)
+        weight = numpy_helper.from_array(rng.random((channels, channels, 3, 3), dtype=np.float32) * 0.01, "W")
+        shape = [1, channels, spatial, spatial]
+        model = _model(
+            [helper.make_node("Conv", ["X", "W"], ["Y"], pads=[1, 1, 1, 1])],
+            [helper.make_tensor_value_info("X", _elem("float32"), shape)],
+            [helper.make_tensor_value_info("Y", _elem("float32"), shape)],
+            [weight],
+            name=f"conv3x3_{channels}x{spatial}",
+        )
+        return model, {"X": rng.random(shape, dtype=np.float32)}
+
+    return build
+
+
+def _qlinear_matmul(n: int) -> Builder:
+    def build() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+        import numpy as np
+        from onnx import helper
+
+        scalars = [
+            helper.make_tensor("a_scale", _elem("float32"), [], [0.02]),
+            helper.make_tensor("a_zero", _elem("uint8"), [], [128]),
+            helper.make_tensor("b_scale", _elem("float32"), [], [0.02]),
+            helper.make_tensor("b_zero", _elem("int8"), [], [0]),
+            helper.make_tensor("y_scale", _elem("float32"), [], [4.0]),
+            helper.make_tensor("y_zero", _elem("uint8"), [], [128]),
+        ]
+        node = helper.make_node(
+            "QLinearMatMul", ["A", "a_scale", "a_zero", "B", "b_scale", "b_zero", "y_scale", "y_zero"], ["Y"]
+        )
+        model = _model(
+            [node],
+            [helper.make_tensor_value_info("A", _elem("uint8"), [n, n]),
+             helper.make_tensor_value_info("B", _elem("int8"), [n, n])],
+            [helper.make_tensor_value_info("Y", _elem("uint8"), [n, n])],
+            scalars,
+            name=f"qlinearmatmul_{n}",
+        )
+        rng = np.random.default_rng(0)
+        return model, {"A": rng.integers(0, 256, (n, n), dtype=np.uint8),
+                       "B": rng.integers(-127, 128, (n, n), dtype=np.int8)}
+
+    return build
+
+
+def _matmul_integer(n: int) -> Builder:
+    def build() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+        import numpy as np
+        from onnx import helper
+
+        model = _model(
+            [helper.make_node("MatMulInteger", ["A", "B"], ["Y"])],
+            [helper.make_tensor_value_info("A", _elem("uint8"), [n, n]),
+             helper.make_tensor_value_info("B", _elem("uint8"), [n, n])],
+            [helper.make_tensor_value_info("Y", _elem("int32"), [n, n])],
+            name=f"matmulinteger_{n}",
+        )
+        rng = np.random.default_rng(0)
+        return model, {"A": rng.integers(0, 256, (n, n), dtype=np.uint8),
+                       "B": rng.integers(0, 256, (n, n), dtype=np.uint8)}
+
+    return build
+
+
+def _stream(working_set: int) -> tuple[float, int, Builder]:
+    """A chain of Adds ``y_i = y_(i-1) + Z`` over a ``working_set`` of three equal float32 tensors.
+
+    Bytes per node = two inputs read + one output written (the DESIGN convention); the chain's
+    intermediates die at once, so the backend's planner reuses buffers and the working set stays
+    about three tensors.  Returns (bytes moved per run, chain length, builder).
+    """
+    elements = max(working_set // (3 * 4), 16)
+    node_bytes = 3 * 4 * elements
+    chain = max(1, min(STREAM_MAX_CHAIN, math.ceil(STREAM_BYTES_PER_RUN / node_bytes)))
+
+    def build() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+        import numpy as np
+        from onnx import helper
+
+        nodes, previous = [], "X"
+        for index in range(chain):
+            output = "Y" if index == chain - 1 else f"t{index}"
+            nodes.append(helper.make_node("Add", [previous, "Z"], [output]))
+            previous = output
+        model = _model(
+            nodes,
+            [helper.make_tensor_value_info(x, _elem("float32"), [elements]) for x in ("X", "Z")],
+            [helper.make_tensor_value_info("Y", _elem("float32"), [elements])],
+            name=f"stream_{working_set}",
+        )
+        return model, {"X": np.full(elements, 1.0, np.float32), "Z": np.full(elements, 0.5, np.float32)}
+
+    return float(node_bytes * chain), chain, build
+
+
+def _size_label(nbytes: int) -> str:
+    return f"{nbytes // MIB}MiB" if nbytes >= MIB else f"{nbytes // KIB}KiB"
+
+
+def _parse_size(text: str) -> int:
+    units = {"K": KIB, "M": MIB, "G": 1024 * MIB}
+    text = text.upper().rstrip("B")
+    try:
+        return int(text[:-1]) * units[text[-1]] if text and text[-1] in units else int(text)
+    except ValueError:
+        return 0
+
+
+def _nearest_cache(size: int, caches: list[tuple[str, int]]) -> str:
+    return min(caches, key=lambda item: abs(math.log2(max(size, 1)) - math.log2(item[1])))[0]
+
