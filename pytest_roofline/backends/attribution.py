@@ -1,0 +1,202 @@
+"""Map backend layers to the original ONNX nodes: by name, by tensor boundary, by range.
+
+Every backend renames and fuses nodes differently (see reference/FORMATS.md), but they all keep
+enough of the original graph to find its nodes again: a layer's name lists some of them, its
+input and output tensors bound the subgraph it executes, and a fused region names its first and
+last node.  :class:`GraphIndex` answers those three questions for one ONNX graph, so each backend
+module only has to say which clue it has.
+
+The module also converts a group's byte count to the precision that actually ran
+(:func:`precision_itemsize`, :func:`rescale_group_cost`, :func:`group_cost_at_precision`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from pytest_roofline.analysis.types import GroupCost
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    import onnx
+
+    from pytest_roofline.analysis.types import ModelAnalysis
+    from .base import KernelProfile
+
+__all__ = [
+    "GraphIndex",
+    "attributed_fraction",
+    "group_cost_at_precision",
+    "node_name",
+    "precision_itemsize",
+    "rescale_group_cost",
+]
+
+# Suffixes frontends append to an original node's name when they split or rename it.
+_NAME_SUFFIXES = ("/WithoutBiases", "/MatMulAddFusion", "/sink_port_0", "_nchwc")
+_TOKEN_SUFFIX = re.compile(r"_token_\d+$")
+
+
+def node_name(node: onnx.NodeProto, index: int) -> str:
+    """The node's name, or ``<OpType>_<index>`` for an unnamed node (onnxruntime's convention)."""
+    return node.name or f"{node.op_type}_{index}"
+
+
+@dataclass(frozen=True)
+class GraphIndex:
+    """Names, order and tensor connectivity of an ONNX graph's nodes (main graph only)."""
+
+    order: tuple[str, ...]  # node names in topological (file) order
+    op_types: dict[str, str] = field(repr=False)
+    node_inputs: dict[str, tuple[str, ...]] = field(repr=False)
+    node_outputs: dict[str, tuple[str, ...]] = field(repr=False)
+    producer: dict[str, str] = field(repr=False)  # tensor name -> node name
+    sources: frozenset[str] = field(repr=False)  # graph inputs and initializers
+
+    @classmethod
+    def from_model(cls, model: onnx.ModelProto) -> GraphIndex:
+        """Index ``model``'s main graph."""
+        order, op_types, ins, outs, producer = [], {}, {}, {}, {}
+        for index, node in enumerate(model.graph.node):
+            name = node_name(node, index)
+            order.append(name)
+            op_types[name] = node.op_type
+            ins[name] = tuple(t for t in node.input if t)
+            outs[name] = tuple(t for t in node.output if t)
+            for tensor in outs[name]:
+                producer[tensor] = name
+        sources = {vi.name for vi in model.graph.input} | {t.name for t in model.graph.initializer}
+        return cls(tuple(order), op_types, ins, outs, producer, frozenset(sources))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.op_types
+
+    def position(self, name: str) -> int:
+        """Topological position of node ``name``."""
+        return self._positions[name]
+
+    @cached_property
+    def _positions(self) -> dict[str, int]:
+        return {name: i for i, name in enumerate(self.order)}
+
+    def resolve(self, name: str) -> str | None:
+        """The ONNX node a backend's name stands for, or None.
+
+        Tries the name itself, the name without frontend suffixes (``Conv_0/WithoutBiases``,
+        ``X/MatMulAddFusion``, ``_token_N``), TensorRT's ``node_of_<tensor>`` and finally the name
+        as an output tensor (OpenVINO names an unnamed node after its output).
+        """
+        candidates = [name]
+        stripped = _TOKEN_SUFFIX.sub("", name)
+        for suffix in _NAME_SUFFIXES:
+            if stripped.endswith(suffix):
+                stripped = stripped[: -len(suffix)]
+        candidates.append(stripped)
+        if name.startswith("node_of_"):
+            candidates.append(name[len("node_of_") :])
+        for candidate in candidates:
+            if candidate in self.op_types:
+                return candidate
+        for candidate in candidates:
+            if candidate in self.producer:
+                return self.producer[candidate]
+        return None
+
+    def resolve_all(self, names: Iterable[str]) -> tuple[str, ...]:
+        """Resolve each name; unknown names are dropped, order is topological, no duplicates."""
+        found = {r for r in (self.resolve(n) for n in names) if r is not None}
+        return tuple(sorted(found, key=self.position))
+
+    def between(self, inputs: Iterable[str], outputs: Iterable[str]) -> tuple[str, ...]:
+        """The nodes computing ``outputs`` from ``inputs``: the subgraph bounded by those tensors.
+
+        Walks back from the producers of ``outputs`` and stops at ``inputs``, graph inputs and
+        initializers.  Tensors that are not in the graph are ignored.  Topological order.
+        """
+        stop = set(inputs) | self.sources
+        seen: set[str] = set()
+        stack = [self.producer[t] for t in outputs if t in self.producer and t not in stop]
+        while stack:
+            current = stack.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            for tensor in self.node_inputs[current]:
+                if tensor not in stop and tensor in self.producer:
+                    stack.append(self.producer[tensor])
+        return tuple(sorted(seen, key=self.position))
+
+    def span(self, first: str, last: str) -> tuple[str, ...]:
+        """The nodes from ``first`` to ``last`` in topological order (a fused region); () if unknown."""
+        a, b = self.resolve(first), self.resolve(last)
+        if a is None or b is None:
+            return ()
+        lo, hi = sorted((self.position(a), self.position(b)))
+        return self.order[lo : hi + 1]
+
+
+def attributed_fraction(profile: KernelProfile, known: Iterable[str] | None = None) -> float:
+    """Share of the profiled kernel time that is attributed (to ONNX nodes, or as layout).
+
+    With ``known`` (the graph's node names) a kernel counts only if one of its nodes is known;
+    this matches :func:`pytest_roofline.profile.build_layers` without needing the cost model.
+    """
+    known_set = set(known) if known is not None else None
+    total = attributed = 0.0
+    for kernel in profile.kernels:
+        time = sorted(kernel.times)[len(kernel.times) // 2] if kernel.times else 0.0
+        total += time
+        nodes = [n for n in kernel.onnx_nodes if known_set is None or n in known_set]
+        if kernel.kind == "layout" or nodes:
+            attributed += time
+    return attributed / total if total > 0 else 0.0
+
+
+_ITEMSIZE = {"fp32": 4, "f32": 4, "float32": 4, "tf32": 4, "fp16": 2, "f16": 2, "float16": 2,
+             "bf16": 2, "bfloat16": 2, "int8": 1, "i8": 1, "u8": 1, "fp8": 1, "int4": 0.5}
+
+
+def precision_itemsize(precision: str) -> float | None:
+    """Bytes per element of floating-point tensors at ``precision`` (None for unknown/mixed)."""
+    return _ITEMSIZE.get(precision.lower())
+
+
+def rescale_group_cost(group: GroupCost, precision: str, from_itemsize: int = 4) -> GroupCost:
+    """``group`` with its bytes converted from ``from_itemsize``-byte elements to ``precision``.
+
+    A coarse conversion that assumes every tensor of the group is floating point; prefer
+    :func:`group_cost_at_precision` when the analysis is at hand.  Unknown precision: unchanged.
+    """
+    itemsize = precision_itemsize(precision)
+    if itemsize is None:
+        return group
+    return GroupCost(group.flops, group.macs, round(group.bytes * itemsize / from_itemsize), group.params)
+
+
+def group_cost_at_precision(analysis: ModelAnalysis, names: Iterable[str], precision: str) -> GroupCost:
+    """:meth:`ModelAnalysis.group` with floating-point tensors counted at ``precision``.
+
+    A TensorRT fp16 engine moves 2 bytes per activation and weight element; integer tensors (shapes,
+    indices) keep their size.  Unknown or mixed precision: the analysis' own bytes.
+    """
+    names = tuple(names)
+    group = analysis.group(names)
+    itemsize = precision_itemsize(precision)
+    if itemsize is None:
+        return group
+    members = [analysis.node(n) for n in names]
+    inside = set(names)
+    produced = {t for n in members for t in n.outputs if t}
+    consumed_outside = {t for node in analysis.nodes if node.name not in inside for t in node.inputs}
+    boundary = {t for n in members for t in n.inputs if t and t not in produced}
+    boundary |= {t for t in produced if t in analysis.graph_outputs or t in consumed_outside}
+    delta = 0.0
+    for tensor in boundary:
+        info = analysis.tensors.get(tensor)
+        if info is not None and info.dtype.startswith(("float", "bfloat")):
+            delta += info.numel * (itemsize - info.itemsize)
+    return GroupCost(group.flops, group.macs, max(0, round(group.bytes + delta)), group.params)

@@ -1,0 +1,410 @@
+"""OpenVINO backend: compile once without profiling (timing), once with PERF_COUNT (profile).
+
+Per-node counters of ``InferRequest.get_profiling_info()`` cover only the last inference
+(reference/FORMATS.md §2.1), so they are read after every profiled inference.  Attribution uses the
+runtime model: each executed primitive's rt_info ``originalLayersNames`` names the ONNX nodes it
+runs, completed by tensor boundaries where that list is short (a FullyConnected named after its
+output tensor omits its MatMul, §2.2).  Inserted reorders are layout kernels serving the primitive
+that consumes them; nodes fused away (NOT_RUN, OPTIMIZED_OUT, or constant-folded at load) are
+reported as folded.
+"""
+
+from __future__ import annotations
+
+import time as _time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pytest_roofline.errors import BackendError, OptionError
+from pytest_roofline.model import load_model
+
+from .attribution import GraphIndex
+from .base import Backend, BackendSession, KernelProfile, KernelRecord
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Mapping
+
+    import numpy as np
+
+    from pytest_roofline.model import ModelSpec
+
+__all__ = ["OpenVinoBackend", "OpenVinoSession", "attribute_runtime_model"]
+
+_HINTS = {"latency": "LATENCY", "throughput": "THROUGHPUT", "none": None}
+_PRECISIONS = {"f32": "f32", "fp32": "f32", "f16": "f16", "fp16": "f16", "bf16": "bf16"}
+_PRECISION_NAMES = {"f32": "fp32", "f16": "fp16", "bf16": "bf16", "i8": "int8", "u8": "int8"}
+_NOT_COMPUTE = {"Parameter", "Result", "Const", "Constant", "Input", "Output"}
+
+
+@dataclass(frozen=True)
+class RuntimeOp:
+    """One op of the compiled (runtime) model, the part of its rt_info attribution needs."""
+
+    name: str
+    layer_type: str
+    original_names: tuple[str, ...]
+    precision: str
+    inputs: tuple[str, ...]  # names of the runtime ops feeding it
+
+    @property
+    def is_reorder(self) -> bool:
+        """A layout/precision conversion the plugin inserted (no original layer)."""
+        return self.layer_type == "Reorder" and not self.original_names
+
+
+def _rt_value(info: Any, key: str) -> str:
+    if key not in info.keys():
+        return ""
+    value = info[key]
+    return value.astype(str) if hasattr(value, "astype") else str(value)
+
+
+def read_runtime_ops(compiled_model: Any) -> list[RuntimeOp]:
+    """The runtime model's ops with their rt_info (``compiled_model.get_runtime_model()``)."""
+    ops = []
+    for op in compiled_model.get_runtime_model().get_ordered_ops():
+        info = op.get_rt_info()
+        names = tuple(n.strip() for n in _rt_value(info, "originalLayersNames").split(",") if n.strip())
+        ops.append(
+            RuntimeOp(
+                name=op.get_friendly_name(),
+                layer_type=_rt_value(info, "layerType") or op.get_type_name(),
+                original_names=names,
+                precision=_rt_value(info, "runtimePrecision"),
+                inputs=tuple(i.get_source_output().get_node().get_friendly_name() for i in op.inputs()),
+            )
+        )
+    return ops
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """What each runtime op executes: ONNX nodes, kind, and the layer a layout op serves."""
+
+    nodes: dict[str, tuple[str, ...]]
+    kind: dict[str, str]
+    serves: dict[str, str | None]
+
+
+def attribute_runtime_model(
+    ops: list[RuntimeOp], index: GraphIndex, executed: Collection[str] | None = None
+) -> Attribution:
+    """Map every runtime op to ONNX nodes: ``originalLayersNames``, then tensor boundaries.
+
+    1. Names: ``originalLayersNames`` and the op's own name, resolved against the ONNX graph.
+    2. Ops whose names are the plugin's own (``MVN_18`` from a decomposed LayerNormalization)
+       take the unclaimed nodes between their input tensors and the tensors their consumers read.
+    3. Named ops take the unclaimed nodes between their input tensors and their outputs (a
+       FullyConnected named ``y`` gains the MatMul its list omits).
+    4. Ops still unmapped that the plugin split off a node (``Multiply_10147``: the attention
+       scale moved onto K) share the node of their type found downstream.
+
+    Only ``executed`` ops (default: all) take nodes by boundary: constant subgraphs never run.
+    """
+    by_name = {op.name: op for op in ops}
+    consumers: dict[str, list[str]] = {}
+    for op in ops:
+        for src in op.inputs:
+            consumers.setdefault(src, []).append(op.name)
+    resolved = {op.name: index.resolve_all((*op.original_names, op.name)) for op in ops}
+    claimed = {n for nodes in resolved.values() for n in nodes}
+    compute = [
+        op for op in ops
+        if not op.is_reorder and op.layer_type not in _NOT_COMPUTE
+        and (executed is None or op.name in executed)
+    ]
+
+    def upstream(name: str, seen: frozenset[str] = frozenset()) -> set[str]:
+        """ONNX tensors the runtime op ``name`` yields, looking through reorders and unmapped ops."""
+        op = by_name.get(name)
+        if op is None or name in seen:
+            return set()
+        if op.layer_type in ("Parameter", "Input"):
+            return {op.name}
+        if resolved[name]:
+            return {t for n in resolved[name] for t in index.node_outputs[n]}
+        return {t for src in op.inputs for t in upstream(src, seen | {name})}
+
+    def downstream_reads(name: str) -> set[str]:
+        reads: set[str] = set()
+        for consumer in consumers.get(name, ()):
+            if resolved[consumer]:
+                reads |= {t for n in resolved[consumer] for t in index.node_inputs[n]}
+            elif by_name[consumer].is_reorder:
+                reads |= downstream_reads(consumer)
+        return reads
+
+    def fill(op: RuntimeOp, outputs: set[str]) -> None:
+        inputs = {t for src in op.inputs for t in upstream(src)}
+        extra = [n for n in index.between(inputs, outputs) if n not in claimed]
+        claimed.update(extra)
+        resolved[op.name] = tuple(sorted({*resolved[op.name], *extra}, key=index.position))
+
+    for op in compute:
+        if not resolved[op.name]:
+            fill(op, downstream_reads(op.name))
+    for op in compute:
+        if resolved[op.name]:
+            fill(op, {t for n in resolved[op.name] for t in index.node_outputs[n]})
+    for op in compute:
+        if not resolved[op.name]:
+            resolved[op.name] = _split_off(op, by_name, consumers, resolved, index)
+
+    nodes: dict[str, tuple[str, ...]] = {}
+    kind: dict[str, str] = {}
+    serves: dict[str, str | None] = {}
+    for op in ops:
+        if op.is_reorder:
+            kind[op.name], nodes[op.name] = "layout", ()
+            serves[op.name] = _served(op.name, by_name, consumers)
+        else:
+            kind[op.name], nodes[op.name], serves[op.name] = "compute", resolved[op.name], None
+    return Attribution(nodes, kind, serves)
+
+
+_OV_TO_ONNX = {"Multiply": "Mul", "Add": "Add", "Subtract": "Sub", "Divide": "Div", "Power": "Pow",
+               "MVN": "LayerNormalization", "Convert": "Cast", "Transpose": "Transpose"}
+
+
+def _split_off(
+    op: RuntimeOp,
+    by_name: dict[str, RuntimeOp],
+    consumers: dict[str, list[str]],
+    resolved: dict[str, tuple[str, ...]],
+    index: GraphIndex,
+) -> tuple[str, ...]:
+    """The downstream ONNX node of the same type as ``op``'s plugin-made name, or ()."""
+    onnx_type = _OV_TO_ONNX.get(op.name.rsplit("_", 1)[0])
+    if onnx_type is None:
+        return ()
+    frontier, seen = list(consumers.get(op.name, ())), {op.name}
+    while frontier:
+        current = frontier.pop(0)
+        if current in seen:
+            continue
+        seen.add(current)
+        for node in resolved.get(current, ()):
+            if index.op_types[node] == onnx_type:
+                return (node,)
+        frontier.extend(consumers.get(current, ()))
+    return ()
+
+
+def _served(name: str, by_name: dict[str, RuntimeOp], consumers: dict[str, list[str]]) -> str | None:
+    """The first non-reorder runtime op downstream of the reorder ``name``."""
+    frontier, seen = list(consumers.get(name, ())), {name}
+    while frontier:
+        current = frontier.pop(0)
+        if current in seen:
+            continue
+        seen.add(current)
+        op = by_name.get(current)
+        if op is not None and not op.is_reorder:
+            return current
+        frontier.extend(consumers.get(current, ()))
+    # No connectivity: the name ends with the destination, ``<src>_<from>_<to>_<dst>`` (§2.2).
+    targets = [op for op in by_name if op != name and name.endswith("_" + op) and not by_name[op].is_reorder]
+    return max(targets, key=len) if targets else None
+
+
+def _precision_name(precisions: set[str]) -> str:
+    mapped = {_PRECISION_NAMES.get(p, p) for p in precisions if p}
+    if not mapped:
+        return "fp32"
+    return mapped.pop() if len(mapped) == 1 else "mixed"
+
+
+class OpenVinoBackend(Backend):
+    """OpenVINO runtime (``pip install "pytest-roofline[openvino]"``); CPU, GPU, NPU or AUTO."""
+
+    name = "openvino"
+    extra = "openvino"
+    options_help = {
+        "device": "CPU (default), GPU, NPU or AUTO",
+        "hint": "performance hint: latency (default), throughput or none",
+        "precision": "inference precision hint: f32, f16 or bf16 (default: the device's own)",
+        "threads": "inference threads (INFERENCE_NUM_THREADS)",
+        "streams": "inference streams (NUM_STREAMS)",
+    }
+
+    def __init__(self, options: Mapping[str, str] | None = None) -> None:
+        super().__init__(options)
+        self.device = self.options.get("device", "CPU").upper()
+        self.config = self._config()
+
+    def _config(self) -> dict[str, Any]:
+        config: dict[str, Any] = {}
+        hint = self.options.get("hint", "latency").lower()
+        if hint not in _HINTS:
+            raise OptionError(f"openvino option hint={hint!r}: choose latency, throughput or none")
+        if _HINTS[hint]:
+            config["PERFORMANCE_HINT"] = _HINTS[hint]
+        if "precision" in self.options:
+            precision = self.options["precision"].lower()
+            if precision not in _PRECISIONS:
+                raise OptionError(f"openvino option precision={precision!r}: choose f32, f16 or bf16")
+            config["INFERENCE_PRECISION_HINT"] = _PRECISIONS[precision]
+        for key, prop in (("threads", "INFERENCE_NUM_THREADS"), ("streams", "NUM_STREAMS")):
+            if key in self.options:
+                value = self.options[key]
+                if not value.isdigit() or int(value) < 1:
+                    raise OptionError(f"openvino option {key}={value!r} must be a positive integer")
+                config[prop] = int(value)
+        return config
+
+    @classmethod
+    def available(cls) -> bool:
+        """Whether the ``openvino`` package imports."""
+        try:
+            import openvino  # noqa: F401
+        except ImportError:
+            return False
+        return True
+
+    def version(self) -> str:
+        """``openvino.get_version()``, e.g. ``2026.4.1-22982-...``."""
+        import openvino as ov
+
+        return ov.get_version()
+
+    def fingerprint(self) -> dict[str, Any]:
+        """Device name, runtime version and the compile configuration."""
+        import openvino as ov
+
+        core = ov.Core()
+        try:
+            device_name = core.get_property(self.device, "FULL_DEVICE_NAME")
+        except Exception:  # AUTO and virtual devices have no single name
+            device_name = self.device
+        return {
+            "backend": self.name,
+            "version": self.version(),
+            "device": self.device,
+            "device_name": str(device_name),
+            "config": {k: str(v) for k, v in sorted(self.config.items())},
+        }
+
+    def open(self, spec: ModelSpec, inputs: Mapping[str, np.ndarray]) -> OpenVinoSession:
+        """Read the ONNX model, reshape it to the inputs' shapes and compile it for timing."""
+        return OpenVinoSession(self, spec, inputs)
+
+
+class OpenVinoSession(BackendSession):
+    """A model compiled for timing; a second, profiling compilation is made on first use."""
+
+    def __init__(self, backend: OpenVinoBackend, spec: ModelSpec, inputs: Mapping[str, np.ndarray]) -> None:
+        import openvino as ov
+
+        self._backend = backend
+        self._proto = load_model(spec.source)
+        self._inputs = {name: ov.Tensor(array) for name, array in inputs.items()}
+        self._core = ov.Core()
+        try:
+            if spec.path is not None:
+                model = self._core.read_model(str(spec.path))
+            else:
+                model = self._core.read_model(spec.source.SerializeToString())  # type: ignore[union-attr]
+            model.reshape({name: list(array.shape) for name, array in inputs.items()})
+        except Exception as exc:
+            raise BackendError(f"openvino could not read {spec.name}: {_first_line(exc)}") from None
+        self._model = model
+        self._timed = self._compile(profiling=False)
+        self._profiled: tuple[Any, Any] | None = None
+
+    def _compile(self, profiling: bool) -> tuple[Any, Any]:
+        config = dict(self._backend.config, PERF_COUNT=profiling)
+        try:
+            compiled = self._core.compile_model(self._model, self._backend.device, config)
+        except Exception as exc:
+            raise BackendError(
+                f"openvino could not compile for {self._backend.device}: {_first_line(exc)}"
+            ) from None
+        request = compiled.create_infer_request()
+        for name, tensor in self._inputs.items():
+            request.set_tensor(name, tensor)
+        request.infer()  # first inference allocates and JIT-compiles kernels
+        return compiled, request
+
+    def time(self, iterations: int) -> list[float]:
+        """Seconds per ``infer()`` of the non-profiling compilation, inputs already set."""
+        request = self._timed[1]
+        samples = []
+        for _ in range(iterations):
+            start = _time.perf_counter_ns()
+            request.infer()
+            samples.append((_time.perf_counter_ns() - start) * 1e-9)
+        return samples
+
+    def profile(self, iterations: int) -> KernelProfile:
+        """Per-primitive times of ``iterations`` inferences, attributed to ONNX nodes."""
+        if self._profiled is None:
+            self._profiled = self._compile(profiling=True)
+        compiled, request = self._profiled
+        runs: list[dict[str, float]] = []
+        info: dict[str, tuple[str, str]] = {}
+        for _ in range(max(1, iterations)):
+            request.infer()
+            run: dict[str, float] = {}
+            for row in request.get_profiling_info():
+                status = str(row.status).rsplit(".", 1)[-1]
+                if status != "EXECUTED":  # NOT_RUN / OPTIMIZED_OUT: fused away, see folded
+                    continue
+                run[row.node_name] = run.get(row.node_name, 0.0) + row.real_time.total_seconds()
+                info[row.node_name] = (row.node_type, row.exec_type)
+            runs.append(run)
+        # a primitive may skip some inferences (e.g. a Subgraph run inline): 0 s there
+        times = {name: [run.get(name, 0.0) for run in runs] for name in info}
+        return build_kernel_profile(
+            read_runtime_ops(compiled), GraphIndex.from_model(self._proto), times, info,
+            iterations=max(1, iterations),
+        )
+
+    def outputs(self) -> dict[str, np.ndarray]:
+        """One inference of the timing compilation; outputs by their ONNX names."""
+        compiled, request = self._timed
+        request.infer()
+        return {out.get_any_name(): request.get_tensor(out).data.copy() for out in compiled.outputs}
+
+    def close(self) -> None:
+        """Drop the compiled models and requests."""
+        self._timed = self._profiled = None  # type: ignore[assignment]
+
+
+def build_kernel_profile(
+    ops: list[RuntimeOp],
+    index: GraphIndex,
+    times: Mapping[str, list[float]],
+    info: Mapping[str, tuple[str, str]],
+    iterations: int,
+) -> KernelProfile:
+    """Join per-iteration counters with the runtime model's attribution (pure, testable offline)."""
+    attribution = attribute_runtime_model(ops, index, executed=set(times))
+    by_name = {op.name: op for op in ops}
+    kernels = []
+    for name, samples in times.items():
+        op = by_name.get(name)
+        node_type, exec_type = info.get(name, ("", ""))
+        kind = attribution.kind.get(name, "compute")
+        if op is None and node_type == "Reorder":
+            kind = "layout"
+        kernels.append(
+            KernelRecord(
+                name=name,
+                op_type=node_type,
+                onnx_nodes=attribution.nodes.get(name, ()) if kind == "compute" else (),
+                times=tuple(samples),
+                kind=kind,
+                serves=attribution.serves.get(name),
+                extra={"exec_type": exec_type, "precision": op.precision if op else ""},
+            )
+        )
+    executed = {n for k in kernels for n in k.onnx_nodes}  # the rest was fused or folded away
+    folded = [n for n in index.order if n not in executed]
+    precisions = {op.precision for op in ops if op.name in times and not op.is_reorder}
+    return KernelProfile(tuple(kernels), tuple(folded), iterations, _precision_name(precisions))
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    meaningful = [line for line in lines if not line.startswith("Exception from")]
+    return (meaningful or lines or [type(exc).__name__])[-1][:300]

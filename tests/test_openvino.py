@@ -1,0 +1,222 @@
+"""OpenVINO backend: real compilation and profiling on the CPU, and attribution of recorded output."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from pytest_roofline.backends.attribution import GraphIndex, attributed_fraction
+from pytest_roofline.backends.base import get_backend
+from pytest_roofline.errors import BackendUnavailable, OptionError
+from pytest_roofline.model import ModelSpec, bind_input_shapes, make_inputs
+
+pytest.importorskip("openvino")
+
+from pytest_roofline.backends.openvino import (  # noqa: E402
+    OpenVinoBackend,
+    RuntimeOp,
+    _precision_name,
+    build_kernel_profile,
+)
+
+DATA = Path(__file__).parent / "data" / "openvino"
+
+
+def _init(rng: np.random.Generator, name: str, *shape: int) -> onnx.TensorProto:
+    return numpy_helper.from_array((rng.standard_normal(shape) * 0.1).astype(np.float32), name)
+
+
+def residual_cnn(batch: int | str = 1) -> onnx.ModelProto:
+    """The model of tests/data/openvino (FORMATS.md §2.2), with an unnamed final Add."""
+    rng = np.random.default_rng(0)
+    nodes = [
+        helper.make_node("Conv", ["x", "W1", "B1"], ["c1"], name="Conv_0", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="Relu_1"),
+        helper.make_node("Conv", ["r1", "W2", "B2"], ["c2"], name="Conv_2", pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c2", "r1"], ["a3"], name="Add_3"),
+        helper.make_node("Relu", ["a3"], ["r4"], name="Relu_4"),
+        helper.make_node("GlobalAveragePool", ["r4"], ["g5"], name="GAP_5"),
+        helper.make_node("Flatten", ["g5"], ["f6"], name="Flatten_6"),
+        helper.make_node("MatMul", ["f6", "WM"], ["m7"], name="MatMul_7"),
+        helper.make_node("Add", ["m7", "BM"], ["y"], name=""),
+    ]
+    inits = [_init(rng, "W1", 16, 3, 3, 3), _init(rng, "B1", 16), _init(rng, "W2", 16, 16, 3, 3),
+             _init(rng, "B2", 16), _init(rng, "WM", 16, 10), _init(rng, "BM", 10)]
+    graph = helper.make_graph(
+        nodes, "residual_cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 32, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 10])], inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def tiny_transformer_block(
+    batch: int | str = "batch", seq: int = 16, hidden: int = 32, heads: int = 2
+) -> onnx.ModelProto:
+    """One pre-norm attention block with a shape subgraph (folded at load) and an MLP."""
+    rng = np.random.default_rng(1)
+    head = hidden // heads
+    nodes = [
+        helper.make_node("LayerNormalization", ["x", "g", "b"], ["ln"], name="ln", axis=-1),
+        helper.make_node("MatMul", ["ln", "Wqkv"], ["qkv"], name="qkv_proj"),
+        helper.make_node("Shape", ["x"], ["xs"], name="shape"),
+        helper.make_node("Gather", ["xs", "idx0"], ["bsz"], name="gather_batch", axis=0),
+        helper.make_node("Unsqueeze", ["bsz", "zero"], ["bsz1"], name="unsq"),
+        helper.make_node("Concat", ["bsz1", "qkv_tail"], ["qkv_shape"], name="concat_shape", axis=0),
+        helper.make_node("Reshape", ["qkv", "qkv_shape"], ["qkv4"], name="reshape_qkv"),
+        helper.make_node("Transpose", ["qkv4"], ["qkvt"], name="transpose_qkv", perm=[2, 0, 3, 1, 4]),
+        helper.make_node("Split", ["qkvt"], ["q5", "k5", "v5"], name="split_qkv", axis=0, num_outputs=3),
+        helper.make_node("Squeeze", ["q5", "zero"], ["q"], name="sq_q"),
+        helper.make_node("Squeeze", ["k5", "zero"], ["k"], name="sq_k"),
+        helper.make_node("Squeeze", ["v5", "zero"], ["v"], name="sq_v"),
+        helper.make_node("Transpose", ["k"], ["kt"], name="transpose_k", perm=[0, 1, 3, 2]),
+        helper.make_node("MatMul", ["q", "kt"], ["scores"], name="qk"),
+        helper.make_node("Mul", ["scores", "scale"], ["scaled"], name="scale_scores"),
+        helper.make_node("Softmax", ["scaled"], ["probs"], name="softmax", axis=-1),
+        helper.make_node("MatMul", ["probs", "v"], ["ctx"], name="pv"),
+        helper.make_node("Transpose", ["ctx"], ["ctxt"], name="transpose_ctx", perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["ctxt", "hid_shape"], ["ctx2"], name="reshape_ctx"),
+        helper.make_node("MatMul", ["ctx2", "Wo"], ["attn"], name="out_proj"),
+        helper.make_node("Add", ["attn", "x"], ["res1"], name="residual1"),
+        helper.make_node("MatMul", ["res1", "W1"], ["h1"], name="fc1"),
+        helper.make_node("Add", ["h1", "b1"], ["h1b"], name="fc1_bias"),
+        helper.make_node("Gelu", ["h1b"], ["h1g"], name="gelu"),
+        helper.make_node("MatMul", ["h1g", "W2"], ["h2"], name="fc2"),
+        helper.make_node("Add", ["h2", "res1"], ["y"], name="residual2"),
+    ]
+    inits = [
+        numpy_helper.from_array(np.ones(hidden, np.float32), "g"),
+        numpy_helper.from_array(np.zeros(hidden, np.float32), "b"),
+        _init(rng, "Wqkv", hidden, 3 * hidden), _init(rng, "Wo", hidden, hidden),
+        _init(rng, "W1", hidden, 4 * hidden), _init(rng, "b1", 4 * hidden),
+        _init(rng, "W2", 4 * hidden, hidden),
+        numpy_helper.from_array(np.array([0], np.int64), "zero"),
+        numpy_helper.from_array(np.array(0, np.int64), "idx0"),
+        numpy_helper.from_array(np.array([seq, 3, heads, head], np.int64), "qkv_tail"),
+        numpy_helper.from_array(np.array([0, seq, hidden], np.int64), "hid_shape"),
+        numpy_helper.from_array(np.array(1.0 / np.sqrt(head), np.float32), "scale"),
+    ]
+    graph = helper.make_graph(
+        nodes, "block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, seq, hidden])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, seq, hidden])], inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    model.ir_version = 9
+    return model
+
+
+def _open(model: onnx.ModelProto, batch: int = 1, **options: str):
+    spec = ModelSpec.create(model, batch=batch)
+    inputs = make_inputs(model, bind_input_shapes(model, batch))
+    backend = OpenVinoBackend({"precision": "f32", "threads": "1", **options})
+    return backend.open(spec, inputs), inputs
+
+
+@pytest.mark.parametrize("build", [residual_cnn, tiny_transformer_block], ids=["cnn", "transformer"])
+def test_profile_attributes_every_kernel_and_node(build) -> None:
+    model = build("batch")
+    session, _ = _open(model, batch=2)
+    with session:
+        profile = session.profile(3)
+    index = GraphIndex.from_model(model)
+    assert profile.iterations == 3
+    assert all(len(k.times) == 3 for k in profile.kernels)
+    assert attributed_fraction(profile, index.order) >= 0.95
+    executed = {n for k in profile.kernels for n in k.onnx_nodes}
+    assert executed.isdisjoint(profile.folded)
+    assert executed | set(profile.folded) == set(index.order)  # every node accounted for
+    assert profile.precision == "fp32"
+    for kernel in profile.kernels:
+        if kernel.kind == "layout":
+            assert kernel.serves in {k.name for k in profile.kernels} | {None}
+
+
+def test_cnn_fusions_and_fully_connected_boundary() -> None:
+    session, _ = _open(residual_cnn(), threads="1")
+    with session:
+        kernels = {k.name: k for k in session.profile(2).kernels}
+    assert kernels["Conv_0/WithoutBiases"].onnx_nodes == ("Conv_0", "Relu_1")
+    assert set(kernels["Add_3"].onnx_nodes) == {"Add_3", "Relu_4"}
+    # the FullyConnected is named after tensor "y" and its originalLayersNames omit MatMul_7
+    assert kernels["y"].onnx_nodes == ("MatMul_7", "Add_8")
+    layouts = [k for k in kernels.values() if k.kind == "layout"]
+    assert layouts and all(k.onnx_nodes == () for k in layouts)
+    assert "Conv_0/WithoutBiases" in {k.serves for k in layouts}
+
+
+def test_time_and_outputs() -> None:
+    model = residual_cnn("batch")
+    session, inputs = _open(model, batch=3)
+    with session:
+        samples = session.time(5)
+        outputs = session.outputs()
+    assert len(samples) == 5 and all(s > 0 for s in samples)
+    assert list(outputs) == ["y"] and outputs["y"].shape == (3, 10)
+    assert np.isfinite(outputs["y"]).all()
+
+
+def test_recorded_runtime_model_attribution() -> None:
+    """The real 2026.4 CPU output in tests/data/openvino, attributed without running anything."""
+    data = json.loads((DATA / "profiling_info_and_runtime_model.json").read_text())
+    ops = [
+        RuntimeOp(
+            name=op["friendly_name"],
+            layer_type=op["rt_info"]["layerType"],
+            original_names=tuple(n for n in op["rt_info"]["originalLayersNames"].split(",") if n),
+            precision=op["rt_info"]["runtimePrecision"],
+            inputs=(),  # the recording has no connectivity: names alone must do
+        )
+        for op in data["runtime_model_ops"]
+    ]
+    rows = [r for r in data["profiling_info"] if r["status"] == "Status.EXECUTED"]
+    times = {r["node_name"]: [r["real_time_us"] * 1e-6] for r in rows}
+    info = {r["node_name"]: (r["node_type"], r["exec_type"]) for r in rows}
+    index = GraphIndex.from_model(residual_cnn())
+    profile = build_kernel_profile(ops, index, times, info, iterations=1)
+    kernels = {k.name: k for k in profile.kernels}
+    assert set(kernels) == set(times)
+    assert kernels["Conv_0/WithoutBiases"].onnx_nodes == ("Conv_0", "Relu_1")
+    assert kernels["Conv_2/WithoutBiases"].onnx_nodes == ("Conv_2",)
+    assert kernels["Add_3"].onnx_nodes == ("Add_3", "Relu_4")
+    assert kernels["y"].onnx_nodes == ("MatMul_7", "Add_8")
+    reorder = kernels["x_abcd_acdb_Conv_0/WithoutBiases"]
+    assert (reorder.kind, reorder.serves) == ("layout", "Conv_0/WithoutBiases")
+    assert profile.folded == ("Flatten_6",)
+    assert profile.precision == "fp32"
+    assert attributed_fraction(profile, index.order) == 1.0
+
+
+def test_precision_names() -> None:
+    assert _precision_name({"f32"}) == "fp32"
+    assert _precision_name({"bf16"}) == "bf16"
+    assert _precision_name({"f32", "i8"}) == "mixed"
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [({"hint": "fast"}, "hint"), ({"threads": "two"}, "threads"), ({"precision": "f8"}, "precision"),
+     ({"colour": "red"}, "no option 'colour'")],
+)
+def test_bad_options(options: dict[str, str], match: str) -> None:
+    with pytest.raises(OptionError, match=match):
+        get_backend("openvino", options)
+
+
+def test_unavailable_without_openvino(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "openvino", None)
+    assert not OpenVinoBackend.available()
+    with pytest.raises(BackendUnavailable, match=r"pytest-roofline\[openvino\]"):
+        get_backend("openvino")
+
+
+def test_fingerprint_names_device_and_config() -> None:
+    fingerprint = OpenVinoBackend({"hint": "throughput", "streams": "2"}).fingerprint()
+    assert fingerprint["device"] == "CPU" and fingerprint["version"]
+    assert fingerprint["config"] == {"NUM_STREAMS": "2", "PERFORMANCE_HINT": "THROUGHPUT"}
