@@ -108,6 +108,16 @@ def published_macs(analysis: ModelAnalysis) -> int:
     return sum(n.macs for n in analysis.nodes if n.op_type in MAC_OP_TYPES)
 
 
+def _attribute(attr: onnx.AttributeProto) -> object:
+    """An attribute's value with strings decoded."""
+    value = onnx.helper.get_attribute_value(attr)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, list) and value and isinstance(value[0], bytes):
+        return [v.decode("utf-8", "replace") for v in value]
+    return value
+
+
 def _is_param(tensor: TensorInfo | None) -> bool:
     """Weights count as params except int64 shape/index constants and scalars."""
     return tensor is not None and tensor.is_weight and tensor.dtype != "int64" and len(tensor.shape) > 0
@@ -120,12 +130,15 @@ def _node_cost(
     inputs = tuple(tensors.get(t) if t else None for t in node.input)
     outputs = tuple(tensors.get(t) if t else None for t in node.output)
     rule_fn = lookup(node.domain, node.op_type)
-    cost = OpCost(flops=0)
+    cost = None
     if rule_fn is not None:
-        attrs = {
-            a.name: onnx.helper.get_attribute_value(a) for a in node.attribute if a.type not in _GRAPH_ATTRS
-        }
-        cost = rule_fn(CostContext(node=node, inputs=inputs, outputs=outputs, attrs=attrs))
+        attrs = {a.name: _attribute(a) for a in node.attribute if a.type not in _GRAPH_ATTRS}
+        try:
+            cost = rule_fn(CostContext(node=node, inputs=inputs, outputs=outputs, attrs=attrs))
+        except (TypeError, ValueError, IndexError, KeyError, AttributeError, ZeroDivisionError):
+            cost = None  # a form the rule does not handle (e.g. an unusual rank): bytes only
+    costed = rule_fn is not None and cost is not None
+    cost = cost or OpCost(flops=0)
     moves_data = node.op_type not in _ZERO_BYTE_OPS or node.domain not in ("", "ai.onnx")
     read = {t.name: t.nbytes for t in inputs if t is not None} if moves_data else {}
     written = {t.name: t.nbytes for t in outputs if t is not None} if moves_data else {}
@@ -146,6 +159,6 @@ def _node_cost(
         params=params,
         inputs=tuple(node.input),
         outputs=tuple(node.output),
-        costed=rule_fn is not None,
+        costed=costed,
         graph=graph,
     )

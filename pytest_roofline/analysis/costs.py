@@ -405,8 +405,6 @@ def _reduce(ctx: CostContext) -> OpCost:
 @rule("Resize", "Upsample")
 def _resize(ctx: CostContext) -> OpCost:
     mode = ctx.attr("mode", "nearest")
-    if isinstance(mode, bytes):
-        mode = mode.decode()
     if mode == "nearest":
         return OpCost(flops=0)
     resized = sum(a != b for a, b in zip(ctx.inp(0).shape, ctx.out.shape, strict=False)) or 1
