@@ -234,8 +234,12 @@ def attribute(
     for kernel in compute:  # anchors by the original tensors a kernel writes
         node = opt_nodes.get(kernel.name)
         for tensor in node.output if node is not None else ():
-            if tensor in graph.producer:
-                claim(graph.producer[tensor], kernel.name)
+            source = graph.producer.get(tensor)
+            while source is not None and graph.op(source) in ELIDED_OPS:  # removed by ORT: folded
+                inputs = graph.index.node_inputs[source]
+                source = graph.producer.get(inputs[0]) if inputs else None
+            if source is not None:
+                claim(source, kernel.name)
     if optimized is not None:
         _absorb(graph, compute, claims, claim, owner, materialized)
     records = []

@@ -1,0 +1,250 @@
+"""``roofline profile``: end-to-end latency and per-layer times of a model under the roofline.
+
+The table follows MegEngine's ``profile_analyze``: end-to-end statistics on top, then the top-k
+layers by time with their share and cumulative share, FLOPs, GFLOP/s, bytes, GB/s, intensity,
+roofline fraction and bound; ``--by-type`` aggregates by op type.  ``--format json`` prints one
+profile (``ModelProfile.to_dict``), or ``{"profiles": [...]}`` for a batch sweep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib
+import importlib.util
+import io
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_roofline.cli.analyze import _bytes, _grid  # one table style for every verb
+from pytest_roofline.cli.common import add_model_arguments, parse_key_value
+from pytest_roofline.errors import OptionError
+
+if TYPE_CHECKING:
+    from pytest_roofline.api import ProfileRun
+    from pytest_roofline.profile import Layer, ModelProfile
+
+__all__ = ["add_parser", "format_csv", "format_table", "run"]
+
+SORT_KEYS = ("time", "flops", "fraction", "name")
+CSV_FIELDS = (
+    "batch", "name", "op_type", "kind", "onnx_nodes", "time", "share", "flops", "bytes", "intensity",
+    "achieved_flops", "achieved_bandwidth", "roofline_fraction", "bound",
+)  # fmt: skip
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``profile``."""
+    parser = subparsers.add_parser(
+        "profile",
+        help="measure latency and per-layer times, place layers under the device roofline",
+        description="Time a model end to end (profiler off, several fresh sessions) and per layer "
+        "(profiler on), attribute every kernel to the original ONNX nodes and compare each layer "
+        "with the calibrated device roofline.",
+    )
+    add_model_arguments(parser, batch_help="batch size: N, a list 1,4,16 or a power-of-two range 1-64")
+    parser.add_argument("--backend", default="onnxruntime", help="inference backend (default onnxruntime)")
+    parser.add_argument(
+        "--option", action="append", type=parse_key_value, default=[], metavar="K=V",
+        help="backend option (repeatable), e.g. intra_op_threads=1, graph_optimization_level=basic",
+    )  # fmt: skip
+    parser.add_argument("--inputs", metavar="FILE", help="inputs: .npy (single-input model) or .npz by name")
+    parser.add_argument("--format", choices=("table", "json", "csv"), default="table", help="output format")
+    parser.add_argument("--top", type=int, default=15, metavar="K", help="layers in the table (0 = all)")
+    parser.add_argument("--sort", choices=SORT_KEYS, default="time", help="table order (default time)")
+    parser.add_argument("--by-type", action="store_true", help="aggregate layers by op type")
+    parser.add_argument("--trace", metavar="FILE", help="write a Chrome trace of the profiled run")
+    parser.add_argument("--html", metavar="FILE", help="write the HTML report")
+    parser.add_argument("--no-roofline", action="store_true", help="no device roofline (no calibration)")
+    parser.add_argument("--sessions", type=int, default=5, help="fresh sessions for latency (default 5)")
+    parser.add_argument("--rounds", type=int, default=20, help="timed rounds per session (default 20)")
+    parser.add_argument("--iterations", type=int, default=10, help="profiled iterations (default 10)")
+    parser.add_argument("--budget", type=float, default=None, metavar="S", help="latency timing cap, seconds")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    parser.set_defaults(run=run)
+
+
+def _default_roofline() -> str | None:
+    """``"auto"`` when the calibration module is installed, else no roofline."""
+    return "auto" if importlib.util.find_spec("pytest_roofline.calibration") is not None else None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Profile ``args.model`` at each requested batch and print the result."""
+    from pytest_roofline.api import parse_batches, run_profile
+
+    for name, value in (("--top", args.top), ("--sessions", args.sessions - 1),
+                        ("--rounds", args.rounds - 1), ("--iterations", args.iterations - 1)):  # fmt: skip
+        if value < 0:
+            raise OptionError(f"{name} is too small")
+    html_writer = _html_writer() if args.html else None
+    batches: list[int | None] = parse_batches(args.batch) if args.batch else [None]
+    roofline = None if args.no_roofline else _default_roofline()
+
+    def say(message: str) -> None:
+        if not args.quiet:
+            sys.stderr.write(f"roofline: {message}\n")
+            sys.stderr.flush()
+
+    runs: list[ProfileRun] = []
+    for batch in batches:
+        runs.append(
+            run_profile(
+                args.model, backend=args.backend, batch=batch, dims=dict(args.dim), inputs=args.inputs,
+                options=dict(args.option), roofline=roofline, sessions=args.sessions, rounds=args.rounds,
+                profile_iterations=args.iterations, budget=args.budget, progress=say,
+            )  # fmt: skip
+        )
+        roofline = runs[-1].profile.roofline or roofline  # calibrate once per sweep
+    profiles = [r.profile for r in runs]
+    if args.trace:
+        from pytest_roofline.report.trace import write_trace
+
+        for item in runs:
+            path = _per_batch(Path(args.trace), item.profile.batch, len(runs))
+            write_trace(item.kernels, path, {"model": item.profile.model_name, "batch": item.profile.batch})
+            say(f"trace written to {path}")
+    if html_writer is not None:
+        html_writer(results_document(profiles), Path(args.html))
+        say(f"HTML report written to {args.html}")
+    if args.format == "json":
+        data: Any = [p.to_dict() for p in profiles]
+        data = data[0] if len(data) == 1 else {"profiles": data}
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    elif args.format == "csv":
+        sys.stdout.write(format_csv(profiles))
+    else:
+        sys.stdout.write("\n".join(format_table(p, args.top, args.sort, args.by_type) for p in profiles))
+    return 0
+
+
+def _html_writer() -> Any:
+    """The reports module's writer, or a one-line error when it is not installed."""
+    try:
+        module = importlib.import_module("pytest_roofline.report.html")
+    except ImportError as exc:
+        message = f"--html needs the HTML report module ({exc}); install pytest-roofline[reports]"
+        raise OptionError(message) from None
+    writer = getattr(module, "write_html", None) or getattr(module, "write", None)
+    if writer is None:
+        raise OptionError("--html: this pytest-roofline has no HTML writer")
+    return writer
+
+
+def results_document(profiles: list[ModelProfile]) -> dict[str, Any]:
+    """A run-results dict (the reports' input) holding these profiles."""
+    roof = next((p.roofline for p in profiles if p.roofline is not None), None)
+    return {
+        "schema_version": 1,
+        "roofline": roof.to_dict() if roof is not None else None,
+        "results": [
+            {"test": f"roofline profile {p.model_name} batch {p.batch}", "outcome": "passed",
+             "profile": p.to_dict()}
+            for p in profiles
+        ],  # fmt: skip
+    }
+
+
+def _per_batch(path: Path, batch: int, count: int) -> Path:
+    return path if count == 1 else path.with_name(f"{path.stem}-b{batch}{path.suffix}")
+
+
+def _sorted_layers(profile: ModelProfile, key: str) -> list[Layer]:
+    layers = [la for la in profile.layers if la.kind != "folded"]
+    if key == "flops":
+        return sorted(layers, key=lambda la: (-la.flops, -la.time))
+    if key == "fraction":
+        return sorted(layers, key=lambda la: (la.roofline_fraction is None, la.roofline_fraction or 0.0))
+    if key == "name":
+        return sorted(layers, key=lambda la: la.name)
+    return sorted(layers, key=lambda la: -la.time)
+
+
+def format_table(profile: ModelProfile, top: int = 15, sort: str = "time", by_type: bool = False) -> str:
+    """End-to-end statistics, then the top layers (or op types) with roofline figures."""
+    lat = profile.latency
+    inputs = ", ".join(f"{k}[{'x'.join(map(str, v))}]" for k, v in profile.input_shapes.items())
+    folded = [la for la in profile.layers if la.kind == "folded"]
+    unattributed = [la for la in profile.layers if la.kind == "unattributed"]
+    lines = [
+        f"model {profile.model_name}  backend {profile.backend} {profile.backend_version}  "
+        f"batch {profile.batch}  inputs {inputs}  precision {profile.precision}",
+        f"latency: median {_ms(lat.median)}  p90 {_ms(lat.p90)}  p99 {_ms(lat.p99)}  mean {_ms(lat.mean)}  "
+        f"min {_ms(lat.min)}  std {_ms(lat.std)}  ({lat.n} samples, {len(lat.session_medians)} sessions, "
+        f"95% CI of median {_ms(lat.ci_low)}-{_ms(lat.ci_high)})",
+        f"throughput {profile.throughput:.1f}/s  total {profile.total_flops / 1e9:.3f} GFLOPs "
+        f"{profile.total_macs / 1e9:.3f} GMACs  achieved {profile.achieved_flops / 1e9:.2f} GFLOP/s",
+    ]
+    if profile.roofline is not None:
+        roof = profile.roofline
+        eff = profile.efficiency
+        lines.append(
+            f"roofline: peak {roof.peak / 1e9:.1f} GFLOP/s, {roof.peak_bandwidth / 1e9:.1f} GB/s, ridge "
+            f"{roof.ridge_point:.1f} FLOP/B; efficiency {'-' if eff is None else f'{100 * eff:.1f}%'}, "
+            f"headroom {_ms(profile.headroom)}"
+        )
+    else:
+        lines.append("roofline: none (run `roofline calibrate`, or drop --no-roofline)")
+    lines.append(
+        f"profiled kernel time {_ms(profile.kernel_time)} over {len(profile.layers) - len(folded)} layers; "
+        f"attributed {100 * profile.attributed_fraction:.1f}%"
+        + (f", {len(unattributed)} unattributed" if unattributed else "")
+        + f"; {len(folded)} ONNX nodes folded at load"
+    )
+    lines.append("")
+    if by_type:
+        rows = [
+            (s.op_type, str(s.count), _ms(s.time), f"{100 * s.share:.1f}%", f"{s.flops / 1e6:.2f}",
+             f"{s.achieved_flops / 1e9:.2f}", _bytes(s.bytes))
+            for s in profile.by_op_type()
+        ]  # fmt: skip
+        lines.append("by op type")
+        lines += _grid(("op", "layers", "time", "share", "MFLOPs", "GFLOP/s", "bytes"), rows)
+        return "\n".join(lines) + "\n"
+    layers = _sorted_layers(profile, sort)
+    shown = layers if top == 0 else layers[:top]
+    rows, cumulative = [], 0.0
+    for layer in shown:
+        cumulative += layer.share
+        nodes = ",".join(layer.onnx_nodes)
+        if layer.kind == "layout":
+            nodes = f"(layout for {layer.serves or '?'})"
+        rows.append((
+            layer.name[:40], layer.op_type, nodes[:48] + ("..." if len(nodes) > 48 else ""), _ms(layer.time),
+            f"{100 * layer.share:.1f}%", f"{100 * cumulative:.1f}%", f"{layer.flops / 1e6:.2f}",
+            f"{layer.achieved_flops / 1e9:.2f}", _bytes(layer.bytes), f"{layer.achieved_bandwidth / 1e9:.2f}",
+            f"{layer.intensity:.1f}",
+            "-" if layer.roofline_fraction is None else f"{100 * layer.roofline_fraction:.1f}%",
+            layer.bound or ("-" if layer.kind == "compute" else layer.kind),
+        ))  # fmt: skip
+    lines.append(f"{'top ' + str(len(shown)) if top else 'all'} layers by {sort}")
+    lines += _grid(
+        ("layer", "op", "onnx nodes", "time", "share", "cum", "MFLOPs", "GFLOP/s", "bytes", "GB/s",
+         "FLOP/B", "fraction", "bound"),
+        rows, left=3,
+    )  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def format_csv(profiles: list[ModelProfile]) -> str:
+    """One row per layer (folded nodes included), with the batch size."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_FIELDS)
+    for profile in profiles:
+        for layer in profile.layers:
+            data = layer.to_dict()
+            data["batch"] = profile.batch
+            data["onnx_nodes"] = ";".join(layer.onnx_nodes)
+            writer.writerow(["" if data.get(k) is None else data.get(k) for k in CSV_FIELDS])
+    return out.getvalue()
+
+
+def _ms(seconds: float) -> str:
+    if seconds >= 1:
+        return f"{seconds:.3f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3f} ms"
+    return f"{seconds * 1e6:.1f} us"
