@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .analysis import analyze
 from .analysis.types import ModelAnalysis, NodeCost
+from .api import profile_model, profile_sweep
 from .errors import RooflineError
 from .profile import Layer, ModelProfile
 from .roofline import DeviceRoofline
@@ -21,4 +22,6 @@ __all__ = [
     "RooflineError",
     "__version__",
     "analyze",
+    "profile_model",
+    "profile_sweep",
 ]
