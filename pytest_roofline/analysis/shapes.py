@@ -36,6 +36,7 @@ __all__ = [
 ]
 
 SMALL_INITIALIZER = 4096  # elements: kept in the weightless copy (shape constants live here)
+SMALL_INT64_INITIALIZER = 1 << 20  # int64 tensors (indices, position ids) are kept up to this
 MAX_RUN_BYTES = 2 << 30  # the onnxruntime fallback loads weights only below this size
 
 _Shape = tuple[int, ...]
@@ -178,7 +179,10 @@ def _weightless(model: onnx.ModelProto, input_shapes: Mapping[str, _Shape]) -> o
             for size in input_shapes[vi.name]:
                 copy.type.tensor_type.shape.dim.add().dim_value = size
     for init in source.initializer:
-        if not _is_external(init) and _numel(init.dims) <= SMALL_INITIALIZER:
+        if not _is_external(init) and (
+            _numel(init.dims) <= SMALL_INITIALIZER
+            or (init.data_type == onnx.TensorProto.INT64 and _numel(init.dims) <= SMALL_INT64_INITIALIZER)
+        ):
             graph.initializer.append(init)
         else:
             if init.name in declared:
