@@ -1,0 +1,210 @@
+"""Attribution of onnxruntime kernels to original ONNX nodes.
+
+Two sources of truth: the real ORT 1.32 profiles in tests/data/onnxruntime (a tiny residual CNN
+profiled at every optimization level, with the optimized graphs ORT saved), and live profiles of
+zoo models at every level checked against the analyzer.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+from onnx import numpy_helper as nh
+
+from pytest_roofline import zoo
+from pytest_roofline.analysis import analyze
+from pytest_roofline.backends.base import get_backend
+from pytest_roofline.backends.ort_attribution import attribute, kernel_events, load_trace
+from pytest_roofline.model import ModelSpec, bind_input_shapes, make_inputs
+from pytest_roofline.profile import build_layers
+
+DATA = Path(__file__).parent / "data" / "onnxruntime"
+LEVELS = ("disable", "basic", "extended", "all")
+
+
+def generator_model() -> onnx.ModelProto:
+    """The model of tests/data/onnxruntime/GENERATOR_gen.py.txt (same names and shapes)."""
+    rng = np.random.default_rng(0)
+    inits = [
+        nh.from_array(rng.standard_normal(shape).astype(np.float32), name)
+        for name, shape in (("W1", (16, 3, 3, 3)), ("B1", (16,)), ("W2", (16, 16, 3, 3)), ("B2", (16,)),
+                            ("WM", (16, 10)), ("BM", (10,)))
+    ]  # fmt: skip
+    nodes = [
+        helper.make_node("Conv", ["x", "W1", "B1"], ["c1"], name="Conv_0", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="Relu_1"),
+        helper.make_node("Conv", ["r1", "W2", "B2"], ["c2"], name="Conv_2", pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c2", "r1"], ["a3"], name="Add_3"),
+        helper.make_node("Relu", ["a3"], ["r4"], name="Relu_4"),
+        helper.make_node("GlobalAveragePool", ["r4"], ["g5"], name="GAP_5"),
+        helper.make_node("Flatten", ["g5"], ["f6"], name="Flatten_6"),
+        helper.make_node("MatMul", ["f6", "WM"], ["m7"], name="MatMul_7"),
+        helper.make_node("Add", ["m7", "BM"], ["y"], name=""),
+    ]
+    graph = helper.make_graph(
+        nodes, "t", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits,
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def optimized_graph(level: str) -> onnx.ModelProto:
+    """The optimized graph ORT saved at ``level``, rebuilt from optimized_graphs_nodes.txt."""
+    for line in (DATA / "optimized_graphs_nodes.txt").read_text().splitlines():
+        name, _, listing = line.partition(" ")
+        if name == f"opt_{level}.onnx":
+            nodes = [
+                helper.make_node(op, inputs, outputs, name=node_name, domain=domain)
+                for node_name, op, domain, inputs, outputs in ast.literal_eval(listing)
+            ]
+            return helper.make_model(helper.make_graph(nodes, "opt", [], []))
+    raise AssertionError(level)
+
+
+def real_profile(level: str):
+    events = load_trace(str(DATA / f"prof_{level}.json"))
+    return attribute(generator_model(), optimized_graph(level), kernel_events(events), iterations=2)
+
+
+# Ground truth from the fusions ORT reports in the optimized graphs (FORMATS.md §1.3).
+EXPECTED = {
+    "disable": {"Conv_0": ("Conv_0",), "Relu_1": ("Relu_1",), "Conv_2": ("Conv_2",), "Add_3": ("Add_3",),
+                "Relu_4": ("Relu_4",), "GAP_5": ("GAP_5",), "Flatten_6": ("Flatten_6",),
+                "MatMul_7": ("MatMul_7",), "Add_8": ("Add_8",)},
+    "basic": {"Conv_0": ("Conv_0",), "Relu_1": ("Relu_1",), "Conv_2": ("Conv_2",), "Add_3": ("Add_3",),
+              "Relu_4": ("Relu_4",), "GAP_5": ("GAP_5",), "Flatten_6": ("Flatten_6",),
+              "MatMul_7/MatMulAddFusion": ("MatMul_7", "Add_8")},
+    "extended": {"Conv_0": ("Conv_0", "Relu_1"), "Conv_2": ("Conv_2",), "Add_3": ("Add_3",),
+                 "Relu_4": ("Relu_4",), "GAP_5": ("GAP_5",), "Flatten_6": ("Flatten_6",),
+                 "MatMul_7/MatMulAddFusion": ("MatMul_7", "Add_8")},
+    "all": {"r1_nchwc": ("Conv_0", "Relu_1"), "c2_nchwc": ("Conv_2", "Add_3", "Relu_4"),
+            "g5_nchwc": ("GAP_5",), "ReorderOutput": (), "Flatten_6": ("Flatten_6",),
+            "MatMul_7/MatMulAddFusion": ("MatMul_7", "Add_8")},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_real_profiles_map_every_kernel_to_its_original_nodes(level):
+    profile = real_profile(level)
+    assert {k.name: k.onnx_nodes for k in profile.kernels} == EXPECTED[level]
+    assert profile.folded == ()
+    assert all(len(k.times) == 2 and all(t >= 0 for t in k.times) for k in profile.kernels)
+
+
+def test_real_profile_times_are_seconds_per_run():
+    events = load_trace(str(DATA / "prof_all.json"))
+    kernels = {k.name: k for k in kernel_events(events)}
+    assert kernels["r1_nchwc"].times == pytest.approx((109e-6, 31e-6))  # dur 109 and 31 µs
+    assert kernels["r1_nchwc"].op_type == "Conv"
+    assert kernels["r1_nchwc"].provider == "CPUExecutionProvider"
+    assert kernel_events(events, skip_runs=1)[0].times == pytest.approx((31e-6,))
+
+
+def test_nchwc_reorder_is_layout_work_serving_its_producer():
+    reorder = next(k for k in real_profile("all").kernels if k.name == "ReorderOutput")
+    assert reorder.kind == "layout"
+    assert reorder.serves == "g5_nchwc"
+    assert reorder.onnx_nodes == ()
+
+
+def test_unnamed_node_is_matched_by_the_profilers_op_index_name():
+    kernel = next(k for k in real_profile("disable").kernels if k.name == "Add_8")
+    assert kernel.op_type == "Add" and kernel.onnx_nodes == ("Add_8",)
+
+
+def test_kernels_without_an_optimized_graph_match_by_name_or_stay_unattributed():
+    events = load_trace(str(DATA / "prof_all.json"))
+    profile = attribute(generator_model(), None, kernel_events(events))
+    mapped = {k.name: k.onnx_nodes for k in profile.kernels}
+    assert mapped["MatMul_7/MatMulAddFusion"] == ("MatMul_7",)
+    assert mapped["Flatten_6"] == ("Flatten_6",)
+    assert mapped["c2_nchwc"] == ("Conv_2",)  # the tensor name still points at the conv
+    assert len(profile.kernels) == 6  # nothing dropped
+
+
+def test_unknown_kernel_is_kept_unattributed():
+    events = [
+        {"cat": "Session", "name": "model_run", "ts": 0, "dur": 100, "args": {}},
+        {"cat": "Node", "name": "Mystery_kernel_time", "ts": 5, "dur": 7, "args": {"op_name": "Custom"}},
+    ]
+    profile = attribute(generator_model(), optimized_graph("basic"), kernel_events(events))
+    assert [(k.name, k.onnx_nodes, k.times) for k in profile.kernels] == [("Mystery", (), (7e-6,))]
+
+
+def test_parser_tolerates_missing_and_empty_fields(tmp_path):
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps([
+        {"cat": "Node", "name": "Conv_0_kernel_time", "ts": 1, "dur": 3},
+        {"cat": "Node", "name": "Conv_0_kernel_time", "ts": 9, "dur": 4, "args": {"op_name": "Conv",
+         "activation_size": "", "thread_scheduling_stats": ""}},
+        {"cat": "Node", "name": "Conv_0_fence_before", "ts": 9, "dur": 0, "args": {}},
+        "not an event",
+    ]))  # fmt: skip
+    (kernel,) = kernel_events(load_trace(str(path)))
+    assert kernel.times == pytest.approx((3e-6, 4e-6))  # one run per occurrence without model_run
+    assert kernel.io_bytes == 0
+    (tmp_path / "empty.json").write_text("")
+    assert load_trace(str(tmp_path / "empty.json")) == []
+
+
+def _live(model, level, dims=None):
+    dims = dims or {}
+    shapes = bind_input_shapes(model, 1, dims)
+    backend = get_backend("onnxruntime", {"graph_optimization_level": level, "intra_op_threads": "1"})
+    with backend.open(ModelSpec.create(model, 1, dims), make_inputs(model, shapes)) as session:
+        kernels = session.profile(2)
+    analysis = analyze(model, batch=1, dims=dims)
+    return analysis, kernels, *build_layers(analysis, kernels)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize(
+    ("builder", "dims"), [(zoo.tiny_cnn, {}), (zoo.tiny_transformer, {"seq": 16})], ids=["cnn", "transformer"]
+)
+def test_live_attribution_accounts_for_every_flop(builder, dims, level):
+    model = builder()
+    analysis, kernels, layers, fraction = _live(model, level, dims)
+    assert fraction >= 0.99
+    compute = [la for la in layers if la.kind == "compute"]
+    assert compute and all(la.onnx_nodes for la in compute)
+    assert not [la for la in layers if la.kind == "unattributed"]
+    executed = [n for la in compute for n in la.onnx_nodes]
+    assert len(executed) == len(set(executed))  # no node counted twice
+    total = analysis.total.flops
+    assert sum(la.flops for la in compute) == pytest.approx(total, rel=0.01)
+    folded_flops = sum(analysis.node(n).flops for n in kernels.folded)
+    assert folded_flops <= 0.001 * total  # folded: shape subgraphs, Identity: ~0 FLOPs
+    assert set(executed) | set(kernels.folded) == {n.name for n in analysis.nodes}
+
+
+def test_live_transformer_fusions_name_their_decomposed_nodes():
+    _, kernels, _, _ = _live(zoo.tiny_transformer(), "extended", {"seq": 16})
+    by_op = {}
+    for kernel in kernels.kernels:
+        by_op.setdefault(kernel.op_type, []).append(kernel)
+    (layer_norm, *_) = by_op["LayerNormalization"]
+    assert sorted({n.split("_")[0] for n in layer_norm.onnx_nodes}) == sorted(
+        {"ReduceMean", "Sub", "Pow", "Add", "Sqrt", "Div", "Mul"}
+    )
+    (gelu, *_) = by_op["BiasGelu"]
+    assert {n.split("_")[0] for n in gelu.onnx_nodes} >= {"Erf", "Div", "Mul", "Add"}
+    load_time = ("Shape", "Gather", "Unsqueeze", "Concat", "Identity")
+    assert all(n.split("_")[0] in load_time for n in kernels.folded)
+
+
+def test_live_cnn_at_all_fuses_residual_add_into_a_conv_and_reports_reorders():
+    model = zoo.tiny_cnn()
+    _, kernels, layers, _ = _live(model, "all")
+    add = next(n.name for n in model.graph.node if n.op_type == "Add")
+    owner = next(k for k in kernels.kernels if add in k.onnx_nodes)
+    assert owner.name.endswith("_nchwc") and any(n.startswith("Conv") for n in owner.onnx_nodes)
+    layout = [la for la in layers if la.kind == "layout"]
+    assert layout and all(la.serves in {k.name for k in kernels.kernels} for la in layout)
