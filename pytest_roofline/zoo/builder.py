@@ -104,6 +104,10 @@ class GraphBuilder:
         model.ir_version = 8
         return model
 
+    def fresh(self, prefix: str) -> str:
+        """A name ``<prefix><n>`` not used before (n is the next node index)."""
+        return f"{prefix}{self._count}"
+
     # -- helpers --------------------------------------------------------------------------------
 
     def _next(self, op_type: str) -> str:

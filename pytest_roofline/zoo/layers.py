@@ -13,7 +13,7 @@ def conv(
     b: GraphBuilder, x: str, cin: int, cout: int, k: int, stride: int = 1, groups: int = 1, act: str = ""
 ) -> str:
     """Conv (BatchNorm folded into its bias, as export in eval mode does) + optional Relu/Relu6."""
-    tag = f"conv{b._count}"
+    tag = b.fresh("conv")
     w = b.weight(f"{tag}.weight", [cout, cin // groups, k, k], fan_in=cin // groups * k * k)
     bias = b.weight(f"{tag}.bias", [cout], fan_in=cout * 100)
     pad = k // 2
