@@ -172,7 +172,7 @@ def _measure(backend: Backend, fingerprint: dict[str, Any], dtypes: tuple[str, .
                 raise BackendError(message) from exc
             _notify(f"{step}: skipped, {backend.name} cannot run it ({reason})", progress)
             continue
-        unit = "FLOP/s" if probe.kind == "compute" else "B/s"
+        unit = "B/s" if probe.kind == "memory" else "OP/s" if probe.dtype == "int8" else "FLOP/s"
         _notify(f"{step}: {probe.value / 1e9:.1f} G{unit}", progress)
         probes.append(probe)
 
@@ -181,7 +181,7 @@ def _measure(backend: Backend, fingerprint: dict[str, Any], dtypes: tuple[str, .
                   for dtype in dtypes if any(p.dtype == dtype for p in compute)}
     caches = cp.system_caches()
     bandwidth = cp.dram_bandwidth(probes, caches[-1][1] if caches else 0)
-    levels = cp.cache_levels(probes, caches)
+    levels = cp.cache_levels(probes, caches, dram=bandwidth)
     info = cpu_info()
     threads = _threads(fingerprint, info.cores)
     theoretical = cp.theoretical_peak_flops(info, threads, cp.clock_hz())

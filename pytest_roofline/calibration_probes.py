@@ -38,6 +38,7 @@ __all__ = [
     "flags_hash",
     "plan_probes",
     "run_probe",
+    "size_label",
     "system_caches",
     "theoretical_peak_flops",
 ]
@@ -96,7 +97,7 @@ def plan_probes(dtypes: tuple[str, ...], plan: str = "full") -> list[ProbeSpec]:
                                    _matmul_integer(n), optional=True))
     for working_set in STREAM_SIZES[plan]:
         nbytes, chain, build = _stream(working_set)
-        specs.append(ProbeSpec(f"stream-{_size_label(working_set)}", "memory", "float32", working_set,
+        specs.append(ProbeSpec(f"stream-{size_label(working_set)}", "memory", "float32", working_set,
                                nbytes, build))
     return specs
 
@@ -146,14 +147,15 @@ def system_caches() -> list[tuple[str, int]]:
 
 
 def cache_levels(points: list[Probe], caches: list[tuple[str, int]] | None = None,
-                 drop: float = 0.7) -> tuple[CacheLevel, ...]:
+                 drop: float = 0.7, dram: float | None = None) -> tuple[CacheLevel, ...]:
     """Plateaus of the bandwidth-vs-working-set curve as cache levels, the last one DRAM.
 
     Points are walked from the smallest working set up; a new level starts where bandwidth falls
     below ``drop`` × the best of the current level (a rise is overhead amortizing, not a new
     level).  A level's bandwidth is its best point (each point is itself a sustained median), its
-    size the largest working set it holds.  Levels are named after the nearest host cache level
-    (``caches``, from sysfs) when known; the last level is DRAM with size 0.
+    size the largest working set it holds.  Levels are named after the smallest host cache that
+    holds that working set (``caches``, from sysfs) when known; the last level is DRAM with
+    size 0 and bandwidth ``dram`` when given (the figure :func:`dram_bandwidth` chose).
     """
     ordered = sorted((p for p in points if p.kind == "memory"), key=lambda p: p.size)
     if not ordered:
@@ -169,9 +171,9 @@ def cache_levels(points: list[Probe], caches: list[tuple[str, int]] | None = Non
         bandwidth = max(p.value for p in segment)
         size = max(p.size for p in segment)
         if index == len(segments) - 1 and len(segments) > 1:
-            levels.append(CacheLevel("DRAM", 0, bandwidth))
+            levels.append(CacheLevel("DRAM", 0, bandwidth if dram is None else dram))
             continue
-        name = _nearest_cache(size, caches) if caches else f"L{index + 1}"
+        name = _cache_holding(size, caches) if caches else f"L{index + 1}"
         if levels and levels[-1].name == name:  # two plateaus near one cache: keep one level
             previous = levels.pop()
             bandwidth, size = max(bandwidth, previous.bandwidth), max(size, previous.size)
@@ -401,7 +403,8 @@ def _stream(working_set: int) -> tuple[float, int, Builder]:
     return float(node_bytes * chain), chain, build
 
 
-def _size_label(nbytes: int) -> str:
+def size_label(nbytes: int) -> str:
+    """Binary size label of a working set: ``32KiB``, ``256MiB``."""
     return f"{nbytes // MIB}MiB" if nbytes >= MIB else f"{nbytes // KIB}KiB"
 
 
@@ -414,6 +417,7 @@ def _parse_size(text: str) -> int:
         return 0
 
 
-def _nearest_cache(size: int, caches: list[tuple[str, int]]) -> str:
-    return min(caches, key=lambda item: abs(math.log2(max(size, 1)) - math.log2(item[1])))[0]
+def _cache_holding(size: int, caches: list[tuple[str, int]]) -> str:
+    """The smallest cache that holds ``size`` (×2 slack: per-core caches add up across threads)."""
+    return next((name for name, capacity in caches if 2 * capacity >= size), caches[-1][0])
 

@@ -1,0 +1,337 @@
+"""Calibration: real probes through onnxruntime/OpenVINO, the fingerprint cache, the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import warnings
+from typing import Any
+
+import pytest
+
+from pytest_roofline import calibration_probes as cp
+from pytest_roofline.backends.base import Backend, BackendSession, get_backend
+from pytest_roofline.calibration import (
+    CACHE_ENV,
+    cache_path,
+    calibrate,
+    calibration_fingerprint,
+    default_cache_dir,
+)
+from pytest_roofline.cli import main
+from pytest_roofline.device import CpuInfo
+from pytest_roofline.errors import BackendError, OptionError
+from pytest_roofline.roofline import DeviceRoofline, Probe
+
+ROOFLINE = [sys.executable, "-c", "import sys; from pytest_roofline.cli import main; sys.exit(main())"]
+
+
+Cached = tuple[DeviceRoofline, "Counting", Any]  # (roofline, its counting backend, its cache dir)
+
+
+class Counting(Backend):
+    """A real backend wrapped to count ``open`` calls, optionally with a changed fingerprint."""
+
+    def __init__(self, inner: Backend, extra: dict[str, Any] | None = None, refuse: str = "") -> None:
+        self.inner, self.extra_fp, self.refuse = inner, dict(extra or {}), refuse
+        self.name = inner.name  # type: ignore[misc]
+        self.options = inner.options
+        self.opened: list[str] = []
+
+    @classmethod
+    def available(cls) -> bool:
+        return True
+
+    def version(self) -> str:
+        return self.inner.version()
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {**self.inner.fingerprint(), **self.extra_fp}
+
+    def open(self, spec: Any, inputs: Any) -> BackendSession:
+        self.opened.append(spec.name)
+        if self.refuse and self.refuse in spec.name:
+            raise BackendError(f"no kernel for {spec.name}")
+        return self.inner.open(spec, inputs)
+
+
+@pytest.fixture(scope="module")
+def ort() -> Backend:
+    return get_backend("onnxruntime")
+
+
+@pytest.fixture(scope="module")
+def cached(tmp_path_factory: pytest.TempPathFactory, ort: Backend) -> tuple[DeviceRoofline, Counting, Any]:
+    """One real quick calibration on onnxruntime, cached in a module temp dir."""
+    cache_dir = tmp_path_factory.mktemp("calibration-cache")
+    backend = Counting(ort)
+    lines: list[str] = []
+    roofline = calibrate(backend, cache_dir=cache_dir, quick=True, progress=lines.append)
+    assert lines and all("calibrate [" in line for line in lines)
+    return roofline, backend, cache_dir
+
+
+def test_real_calibration_measures_every_roof(cached: Cached) -> None:
+    roofline, backend, _ = cached
+    plan = cp.plan_probes(cp.DTYPES, "quick")
+    names = {p.name for p in roofline.probes}
+    assert {s.name for s in plan if not s.optional} <= names
+    assert backend.opened and len(backend.opened) == len(plan)
+    compute = [p for p in roofline.probes if p.kind == "compute"]
+    memory = [p for p in roofline.probes if p.kind == "memory"]
+    assert any(p.name.startswith("conv3x3") for p in compute) and len(memory) == len(cp.STREAM_SIZES["quick"])
+    # roofs are the best sustained probe per dtype; figures are work / median seconds per run
+    work = {s.name: s.work for s in plan}
+    for probe in roofline.probes:
+        assert probe.value > 0 and probe.seconds > 0
+        assert probe.value == pytest.approx(work[probe.name] / probe.seconds)
+    assert roofline.peak_flops["float32"] == max(p.value for p in compute if p.dtype == "float32")
+    assert roofline.peak_bandwidth in {p.value for p in memory}
+    assert roofline.ridge_point == pytest.approx(roofline.peak / roofline.peak_bandwidth)
+    dram = roofline.cache_levels[-1]
+    assert dram.name == "DRAM" and dram.bandwidth == roofline.peak_bandwidth
+    assert roofline.duration > 0 and roofline.measured_at
+    fp = roofline.fingerprint
+    assert fp["backend"] == "onnxruntime" and fp["version"] == backend.version()
+    assert fp["cpu_cores"] >= 1 and fp["probe_plan"] == "quick" and fp["dtypes"][0] == "float32"
+    if cp.clock_hz():
+        assert roofline.theoretical_peak_flops["float32"] > 0
+    assert DeviceRoofline.from_dict(json.loads(json.dumps(roofline.to_dict()))) == roofline
+
+
+def test_cache_hit_returns_identical_roofline_without_probing(
+    cached: Cached, ort: Backend
+) -> None:
+    roofline, _, cache_dir = cached
+    again = Counting(ort)
+    lines: list[str] = []
+    assert calibrate(again, cache_dir=cache_dir, quick=True, progress=lines.append) == roofline
+    assert again.opened == [] and lines == []
+    path = cache_path(calibration_fingerprint(again, quick=True), cache_dir)
+    assert json.loads(path.read_text())["roofline"]["measured_at"] == roofline.measured_at
+
+
+def test_cache_is_reused_by_another_process(cached: Cached) -> None:
+    roofline, _, cache_dir = cached
+    run = subprocess.run(
+        [*ROOFLINE, "calibrate", "--quick", "--format", "json",
+         "--cache-dir", str(cache_dir)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "calibrate [" not in run.stderr  # nothing measured
+    assert json.loads(run.stdout) == json.loads(json.dumps(roofline.to_dict()))
+
+
+def test_fingerprint_change_measures_again(cached: Cached, ort: Backend) -> None:
+    roofline, _, cache_dir = cached
+    changed = Counting(ort, extra={"intra_op_threads": 1})
+    other = calibrate(changed, cache_dir=cache_dir, quick=True, dtypes=["float32"])
+    assert changed.opened
+    assert other.fingerprint["intra_op_threads"] == 1 and other.fingerprint != roofline.fingerprint
+    assert set(other.peak_flops) == {"float32"}
+    first = cache_path(roofline.fingerprint, cache_dir)
+    assert cache_path(other.fingerprint, cache_dir) != first and first.exists()
+
+
+def test_force_measures_again_and_replaces_the_file(tmp_path: Any, ort: Backend) -> None:
+    backend = Counting(ort)
+    first = calibrate(backend, cache_dir=tmp_path, quick=True, dtypes=["float32"])
+    count = len(backend.opened)
+    second = calibrate(backend, cache_dir=tmp_path, quick=True, dtypes=["float32"], force=True)
+    assert len(backend.opened) == 2 * count
+    stored = json.loads(cache_path(first.fingerprint, tmp_path).read_text())
+    assert DeviceRoofline.from_dict(stored["roofline"]) == second
+    assert list(tmp_path.glob("*.tmp")) == []  # atomic write left no temp file
+
+
+def test_corrupt_cache_is_measured_again_and_replaced(tmp_path: Any, ort: Backend) -> None:
+    backend = Counting(ort)
+    path = cache_path(calibration_fingerprint(backend, ["float32"], quick=True), tmp_path)
+    path.write_text('{"fingerprint": {"backend": "onnx')
+    lines: list[str] = []
+    roofline = calibrate(backend, cache_dir=tmp_path, quick=True, dtypes=["float32"], progress=lines.append)
+    said = [line for line in lines if "corrupt" in line]
+    assert len(said) == 1 and str(path) in said[0] and "\n" not in said[0]
+    assert backend.opened
+    assert DeviceRoofline.from_dict(json.loads(path.read_text())["roofline"]) == roofline
+
+
+def test_unwritable_cache_dir_calibrates_in_memory_and_says_so_once(tmp_path: Any, ort: Backend) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the cache dir should be")
+    cache_dir = blocker / "cache"
+    backend = Counting(ort)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = calibrate(backend, cache_dir=cache_dir, quick=True, dtypes=["float32"])
+        second = calibrate(backend, cache_dir=cache_dir, quick=True, dtypes=["float32"])
+    messages = [str(w.message) for w in caught if "not writable" in str(w.message)]
+    assert len(messages) == 1 and str(cache_dir) in messages[0]
+    assert first.peak > 0 and second.peak > 0
+    assert len(backend.opened) == 2 * len(cp.plan_probes(("float32",), "quick"))  # nothing cached
+    assert blocker.read_text().startswith("a file")
+
+
+def test_concurrent_processes_measure_once(tmp_path: Any) -> None:
+    command = [*ROOFLINE, "calibrate", "--quick", "--dtype", "float32",
+               "--format", "json", "--cache-dir", str(tmp_path)]
+    pipe = subprocess.PIPE
+    procs = [subprocess.Popen(command, stdout=pipe, stderr=pipe, text=True) for _ in range(2)]
+    results = [proc.communicate(timeout=120) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], results
+    measured = [err.count("calibrate [") for _, err in results]
+    assert sorted(measured) == [0, len(cp.plan_probes(("float32",), "quick"))]
+    assert json.loads(results[0][0]) == json.loads(results[1][0])
+
+
+def test_missing_optional_kernel_is_skipped_but_float32_failure_raises(tmp_path: Any, ort: Backend) -> None:
+    backend = Counting(ort, refuse="qlinearmatmul")
+    lines: list[str] = []
+    roofline = calibrate(backend, cache_dir=tmp_path, quick=True, dtypes=["int8"], progress=lines.append)
+    assert any("skipped" in line and "qlinearmatmul" in line for line in lines)
+    assert "int8" in roofline.peak_flops  # MatMulInteger still ran
+    assert not any(p.name.startswith("qlinearmatmul") for p in roofline.probes)
+    broken = Counting(ort, refuse="gemm_512_float32")
+    with pytest.raises(BackendError, match="gemm_512_float32"):
+        calibrate(broken, cache_dir=tmp_path / "b", quick=True, dtypes=["float32"])
+
+
+def test_unknown_dtype_is_an_option_error(ort: Backend, tmp_path: Any) -> None:
+    with pytest.raises(OptionError, match="bfloat7"):
+        calibrate(ort, cache_dir=tmp_path, dtypes=["bfloat7"])
+
+
+def test_cache_dir_comes_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Any, ort: Backend) -> None:
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    assert default_cache_dir() == tmp_path
+    path = cache_path(calibration_fingerprint(ort))
+    assert path.parent == tmp_path and path.name.startswith("calibration-") and path.suffix == ".json"
+    monkeypatch.delenv(CACHE_ENV)
+    assert default_cache_dir().name == "pytest-roofline"
+
+
+def test_openvino_calibrates_through_the_same_protocol(tmp_path: Any) -> None:
+    pytest.importorskip("openvino")
+    backend = Counting(get_backend("openvino"))
+    roofline = calibrate(backend, cache_dir=tmp_path, quick=True, dtypes=["float32"])
+    assert roofline.fingerprint["backend"] == "openvino"
+    assert roofline.peak > 0 and roofline.peak_bandwidth > 0
+    assert len(backend.opened) == len(cp.plan_probes(("float32",), "quick"))
+
+
+# --- roofs from figures: the arithmetic -----------------------------------------------------------
+
+
+def _roofline() -> DeviceRoofline:
+    return DeviceRoofline(peak_flops={"float32": 100e9, "int8": 400e9}, peak_bandwidth=20e9, fingerprint={})
+
+
+def test_roofline_arithmetic() -> None:
+    roof = _roofline()
+    assert roof.ridge_point == 5.0
+    assert roof.attainable(1.0) == 20e9 and roof.attainable(5.0) == 100e9 and roof.attainable(50.0) == 100e9
+    assert roof.attainable(50.0, "int8") == 400e9 and roof.attainable(50.0, "float16") == 100e9
+    assert roof.bound(4.99) == "memory" and roof.bound(5.0) == "compute"
+    # 1 GFLOP over 1 GB in 0.1 s: 10 GFLOP/s achieved of 20 attainable at intensity 1
+    assert roof.fraction(1e9, 1e9, 0.1) == pytest.approx(0.5)
+    assert roof.fraction(0, 1e9, 0.1) == pytest.approx(0.5)  # no FLOPs: judged on bandwidth
+    assert roof.fraction(1e9, 1e9, 0.0) == 0.0
+
+
+def _stream(size: int, gbs: float) -> Probe:
+    return Probe(f"stream-{size}", "memory", "float32", size, gbs * 1e9, 1e-3)
+
+
+def test_cache_levels_from_plateaus() -> None:
+    kib, mib = cp.KIB, cp.MIB
+    curve = [(32 * kib, 60), (64 * kib, 90), (256 * kib, 95), (1 * mib, 50), (4 * mib, 48),
+             (64 * mib, 20), (256 * mib, 19)]
+    points = [_stream(size, gbs) for size, gbs in curve]
+    caches = [("L1", 48 * kib), ("L2", 1 * mib), ("L3", 32 * mib)]
+    levels = cp.cache_levels(points, caches)
+    assert [(lv.name, lv.size) for lv in levels] == [("L2", 256 * kib), ("L3", 4 * mib), ("DRAM", 0)]
+    assert [lv.bandwidth for lv in levels] == [95e9, 50e9, 20e9]
+    assert [lv.name for lv in cp.cache_levels(points)] == ["L1", "L2", "DRAM"]
+    assert cp.dram_bandwidth(points, 32 * mib) == 19e9  # working sets >= 4 x LLC only: 256 MiB
+    assert cp.dram_bandwidth(points) == 20e9  # two largest without a known LLC
+    assert cp.cache_levels(points, caches, dram=19.5e9)[-1].bandwidth == 19.5e9
+
+
+def test_theoretical_peak_from_flags() -> None:
+    clock = 2.0e9
+    avx512 = CpuInfo("x", frozenset({"avx", "avx2", "fma", "avx512f", "avx512_vnni"}), 4, "x86_64")
+    peaks = cp.theoretical_peak_flops(avx512, threads=2, clock=clock)
+    assert peaks["float32"] == 2 * clock * 16 * 2 * 2  # 2 cores x 16 lanes x FMA x 2 units
+    assert peaks["float16"] == peaks["float32"] and peaks["int8"] == 4 * peaks["float32"]
+    avx2 = CpuInfo("y", frozenset({"avx", "avx2", "fma"}), 4, "x86_64")
+    assert cp.theoretical_peak_flops(avx2, threads=0, clock=clock)["float32"] == 4 * clock * 8 * 2 * 2
+    assert cp.theoretical_peak_flops(avx2, threads=0, clock=0.0) == {}
+
+
+def test_stream_probe_counts_inputs_read_and_outputs_written() -> None:
+    spec = next(s for s in cp.plan_probes(("float32",), "quick") if s.kind == "memory")
+    model, inputs = spec.build()
+    elements = inputs["X"].size
+    assert all(node.op_type == "Add" for node in model.graph.node)
+    assert spec.work == len(model.graph.node) * 3 * 4 * elements  # 2 read + 1 written per node
+    assert spec.size == pytest.approx(3 * 4 * elements, rel=0.01)
+
+
+# --- CLI ------------------------------------------------------------------------------------------
+
+
+def test_cli_json_and_table(cached: Cached, capsys: pytest.CaptureFixture[str]) -> None:
+    roofline, _, cache_dir = cached
+    assert main(["calibrate", "--quick", "--format", "json", "--cache-dir", str(cache_dir)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {"peak_flops", "peak_bandwidth", "ridge_point", "fingerprint", "probes"} <= set(data)
+    assert data["peak_flops"] == roofline.peak and math.isclose(data["ridge_point"], roofline.ridge_point)
+    assert main(["calibrate", "--quick", "--cache-dir", str(cache_dir)]) == 0
+    table = capsys.readouterr().out
+    assert "compute roof float32" in table and "ridge point" in table and "DRAM" in table
+    assert "stream-" in table and "gemm-512-float32" in table
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["calibrate", "--backend", "nope"],
+        ["calibrate", "--option", "bogus=1"],
+        ["calibrate", "--dtype", "bfloat7"],
+    ],
+)
+def test_cli_errors_exit_2_with_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert _exit_code(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err and len(err.splitlines()) == 1
+
+
+def _exit_code(argv: list[str]) -> int:
+    try:
+        return main(argv)
+    except SystemExit as exc:  # argparse usage errors
+        return int(exc.code or 0)
+
+
+def test_cached_path_loads_no_runtime(cached: Cached) -> None:
+    _, _, cache_dir = cached
+    code = (
+        "import sys; from pytest_roofline.calibration import calibrate\n"
+        "class B:\n"
+        "    name = 'onnxruntime'\n"
+        f"    def fingerprint(self): return {_fingerprint_literal(cached)}\n"
+        f"r = calibrate(B(), cache_dir={str(cache_dir)!r}, quick=True)\n"
+        "print(r.peak > 0, 'onnxruntime' in sys.modules, 'openvino' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert out.stdout.split() == ["True", "False", "False"], out.stderr
+
+
+def _fingerprint_literal(cached: Cached) -> str:
+    roofline, backend, _ = cached
+    return repr(backend.fingerprint())
