@@ -1,11 +1,118 @@
-"""pytest11 entry point of pytest-roofline (options only at this stage)."""
+"""pytest11 entry point of pytest-roofline: options, ini keys, marker, fixtures, thin hooks.
+
+Hooks delegate to :class:`~pytest_roofline.session.RooflineSession`, kept in ``config.stash``.
+See https://docs.pytest.org/en/stable/reference/reference.html#hooks for each hook.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
 import pytest
+
+from .fixtures import SESSION_KEY, SPANS_KEY, device_roofline, model_profile, roofline_span
+from .session import OPTIONS, RooflineSession, parse_bool, settings_from_config
+
+__all__ = ["device_roofline", "model_profile", "roofline_span"]
+
+MARKER = (
+    "roofline(tolerance=None, metrics=['latency'], budget=None): per-test gate settings; "
+    "tolerance in percent, metrics 'latency' or 'layer:<name>', budget in seconds"
+)
+LIST_OPTIONS = ("option", "report")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """Register the plugin's options (https://docs.pytest.org/en/stable/reference/reference.html)."""
+    """Register ``--roofline-*`` options and their ``roofline_*`` ini keys."""
     group = parser.getgroup("roofline", "roofline performance regression testing")
-    group.addoption("--roofline-backend", default=None, help="backend that runs the models (default onnxruntime)")
+    for name, (parse, _default, help_text) in OPTIONS.items():
+        flag = "--roofline-" + name.replace("_", "-")
+        if parse is parse_bool:
+            group.addoption(flag, action="store_true", default=False, dest=f"roofline_{name}", help=help_text)
+        elif name in LIST_OPTIONS:
+            group.addoption(
+                flag,
+                action="append",
+                type=parse,
+                default=None,
+                dest=f"roofline_{name}",
+                metavar="K=V" if name == "option" else "PATH",
+                help=help_text,
+            )
+        else:
+            group.addoption(flag, type=parse, default=None, dest=f"roofline_{name}", help=help_text)
+        parser.addini(f"roofline_{name}", help_text, type="linelist" if name in LIST_OPTIONS else "string")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the marker; create the run's session and register its hooks."""
+    config.addinivalue_line("markers", MARKER)
+    settings = settings_from_config(config)
+    worker = hasattr(config, "workerinput")
+    session = RooflineSession(settings, Path(str(config.rootpath)), is_worker=worker)
+    config.stash[SESSION_KEY] = session
+    config.pluginmanager.register(RooflinePlugin(config, session), "roofline-session")
+
+
+class RooflinePlugin:
+    """The hooks of one run, bound to its :class:`RooflineSession`."""
+
+    def __init__(self, config: pytest.Config, session: RooflineSession) -> None:
+        self.config = config
+        self.session = session
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """Remember every collected test (before deselection) to find stale baselines."""
+        self.session.collected.update(item.nodeid for item in items)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        """Fail the test in its own call phase when its gate found a regression."""
+        try:
+            result = yield
+        finally:
+            spans = item.stash.get(SPANS_KEY, None)
+            if spans:
+                self.session.attach_spans(item.nodeid, spans.stats())
+            failures = self.session.take_failures(item.nodeid)
+        if failures:
+            pytest.fail("\n\n".join(failures), pytrace=False)
+        return result
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Track each test's outcome for the results."""
+        self.session.note_outcome(report.nodeid, report.when, report.outcome)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """xdist controller: take a finished worker's records."""
+        payload = getattr(node, "workeroutput", {}).get("roofline")
+        if payload:
+            self.session.merge_worker(payload)
+
+    def pytest_sessionfinish(self) -> None:
+        """Workers hand their records over; the controller writes baselines and reports once."""
+        if self.session.is_worker:
+            self.config.workeroutput["roofline"] = self.session.worker_payload()  # type: ignore[attr-defined]
+        else:
+            self.session.finish()
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        """One line per profiled model, regression tables, stale entries, files written."""
+        lines = self.session.summary()
+        if lines:
+            terminalreporter.write_sep("-", "roofline")
+            for line in lines:
+                terminalreporter.write_line(line)
+
+
+def pytest_assertrepr_compare(
+    config: pytest.Config, op: str, left: object, right: object
+) -> list[str] | None:
+    """Explain comparisons involving layers, profiles and latency statistics."""
+    from .assertions import explain_compare
+
+    return explain_compare(op, left, right)

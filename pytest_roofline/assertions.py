@@ -1,0 +1,136 @@
+"""Assertion helpers whose failure messages name the model, layer, value, threshold and roof.
+
+>>> assert_fraction(prof, "conv1", above=0.4)  # doctest: +SKIP
+AssertionError: layer 'conv1' (Conv) of resnet50 (batch 8, onnxruntime) reaches 31.2% of its
+roof, not above 40%: 12.1 GFLOP/s of 38.9 GFLOP/s attainable (memory-bound, 2.10 FLOP/byte) ...
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .profile import Layer, ModelProfile
+from .report.terminal import format_seconds
+from .stats import LatencyStats
+
+__all__ = ["assert_efficiency", "assert_fraction", "assert_latency", "describe", "explain_compare"]
+
+STATS = ("median", "mean", "min", "max", "p25", "p75", "p90", "p99")
+
+
+def _flops(value: float | None) -> str:
+    if value is None or not math.isfinite(value):
+        return "-"
+    for unit, scale in (("TFLOP/s", 1e12), ("GFLOP/s", 1e9), ("MFLOP/s", 1e6)):
+        if value >= scale:
+            return f"{value / scale:.2f} {unit}"
+    return f"{value:.0f} FLOP/s"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f}%"
+
+
+def _who(prof: ModelProfile) -> str:
+    return f"{prof.model_name} (batch {prof.batch}, {prof.backend})"
+
+
+def _roof(prof: ModelProfile) -> str:
+    roof = prof.roofline
+    if roof is None:
+        return "no device roofline"
+    return (
+        f"roofs: {_flops(roof.peak)} compute, {roof.peak_bandwidth / 1e9:.1f} GB/s memory, "
+        f"ridge {roof.ridge_point:.1f} FLOP/byte"
+    )
+
+
+def describe_layer(layer: Layer) -> str:
+    """One line about a layer: time, FLOPs, achieved vs attainable, bound."""
+    bound = f"{layer.bound}-bound, " if layer.bound else ""
+    return (
+        f"layer {layer.name!r} ({layer.op_type}, {len(layer.onnx_nodes)} ONNX nodes): "
+        f"{format_seconds(layer.time)}, {_flops(layer.achieved_flops)} achieved of "
+        f"{_flops(layer.attainable_flops)} attainable ({bound}{layer.intensity:.2f} FLOP/byte), "
+        f"roofline fraction {_pct(layer.roofline_fraction)}"
+    )
+
+
+def describe(value: Any) -> list[str]:
+    """Explanation lines for a Layer, ModelProfile or LatencyStats ([] for anything else)."""
+    if isinstance(value, Layer):
+        return [describe_layer(value)]
+    if isinstance(value, ModelProfile):
+        lat = value.latency
+        lines = [
+            f"{_who(value)}: median {format_seconds(lat.median)} (p25 {format_seconds(lat.p25)}, "
+            f"p90 {format_seconds(lat.p90)}, n={lat.n}), efficiency {_pct(value.efficiency)}",
+            _roof(value),
+        ]
+        top = sorted(value.layers, key=lambda la: la.time, reverse=True)[:3]
+        lines.extend("  " + describe_layer(layer) for layer in top)
+        return lines
+    if isinstance(value, LatencyStats):
+        return [
+            f"latency: median {format_seconds(value.median)}, p25 {format_seconds(value.p25)}, "
+            f"p90 {format_seconds(value.p90)}, min {format_seconds(value.min)}, n={value.n}"
+        ]
+    return []
+
+
+def explain_compare(op: str, left: Any, right: Any) -> list[str] | None:
+    """``pytest_assertrepr_compare`` body: explain layers, profiles and latency stats."""
+    lines = describe(left) + describe(right)
+    if not lines:
+        return None
+    head = f"{type(left).__name__} {op} {type(right).__name__}"
+    return [head, *lines]
+
+
+def _fail(message: str) -> None:
+    __tracebackhide__ = True
+    raise AssertionError(message)
+
+
+def assert_latency(prof: ModelProfile, below: float, stat: str = "median") -> None:
+    """Assert that the latency statistic ``stat`` (seconds) is below ``below``."""
+    __tracebackhide__ = True
+    if stat not in STATS:
+        raise ValueError(f"stat must be one of {', '.join(STATS)}, got {stat!r}")
+    value = getattr(prof.latency, stat)
+    if not value < below:
+        _fail(
+            f"latency {stat} of {_who(prof)} is {format_seconds(value)}, not below "
+            f"{format_seconds(below)} (median {format_seconds(prof.latency.median)}, "
+            f"p90 {format_seconds(prof.latency.p90)}, n={prof.latency.n}); {_roof(prof)}"
+        )
+
+
+def assert_fraction(prof: ModelProfile, layer: str, above: float) -> None:
+    """Assert that layer ``layer`` reaches more than ``above`` of its roof."""
+    __tracebackhide__ = True
+    found = prof.layer(layer)
+    fraction = found.roofline_fraction
+    if fraction is None:
+        _fail(f"{describe_layer(found)} of {_who(prof)} has no roofline fraction ({_roof(prof)})")
+    if not fraction > above:  # type: ignore[operator]
+        _fail(
+            f"layer {found.name!r} of {_who(prof)} reaches {_pct(fraction)} of its roof, not above "
+            f"{_pct(above)}: {describe_layer(found)}; {_roof(prof)}"
+        )
+
+
+def assert_efficiency(prof: ModelProfile, above: float) -> None:
+    """Assert that the model's time-weighted roofline fraction is above ``above``."""
+    __tracebackhide__ = True
+    value = prof.efficiency
+    if value is None or not value > above:
+        worst = sorted(prof.layers, key=lambda la: la.time - la.roof_time, reverse=True)[:3]
+        where = "; ".join(
+            f"{la.name} {format_seconds(la.time)} at {_pct(la.roofline_fraction)}" for la in worst
+        )
+        _fail(
+            f"efficiency of {_who(prof)} is {_pct(value)} of the roofline, not above {_pct(above)}; "
+            f"most headroom: {where or 'no layers'}; {_roof(prof)}"
+        )

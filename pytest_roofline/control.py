@@ -1,0 +1,183 @@
+"""Gate measurements: the control probe and the interleaved, budgeted sampling loop.
+
+Stored mode times the model interleaved with a small control probe (convolutions and a GEMM,
+the work mix of a vision/transformer model) in fresh sessions; the per-session ratio of their
+p25s is the machine-normalized figure stored in baselines.  Paired mode times the working-tree
+model interleaved with the model at a git reference.  Either way, when the gate answers
+``inconclusive`` more sessions are sampled until the time budget is spent.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .gate import LayerDelta, Verdict, compare, session_ratios
+
+if TYPE_CHECKING:
+    import onnx
+
+    from .backends.base import BackendSession
+
+__all__ = ["GateDesign", "GateRun", "probe_model", "run_gate"]
+
+PROBE_NAME = "control-probe-v1"
+
+
+@dataclass(frozen=True)
+class GateDesign:
+    """How many fresh sessions, interleaved rounds and warm-up runs one batch of sampling uses."""
+
+    sessions: int = 5
+    rounds: int = 20
+    iterations: int = 1
+    warmup: int = 3
+    budget: float = 10.0  # seconds of measuring before an inconclusive answer stands
+    max_batches: int = 4
+
+
+@dataclass(frozen=True)
+class GateRun:
+    """What the gate sampled: per-session figures, the subject's and control's raw p25s."""
+
+    figures: tuple[float, ...]
+    subject_p25: float
+    control_p25: float
+    seconds: float
+    verdict: Verdict | None = None
+
+
+@lru_cache(maxsize=1)
+def probe_model() -> onnx.ModelProto:
+    """The control probe: Conv-Relu-Conv-Relu-GlobalAveragePool-Gemm on a 1×32×28×28 input."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(1234)
+
+    def init(name: str, shape: tuple[int, ...]) -> onnx.TensorProto:
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.1).astype(np.float32), name)
+
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], name="probe_conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="probe_relu1"),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], name="probe_conv2", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c2"], ["r2"], name="probe_relu2"),
+        helper.make_node("GlobalAveragePool", ["r2"], ["g"], name="probe_pool"),
+        helper.make_node("Flatten", ["g"], ["f"], name="probe_flatten"),
+        helper.make_node("Gemm", ["f", "w3"], ["y"], name="probe_gemm"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        PROBE_NAME,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 28, 28])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 256])],
+        [init("w1", (32, 32, 3, 3)), init("w2", (32, 32, 3, 3)), init("w3", (32, 256))],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _p25(samples: Sequence[Sequence[float]]) -> float:
+    pooled = [x for session in samples for x in session]
+    return float(np.percentile(pooled, 25)) if pooled else float("nan")
+
+
+def run_gate(
+    openers: Sequence[Callable[[], BackendSession]],
+    decide: Callable[[list[float], float, float], Verdict] | None,
+    design: GateDesign,
+    *,
+    sampler: Callable[..., list[list[list[float]]]] | None = None,
+) -> GateRun:
+    """Sample ``openers[0]`` (subject) interleaved with ``openers[1]`` (control) until decided.
+
+    Args:
+        openers: two callables opening a fresh backend session each: subject, control.
+        decide: builds a verdict from (figures, subject p25, control p25); None samples once.
+        design: sessions, rounds and the time budget.
+        sampler: :func:`pytest_roofline.measure.sample_interleaved` (injectable for tests).
+
+    Returns:
+        The figures (subject/control per session) and the last verdict.
+    """
+    if sampler is None:
+        from .measure import sample_interleaved as sampler
+    start = time.perf_counter()
+    subject: list[list[float]] = []
+    control: list[list[float]] = []
+    verdict = None
+    for _ in range(design.max_batches):
+        result = sampler(
+            list(openers),
+            sessions=design.sessions,
+            rounds=design.rounds,
+            iterations=design.iterations,
+            warmup=design.warmup,
+        )
+        subject.extend(result[0])
+        control.extend(result[1])
+        figures = session_ratios(subject, control)
+        if decide is None:
+            break
+        verdict = decide(figures, _p25(subject), _p25(control))
+        elapsed = time.perf_counter() - start
+        per_batch = elapsed / (len(subject) / design.sessions)
+        if verdict.status != "inconclusive" or elapsed + per_batch > design.budget:
+            break
+    return GateRun(
+        figures=tuple(session_ratios(subject, control)),
+        subject_p25=_p25(subject),
+        control_p25=_p25(control),
+        seconds=time.perf_counter() - start,
+        verdict=verdict,
+    )
+
+
+def stored_decider(
+    baseline_sessions: Sequence[float] | None,
+    baseline_raw: float | None,
+    tolerance: float,
+) -> Callable[[list[float], float, float], Verdict]:
+    """A ``decide`` callable for stored mode against a baseline's per-session figures."""
+
+    def decide(figures: list[float], subject_p25: float, control_p25: float) -> Verdict:
+        return compare(
+            figures,
+            list(baseline_sessions) if baseline_sessions else None,
+            tolerance=tolerance,
+            mode="stored",
+            raw={"baseline": baseline_raw, "current": subject_p25},
+        )
+
+    return decide
+
+
+def paired_decider(tolerance: float) -> Callable[[list[float], float, float], Verdict]:
+    """A ``decide`` callable for paired mode (figures are new/reference ratios)."""
+
+    def decide(figures: list[float], subject_p25: float, control_p25: float) -> Verdict:
+        return compare(
+            figures,
+            None,
+            tolerance=tolerance,
+            mode="paired",
+            raw={"baseline": control_p25, "current": subject_p25},
+        )
+
+    return decide
+
+
+def layer_deltas(
+    baseline_layers: dict[str, dict[str, float | None]], current: dict[str, float]
+) -> list[LayerDelta]:
+    """Per-layer raw time deltas for layers present in both."""
+    deltas = []
+    for name, now in current.items():
+        before = (baseline_layers.get(name) or {}).get("time")
+        if before and now:
+            deltas.append(LayerDelta(name, float(before), float(now), float(now) / float(before)))
+    return deltas

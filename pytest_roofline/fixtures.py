@@ -1,0 +1,86 @@
+"""The plugin's fixtures: ``model_profile``, ``device_roofline``, ``roofline_span``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .errors import BackendUnavailable, RooflineError
+from .session import RooflineSession
+from .spans import Spans
+
+if TYPE_CHECKING:
+    from .profile import ModelProfile
+    from .roofline import DeviceRoofline
+
+__all__ = ["SESSION_KEY", "SPANS_KEY", "device_roofline", "model_profile", "roofline_span"]
+
+SESSION_KEY = pytest.StashKey[RooflineSession]()
+SPANS_KEY = pytest.StashKey[Spans]()
+
+
+def _session(config: pytest.Config) -> RooflineSession:
+    return config.stash[SESSION_KEY]
+
+
+@pytest.fixture(scope="session")
+def device_roofline(pytestconfig: pytest.Config) -> DeviceRoofline | None:
+    """The device roofline through the session's backend (cached; ``--roofline-recalibrate``)."""
+    session = _session(pytestconfig)
+    try:
+        name, backend = session.backend(None, None)
+        return session.roofline_for(name, backend)
+    except BackendUnavailable as exc:
+        pytest.skip(str(exc))
+    except RooflineError as exc:
+        pytest.fail(f"roofline: {exc}", pytrace=False)
+
+
+@pytest.fixture
+def model_profile(request: pytest.FixtureRequest) -> Callable[..., ModelProfile]:
+    """Profile a model: ``model_profile(path, batch_size=1, dims=None, inputs=None, ...)``.
+
+    Relative paths resolve against the test file's directory, then the rootdir.  The profile is
+    gated against the stored baseline (or ``--roofline-compare-ref``) and recorded for reports.
+    A backend that is not installed skips the test; other roofline errors fail it.
+    """
+    session = _session(request.config)
+
+    def profile(
+        path: str | os.PathLike[str],
+        batch_size: int = 1,
+        dims: Mapping[str, int] | None = None,
+        inputs: Any = None,
+        backend: str | None = None,
+        options: Mapping[str, str] | None = None,
+        check_outputs: Any = None,
+    ) -> ModelProfile:
+        __tracebackhide__ = True
+        try:
+            return session.profile(
+                request.node,
+                path,
+                batch_size=batch_size,
+                dims=dims,
+                inputs=inputs,
+                backend=backend,
+                options=options,
+                check_outputs=check_outputs,
+            )
+        except BackendUnavailable as exc:
+            pytest.skip(str(exc))
+        except RooflineError as exc:
+            pytest.fail(f"roofline: {exc}", pytrace=False)
+
+    return profile
+
+
+@pytest.fixture
+def roofline_span(request: pytest.FixtureRequest) -> Spans:
+    """Time application code around the model: ``with roofline_span("preprocess"): ...``."""
+    spans = Spans()
+    request.node.stash[SPANS_KEY] = spans
+    return spans

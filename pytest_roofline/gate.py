@@ -1,0 +1,320 @@
+"""The regression gate: a pure :func:`compare` of per-session figures, and its statistics.
+
+Two modes share one decision rule:
+
+* ``stored``: the figure is a model's time normalized by a control probe measured interleaved
+  with it (``p25(model) / p25(probe)`` per fresh session).  The current sessions are compared
+  with the sessions stored in the baseline; the ratio is ``median(current) / median(baseline)``.
+* ``paired``: the figure is already a ratio ``p25(new) / p25(reference)`` per session, the two
+  models measured interleaved in the same sessions; it is compared with 1.
+
+The confidence interval of the ratio is a deterministic percentile bootstrap over sessions,
+widened by a between-process ``drift`` floor (sessions inside one process share drift that only
+a new process reveals; see DESIGN.md).  Verdicts (``tol`` is the tolerance, e.g. 0.05):
+
+* ``regression``: the CI lies above ``1 + tol``; or the ratio exceeds ``1 + tol`` and the CI
+  lies above 1 while the noise is within the tolerance.
+* ``inconclusive``: the noise (CI half-width) exceeds the tolerance, or the ratio exceeds
+  ``1 + tol`` without the CI excluding 1.  Callers sample more sessions first.
+* ``improved``: ratio below ``1 - tol`` with the CI below 1.  ``pass`` otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "DEFAULT_DRIFT",
+    "LayerDelta",
+    "Verdict",
+    "bootstrap_ratio_ci",
+    "compare",
+    "new_verdict",
+    "session_ratios",
+    "verdict_table",
+]
+
+#: Between-process drift floor (relative standard deviation) per mode.  Stored figures drift
+#: ~5 % peak-to-peak between processes here; paired A/A ratios stay within ±0.8 %.
+DEFAULT_DRIFT = {"stored": 0.015, "paired": 0.003}
+
+STATUSES = ("pass", "regression", "inconclusive", "new", "improved", "not-compared")
+
+
+@dataclass(frozen=True)
+class LayerDelta:
+    """One layer's time in the baseline and now (raw seconds) and their ratio."""
+
+    name: str
+    baseline_time: float
+    current_time: float
+    ratio: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {
+            "name": self.name,
+            "baseline_time": self.baseline_time,
+            "current_time": self.current_time,
+            "ratio": self.ratio,
+        }
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The gate's answer for one metric of one profiled model."""
+
+    status: str
+    mode: str
+    metric: str
+    current: float
+    tolerance: float
+    baseline: float | None = None
+    ratio: float | None = None
+    ci: tuple[float, float] | None = None
+    noise: float | None = None
+    message: str = ""
+    raw: dict[str, float | None] = field(default_factory=dict, hash=False)
+    layers: tuple[LayerDelta, ...] = ()
+    sessions: int = 0
+
+    @property
+    def failed(self) -> bool:
+        """Whether this verdict is a regression."""
+        return self.status == "regression"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (the results-schema ``verdict`` object)."""
+        return {
+            "status": self.status,
+            "mode": self.mode,
+            "metric": self.metric,
+            "baseline": self.baseline,
+            "current": self.current,
+            "ratio": self.ratio,
+            "ci": list(self.ci) if self.ci else None,
+            "noise": self.noise,
+            "tolerance": self.tolerance,
+            "message": self.message,
+            "raw": dict(self.raw),
+            "layers": [layer.to_dict() for layer in self.layers],
+            "sessions": self.sessions,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Verdict:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            status=data["status"],
+            mode=data.get("mode", "stored"),
+            metric=data.get("metric", "latency"),
+            current=data.get("current", math.nan),
+            tolerance=data.get("tolerance", 0.0),
+            baseline=data.get("baseline"),
+            ratio=data.get("ratio"),
+            ci=tuple(data["ci"]) if data.get("ci") else None,  # type: ignore[arg-type]
+            noise=data.get("noise"),
+            message=data.get("message", ""),
+            raw=dict(data.get("raw") or {}),
+            layers=tuple(LayerDelta(**la) for la in data.get("layers", [])),
+            sessions=data.get("sessions", 0),
+        )
+
+
+def session_ratios(subject: Sequence[Sequence[float]], control: Sequence[Sequence[float]]) -> list[float]:
+    """Per-session ``p25(subject) / p25(control)`` for sessions measured interleaved.
+
+    Args:
+        subject: samples (seconds) of the measured model, one list per session.
+        control: samples of the control (probe or reference model), same sessions.
+
+    Returns:
+        One ratio per session where both sides have samples.
+    """
+    ratios = []
+    for a, b in zip(subject, control, strict=False):
+        if len(a) and len(b):
+            low = float(np.percentile(b, 25))
+            if low > 0:
+                ratios.append(float(np.percentile(a, 25)) / low)
+    return ratios
+
+
+def bootstrap_ratio_ci(
+    current: Sequence[float],
+    baseline: Sequence[float] | None = None,
+    *,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile-bootstrap CI of ``median(current) / median(baseline)`` (baseline 1 if None).
+
+    Deterministic: the generator is seeded, so the same samples give the same interval.
+    """
+    rng = np.random.default_rng(seed)
+    cur = np.asarray(current, dtype=float)
+    idx = rng.integers(0, len(cur), size=(resamples, len(cur)))
+    top = np.median(cur[idx], axis=1)
+    if baseline is None:
+        bottom = np.ones(resamples)
+    else:
+        base = np.asarray(baseline, dtype=float)
+        bottom = np.median(base[rng.integers(0, len(base), size=(resamples, len(base)))], axis=1)
+    ratios = top / bottom
+    alpha = (1.0 - confidence) / 2.0
+    return float(np.quantile(ratios, alpha)), float(np.quantile(ratios, 1.0 - alpha))
+
+
+def compare(
+    current: Sequence[float],
+    baseline: Sequence[float] | None = None,
+    *,
+    tolerance: float,
+    mode: str = "stored",
+    metric: str = "latency",
+    drift: float | None = None,
+    raw: dict[str, float | None] | None = None,
+    layers: Sequence[LayerDelta] = (),
+) -> Verdict:
+    """Decide pass / regression / inconclusive / improved from per-session figures.
+
+    Args:
+        current: this run's figure per session (normalized time, or paired ratio).
+        baseline: the stored figure per session (``stored`` mode); None in ``paired`` mode.
+        tolerance: relative slowdown allowed, e.g. 0.05.
+        mode: ``stored`` or ``paired``.
+        metric: what the figures are, for messages (``latency``, ``layer:<name>``).
+        drift: between-process relative standard deviation folded into the CI
+            (default :data:`DEFAULT_DRIFT` of the mode).
+        raw: raw seconds to report beside normalized figures.
+        layers: per-layer deltas to carry into the verdict.
+
+    Returns:
+        The verdict; a pure function of its arguments.
+    """
+    if mode not in DEFAULT_DRIFT:
+        raise ValueError(f"unknown gate mode {mode!r}")
+    if tolerance < 0:
+        raise ValueError("tolerance must be >= 0")
+    current = [float(x) for x in current if math.isfinite(x) and x > 0]
+    if mode == "stored" and not baseline:
+        return new_verdict(current, tolerance=tolerance, metric=metric, raw=raw)
+    if not current:
+        raise ValueError("compare() needs at least one current figure")
+    base = [float(x) for x in baseline] if baseline else None
+    base_fig = float(np.median(base)) if base else 1.0
+    cur_fig = float(np.median(current))
+    ratio = cur_fig / base_fig
+    low, high = bootstrap_ratio_ci(current, base)
+    drift = DEFAULT_DRIFT[mode] if drift is None else drift
+    half = math.hypot((high - low) / 2.0, 1.96 * drift * ratio)
+    low, high = min(low, ratio - half), max(high, ratio + half)
+    noise = half / ratio
+    limit = 1.0 + tolerance
+    what = "time" if mode == "stored" else "time vs reference"
+    if low > limit:
+        status, why = "regression", f"{what} +{_pct(ratio - 1)} exceeds the {_pct(tolerance)} tolerance"
+    elif noise > tolerance:
+        status, why = "inconclusive", f"noise ±{_pct(noise)} is above the {_pct(tolerance)} tolerance"
+    elif ratio > limit and low > 1.0:
+        status, why = "regression", f"{what} +{_pct(ratio - 1)} exceeds the {_pct(tolerance)} tolerance"
+    elif ratio > limit:
+        status, why = "inconclusive", f"{what} +{_pct(ratio - 1)} but within noise ±{_pct(noise)}"
+    elif ratio < 1.0 - tolerance and high < 1.0:
+        status, why = "improved", f"{what} {_pct(ratio - 1)} (faster)"
+    else:
+        status, why = "pass", f"ratio {ratio:.3f} within {_pct(tolerance)} (noise ±{_pct(noise)})"
+    return Verdict(
+        status=status,
+        mode=mode,
+        metric=metric,
+        current=cur_fig,
+        tolerance=tolerance,
+        baseline=base_fig if base else None,
+        ratio=ratio,
+        ci=(low, high),
+        noise=noise,
+        message=f"{metric}: {why}",
+        raw=dict(raw or {}),
+        layers=tuple(layers),
+        sessions=len(current),
+    )
+
+
+def new_verdict(
+    current: Sequence[float],
+    *,
+    tolerance: float,
+    metric: str = "latency",
+    raw: dict[str, float | None] | None = None,
+    status: str = "new",
+    message: str = "no baseline yet; this run's figure becomes the baseline",
+) -> Verdict:
+    """The verdict of a figure with nothing to compare against (``new`` or ``not-compared``)."""
+    figure = float(np.median(current)) if len(current) else math.nan
+    return Verdict(
+        status=status,
+        mode="stored",
+        metric=metric,
+        current=figure,
+        tolerance=tolerance,
+        message=f"{metric}: {message}",
+        raw=dict(raw or {}),
+        sessions=len(current),
+    )
+
+
+def verdict_table(verdict: Verdict) -> list[str]:
+    """The lines of a regression table: metric, baseline, current, ratio, CI, noise (+ layers)."""
+    ci = f"[{verdict.ci[0]:.3f}, {verdict.ci[1]:.3f}]" if verdict.ci else "-"
+    base = "1 (reference)" if verdict.mode == "paired" else _num(verdict.baseline)
+    rows = [
+        ("metric", "baseline", "current", "ratio", "95% CI", "noise", "tolerance"),
+        (
+            verdict.metric,
+            base,
+            _num(verdict.current),
+            f"{verdict.ratio:.3f}" if verdict.ratio is not None else "-",
+            ci,
+            f"±{_pct(verdict.noise)}" if verdict.noise is not None else "-",
+            _pct(verdict.tolerance),
+        ),
+    ]
+    raw = verdict.raw or {}
+    if raw.get("baseline") is not None or raw.get("current") is not None:
+        rows.append(("raw seconds", _sec(raw.get("baseline")), _sec(raw.get("current")), "", "", "", ""))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)).rstrip() for row in rows]
+    for layer in sorted(verdict.layers, key=lambda la: la.ratio, reverse=True)[:10]:
+        lines.append(
+            f"  layer {layer.name}: {_sec(layer.baseline_time)} -> {_sec(layer.current_time)} "
+            f"(x{layer.ratio:.3f})"
+        )
+    return lines
+
+
+def _pct(value: float | None) -> str:
+    if value is None:
+        return "-"
+    text = f"{value * 100:.2f}".rstrip("0").rstrip(".")
+    return f"{text}%"
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def _sec(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value >= 1:
+        return f"{value:.3f} s"
+    if value >= 1e-3:
+        return f"{value * 1e3:.3f} ms"
+    return f"{value * 1e6:.1f} us"

@@ -1,0 +1,737 @@
+"""Per-run state of the pytest plugin: profiles, gate verdicts, baselines, results.
+
+The plugin's hooks and fixtures delegate here.  A :class:`RooflineSession` measures models for
+the ``model_profile`` fixture, gates them against stored baselines (or a git reference), keeps the
+records, and at session end (controller only, never an xdist worker) merges workers' records,
+writes accepted baselines once, lists stale entries and writes the requested reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import filelock
+import numpy as np
+
+from .baseline import BaselineEntry, BaselineStore, device_class, entry_key, module_of
+from .errors import BaselineError, OptionError, RooflineError
+from .gate import Verdict, compare, new_verdict, verdict_table
+from .profile import ModelProfile
+from .stats import LatencyStats
+
+if TYPE_CHECKING:
+    import pytest
+
+    from .backends.base import Backend
+    from .roofline import DeviceRoofline
+
+__all__ = [
+    "ProfileRecord",
+    "RooflineSession",
+    "RunResults",
+    "Settings",
+    "parse_budget",
+    "parse_option",
+    "parse_percent",
+]
+
+RESULTS_SCHEMA_VERSION = 1
+MEASURE_LOCK = Path(tempfile.gettempdir()) / "pytest-roofline-measure.lock"
+
+
+# --- option values (argparse type= functions: errors become one-line usage errors) -------------
+
+
+def parse_percent(text: str | float) -> float:
+    """``"5"`` or ``"2.5%"`` (percent) → 0.05 / 0.025."""
+    try:
+        value = float(str(text).strip().rstrip("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a percentage such as 5 or 2.5, got {text!r}") from None
+    if not math.isfinite(value) or value < 0 or value >= 100:
+        raise argparse.ArgumentTypeError(f"tolerance must be between 0 and 100 percent, got {text!r}")
+    return value / 100.0
+
+
+def parse_budget(text: str | float) -> float:
+    """Seconds a measurement may take (> 0)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds such as 10 or 2.5, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"budget must be a positive number of seconds, got {text!r}")
+    return value
+
+
+def parse_option(text: str) -> tuple[str, str]:
+    """``K=V`` for ``--roofline-option``."""
+    from .cli.common import parse_key_value
+
+    return parse_key_value(text)
+
+
+def parse_bool(text: str | bool) -> bool:
+    """An ini boolean (true/false/1/0/yes/no)."""
+    if isinstance(text, bool):
+        return text
+    value = str(text).strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The plugin's options after command line and ini merge (command line wins)."""
+
+    backend: str = "onnxruntime"
+    options: dict[str, str] = field(default_factory=dict)
+    baseline_dir: Path = Path(".roofline")
+    update: bool = False
+    tolerance: float = 0.05
+    budget: float = 10.0
+    compare_ref: str | None = None
+    recalibrate: bool = False
+    reports: tuple[str, ...] = ()
+    disable: bool = False
+    strict: bool = False
+
+
+#: option name → (ini key, parser, default, help)
+OPTIONS: dict[str, tuple[Any, Any, str]] = {
+    "backend": (str, "onnxruntime", "backend that runs the models (default onnxruntime)"),
+    "option": (parse_option, [], "backend option K=V (repeatable)"),
+    "baseline_dir": (
+        str,
+        ".roofline",
+        "directory of baseline JSON files (default .roofline/ at the rootdir)",
+    ),
+    "update": (parse_bool, False, "accept this run's figures as the new baselines of the tests that ran"),
+    "tolerance": (parse_percent, 0.05, "allowed slowdown in percent before a regression (default 5)"),
+    "budget": (
+        parse_budget,
+        10.0,
+        "seconds a measurement may take before answering inconclusive (default 10)",
+    ),
+    "compare_ref": (str, None, "paired mode: compare each model with its file at this git reference"),
+    "recalibrate": (parse_bool, False, "measure the device roofline again instead of using the cache"),
+    "report": (str, [], "write a report; format from the extension: .json .html .md .csv (repeatable)"),
+    "disable": (parse_bool, False, "static analysis only: no timing, no gate"),
+    "strict": (parse_bool, False, "a missing baseline or an inconclusive gate fails the test"),
+}
+
+
+def settings_from_config(config: pytest.Config) -> Settings:
+    """Merge command line and ini keys into :class:`Settings` (raises ``pytest.UsageError``)."""
+    import pytest
+
+    values: dict[str, Any] = {}
+    for name, (parse, default, _help) in OPTIONS.items():
+        value = config.getoption(f"roofline_{name}")
+        if value in (None, [], False):
+            ini = config.getini(f"roofline_{name}")
+            if ini not in (None, "", []):
+                try:
+                    if isinstance(default, list):
+                        value = [parse(v) for v in (ini if isinstance(ini, list) else str(ini).split())]
+                    else:
+                        value = parse(ini)
+                except argparse.ArgumentTypeError as exc:
+                    raise pytest.UsageError(f"ini key roofline_{name}: {exc}") from None
+        values[name] = default if value is None else value
+    rootdir = Path(str(config.rootpath))
+    baseline_dir = Path(values["baseline_dir"])
+    return Settings(
+        backend=values["backend"],
+        options=dict(values["option"]),
+        baseline_dir=baseline_dir if baseline_dir.is_absolute() else rootdir / baseline_dir,
+        update=bool(values["update"]),
+        tolerance=float(values["tolerance"]),
+        budget=float(values["budget"]),
+        compare_ref=values["compare_ref"],
+        recalibrate=bool(values["recalibrate"]),
+        reports=tuple(values["report"]),
+        disable=bool(values["disable"]),
+        strict=bool(values["strict"]),
+    )
+
+
+# --- records ------------------------------------------------------------------------------------
+
+
+@dataclass
+class ProfileRecord:
+    """One profiled model in one test: its profile, verdicts and baseline candidate."""
+
+    test: str
+    key: str
+    profile: ModelProfile
+    verdict: Verdict
+    extra_verdicts: list[Verdict] = field(default_factory=list)
+    entry: BaselineEntry | None = None
+    history: list[dict[str, Any]] = field(default_factory=list)
+    outcome: str = "passed"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The results-schema ``results[]`` item (plus ``entry`` for baseline updates)."""
+        return {
+            "test": self.test,
+            "key": self.key,
+            "profile": self.profile.to_dict(),
+            "verdict": self.verdict.to_dict(),
+            "verdicts": [v.to_dict() for v in self.extra_verdicts],
+            "history": list(self.history),
+            "outcome": self.outcome,
+            "entry": self.entry.to_dict() if self.entry else None,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ProfileRecord:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            test=data["test"],
+            key=data["key"],
+            profile=ModelProfile.from_dict(data["profile"]),
+            verdict=Verdict.from_dict(data["verdict"]),
+            extra_verdicts=[Verdict.from_dict(v) for v in data.get("verdicts", [])],
+            entry=BaselineEntry.from_dict(data["entry"]) if data.get("entry") else None,
+            history=list(data.get("history", [])),
+            outcome=data.get("outcome", "passed"),
+        )
+
+
+@dataclass
+class RunResults:
+    """Everything a run produced (the results JSON, see notes/results-schema.md)."""
+
+    records: list[ProfileRecord]
+    backend: str
+    roofline: DeviceRoofline | None = None
+    stale: list[str] = field(default_factory=list)
+    commit: str | None = None
+    branch: str | None = None
+    dirty: bool = False
+    created: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        from . import __version__
+
+        return {
+            "schema_version": RESULTS_SCHEMA_VERSION,
+            "tool": "pytest-roofline",
+            "version": __version__,
+            "created": self.created or _now(),
+            "commit": self.commit,
+            "branch": self.branch,
+            "dirty": self.dirty,
+            "backend": self.backend,
+            "roofline": self.roofline.to_dict() if self.roofline else None,
+            "results": [r.to_dict() for r in self.records],
+            "stale": sorted(self.stale),
+        }
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@contextlib.contextmanager
+def measure_lock() -> Iterator[None]:
+    """One measurement per machine at a time (xdist workers, concurrent pytest processes)."""
+    with filelock.FileLock(str(MEASURE_LOCK), timeout=3600):
+        yield
+
+
+def resolve_model_path(path: str | os.PathLike[str], test_dir: Path, rootdir: Path) -> Path:
+    """An absolute model path: as given if absolute, else the test file's dir, then rootdir."""
+    candidate = Path(path)
+    if candidate.is_absolute():
+        return candidate
+    for base in (test_dir, rootdir):
+        if (base / candidate).exists():
+            return (base / candidate).resolve()
+    return (test_dir / candidate).resolve()
+
+
+def relative_to_root(path: Path, rootdir: Path) -> str:
+    """``path`` relative to the rootdir (posix), or absolute when outside it."""
+    try:
+        return path.resolve().relative_to(rootdir.resolve()).as_posix()
+    except ValueError:
+        return path.resolve().as_posix()
+
+
+def analysis_only_profile(path: Path, backend: str, batch: int, dims: Mapping[str, int]) -> ModelProfile:
+    """A profile from static analysis alone (``--roofline-disable``): no latency, no layers' times."""
+    from .analysis import analyze
+    from .model import model_hash
+
+    analysis = analyze(str(path), batch=batch, dims=dict(dims))
+    nan = math.nan
+    latency = LatencyStats(0, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan)
+    return ModelProfile(
+        model_name=path.stem,
+        model_path=str(path),
+        model_hash=model_hash(str(path)),
+        backend=backend,
+        backend_version="",
+        options={},
+        batch=batch,
+        input_shapes={},
+        latency=latency,
+        layers=(),
+        attributed_fraction=0.0,
+        total_flops=analysis.total.flops,
+        total_macs=analysis.total.macs,
+        total_bytes=analysis.total.bytes,
+        dims=dict(dims),
+        extra={"analysis_only": True},
+    )
+
+
+# --- the session ----------------------------------------------------------------------------------
+
+
+class RooflineSession:
+    """State of one pytest run (one per process; the xdist controller merges workers')."""
+
+    def __init__(self, settings: Settings, rootdir: Path, is_worker: bool = False) -> None:
+        self.settings = settings
+        self.rootdir = rootdir
+        self.is_worker = is_worker
+        self.store = BaselineStore(settings.baseline_dir)
+        self.records: list[ProfileRecord] = []
+        self.collected: set[str] = set()
+        self.outcomes: dict[str, str] = {}
+        self.failures: dict[str, list[str]] = {}
+        self.rooflines: dict[str, DeviceRoofline | None] = {}
+        self.stale: list[str] = []
+        self.written: list[Path] = []
+        self.reports_written: list[str] = []
+        self.errors: list[str] = []
+        self.last_results: RunResults | None = None
+
+    # -- fixtures --------------------------------------------------------------------------------
+
+    def backend(self, name: str | None, options: Mapping[str, str] | None) -> tuple[str, Backend]:
+        """The backend a test asked for (session options apply to the session's backend)."""
+        from .backends.base import get_backend
+
+        chosen = name or self.settings.backend
+        merged = dict(self.settings.options) if chosen == self.settings.backend else {}
+        merged.update(options or {})
+        return chosen, get_backend(chosen, merged)
+
+    def roofline_for(self, name: str, backend: Backend) -> DeviceRoofline | None:
+        """The device roofline through ``backend``, calibrated once per session (cached on disk)."""
+        ident = f"{name}|{sorted(backend.options.items())}"
+        if ident not in self.rooflines:
+            from .calibration import calibrate
+
+            force = self.settings.recalibrate and not any(self.rooflines.values())
+            self.rooflines[ident] = calibrate(backend, force=force)
+        return self.rooflines[ident]
+
+    def profile(
+        self,
+        node: pytest.Item,
+        path: str | os.PathLike[str],
+        *,
+        batch_size: int = 1,
+        dims: Mapping[str, int] | None = None,
+        inputs: Any = None,
+        backend: str | None = None,
+        options: Mapping[str, str] | None = None,
+        check_outputs: Any = None,
+    ) -> ModelProfile:
+        """Measure one model for ``node``, gate it, record it; returns the profile."""
+        settings = self.settings
+        marker = node.get_closest_marker("roofline")
+        tolerance, budget, metrics = self._marker_settings(marker)
+        model_path = resolve_model_path(path, Path(str(node.path)).parent, self.rootdir)
+        dims = dict(dims or {})
+        backend_name, engine = self.backend(backend, options)
+        rel = relative_to_root(model_path, self.rootdir)
+        fingerprint = engine.fingerprint()
+        key = entry_key(node.nodeid, rel, batch_size, dims, backend_name, device_class(fingerprint))
+        baseline = None
+        if not settings.disable and not settings.compare_ref and not settings.update:
+            baseline = self.store.get(key, node.nodeid)  # a corrupt file fails this test here
+
+        if check_outputs:
+            self._check_outputs(model_path, backend_name, check_outputs, inputs)
+        if settings.disable:
+            prof = analysis_only_profile(model_path, backend_name, batch_size, dims)
+            verdict = new_verdict(
+                [], tolerance=tolerance, status="not-compared", message="timing disabled (--roofline-disable)"
+            )
+            self._record(ProfileRecord(node.nodeid, key, prof, verdict))
+            return prof
+
+        from .api import profile_model
+        from .control import GateDesign, paired_decider, run_gate, stored_decider
+
+        spec, feeds = self._spec_and_inputs(model_path, batch_size, dims, inputs)
+        design = GateDesign(budget=budget)
+        with measure_lock():
+            roofline = self.roofline_for(backend_name, engine)
+            prof = profile_model(
+                str(model_path),
+                backend=engine,
+                batch=batch_size,
+                dims=dims or None,
+                inputs=inputs,
+                roofline=roofline,
+                sessions=3,
+                budget=budget / 2,
+            )
+            if settings.compare_ref:
+                ref_spec = self._reference_spec(model_path, batch_size, dims)
+                run = run_gate(
+                    [lambda: engine.open(spec, feeds), lambda: engine.open(ref_spec, feeds)],
+                    paired_decider(tolerance),
+                    design,
+                )
+            else:
+                from .control import probe_model
+                from .model import ModelSpec, bind_input_shapes, make_inputs
+
+                probe = probe_model()
+                probe_spec = ModelSpec.create(probe)
+                probe_feeds = make_inputs(probe, bind_input_shapes(probe))
+                decide = stored_decider(
+                    baseline.sessions if baseline else None,
+                    baseline.latency.get("gate_p25") if baseline else None,
+                    tolerance,
+                )
+                run = run_gate(
+                    [lambda: engine.open(spec, feeds), lambda: engine.open(probe_spec, probe_feeds)],
+                    decide,
+                    design,
+                )
+        verdict = run.verdict or new_verdict(run.figures, tolerance=tolerance)
+        if baseline is not None and verdict.mode == "stored":
+            from .control import layer_deltas
+
+            deltas = layer_deltas(baseline.layers, {la.name: la.time for la in prof.layers})
+            verdict = dataclasses.replace(verdict, layers=tuple(deltas))
+        extra = self._layer_verdicts(metrics, prof, baseline, run.control_p25, tolerance)
+        prof = dataclasses.replace(
+            prof,
+            extra={
+                **prof.extra,
+                "gate": {
+                    "figures": list(run.figures),
+                    "subject_p25": run.subject_p25,
+                    "control_p25": run.control_p25,
+                    "seconds": run.seconds,
+                },
+            },
+        )
+        entry = None
+        if not settings.compare_ref and run.figures:
+            entry = self._entry(key, node.nodeid, rel, batch_size, dims, backend_name, prof, run)
+        history = list(baseline.history) + [baseline.history_point()] if baseline else []
+        self._record(ProfileRecord(node.nodeid, key, prof, verdict, extra, entry, history))
+        self._judge(node.nodeid, key, prof, [verdict, *extra])
+        return prof
+
+    def _marker_settings(self, marker: pytest.Mark | None) -> tuple[float, float, list[str]]:
+        kwargs = dict(marker.kwargs) if marker else {}
+        unknown = sorted(set(kwargs) - {"tolerance", "metrics", "budget"})
+        if unknown:
+            raise OptionError(f"roofline marker has no argument {unknown[0]!r} (tolerance, metrics, budget)")
+        try:
+            tolerance = (
+                parse_percent(kwargs["tolerance"]) if "tolerance" in kwargs else self.settings.tolerance
+            )
+            budget = parse_budget(kwargs["budget"]) if "budget" in kwargs else self.settings.budget
+        except argparse.ArgumentTypeError as exc:
+            raise OptionError(f"roofline marker: {exc}") from None
+        metrics = kwargs.get("metrics", ["latency"])
+        if isinstance(metrics, str):
+            metrics = [metrics]
+        for metric in metrics:
+            if metric != "latency" and not str(metric).startswith("layer:"):
+                raise OptionError(f"roofline marker: unknown metric {metric!r} (latency, layer:<name>)")
+        return tolerance, budget, list(metrics)
+
+    @staticmethod
+    def _spec_and_inputs(path: Path, batch: int, dims: Mapping[str, int], inputs: Any) -> tuple[Any, Any]:
+        from .model import ModelSpec, bind_input_shapes, load_model, make_inputs
+
+        spec = ModelSpec.create(str(path), batch, dims)
+        model = load_model(str(path))
+        if inputs is None:
+            return spec, make_inputs(model, bind_input_shapes(model, batch, dims))
+        if isinstance(inputs, Mapping):
+            return spec, {k: np.asarray(v) for k, v in inputs.items()}
+        from .inputs import load_inputs
+        from .model import graph_inputs
+
+        return spec, load_inputs(inputs, [vi.name for vi in graph_inputs(model)])
+
+    def _reference_spec(self, path: Path, batch: int, dims: Mapping[str, int]) -> Any:
+        import onnx
+
+        from .gitref import read_at_ref
+        from .model import ModelSpec
+
+        data = read_at_ref(path, str(self.settings.compare_ref))
+        try:
+            proto = onnx.load_from_string(data)
+        except Exception:
+            raise RooflineError(
+                f"{path.name} at {self.settings.compare_ref!r} is not a valid ONNX model"
+            ) from None
+        return ModelSpec.create(proto, batch, dims)
+
+    def _check_outputs(self, path: Path, backend: str, others: Any, inputs: Any) -> None:
+        from .check import check_outputs
+
+        names = [others] if isinstance(others, str) else list(others) if not isinstance(others, bool) else []
+        backends = [backend, *[n for n in names if n != backend]] or [backend]
+        if len(backends) < 2:
+            backends.append("onnxruntime" if backend != "onnxruntime" else "openvino")
+        result = check_outputs(str(path), backends=backends, inputs=inputs)
+        ok = getattr(result, "ok", getattr(result, "passed", True))
+        if not ok:
+            raise RooflineError(
+                getattr(result, "message", f"outputs of {path.name} differ between {backends}")
+            )
+
+    def _layer_verdicts(
+        self,
+        metrics: Sequence[str],
+        prof: ModelProfile,
+        baseline: BaselineEntry | None,
+        control_p25: float,
+        tolerance: float,
+    ) -> list[Verdict]:
+        verdicts = []
+        for metric in metrics:
+            if not metric.startswith("layer:"):
+                continue
+            name = metric.split(":", 1)[1]
+            layer = prof.layer(name)
+            current = layer.time / control_p25 if control_p25 > 0 else math.nan
+            stored = (baseline.layers.get(layer.name) or {}) if baseline else {}
+            probe_p25 = baseline.probe.get("p25") if baseline else None
+            if baseline is None or not stored.get("time") or not probe_p25:
+                verdicts.append(new_verdict([current], tolerance=tolerance, metric=metric))
+                continue
+            verdicts.append(
+                compare(
+                    [current],
+                    [stored["time"] / probe_p25],
+                    tolerance=tolerance,
+                    metric=metric,
+                    drift=0.03,
+                    raw={"baseline": stored["time"], "current": layer.time},
+                )
+            )
+        return verdicts
+
+    def _entry(
+        self,
+        key: str,
+        test: str,
+        rel: str,
+        batch: int,
+        dims: Mapping[str, int],
+        backend: str,
+        prof: ModelProfile,
+        run: Any,
+    ) -> BaselineEntry:
+        from .control import PROBE_NAME
+        from .gitref import git_info
+
+        lat = prof.latency
+        return BaselineEntry(
+            key=key,
+            test=test,
+            model=rel,
+            batch=batch,
+            dims=dict(dims),
+            backend=backend,
+            device_class=device_class(prof.fingerprint or {}),
+            figure=float(np.median(run.figures)),
+            sessions=tuple(run.figures),
+            probe={"name": PROBE_NAME, "p25": run.control_p25},
+            latency={
+                "median": lat.median,
+                "mean": lat.mean,
+                "min": lat.min,
+                "p25": lat.p25,
+                "p75": lat.p75,
+                "p90": lat.p90,
+                "std": lat.std,
+                "session_medians": list(lat.session_medians),
+                "gate_p25": run.subject_p25,
+            },
+            layers={la.name: {"time": la.time, "fraction": la.roofline_fraction} for la in prof.layers},
+            fingerprint=dict(prof.fingerprint),
+            backend_version=prof.backend_version,
+            options=dict(prof.options),
+            model_hash=prof.model_hash,
+            commit=git_info(self.rootdir).commit,
+            time=_now(),
+        )
+
+    def _record(self, record: ProfileRecord) -> None:
+        self.records.append(record)
+
+    def _judge(self, test: str, key: str, prof: ModelProfile, verdicts: Sequence[Verdict]) -> None:
+        messages = self.failures.setdefault(test, [])
+        for verdict in verdicts:
+            head = f"roofline {verdict.status}: {prof.model_name} (batch {prof.batch}) {verdict.message}"
+            if verdict.status == "regression":
+                messages.append("\n".join([head, *verdict_table(verdict)]))
+            elif self.settings.strict and verdict.status == "inconclusive":
+                messages.append("\n".join([f"{head} [--roofline-strict]", *verdict_table(verdict)]))
+            elif self.settings.strict and verdict.status == "new" and not self.settings.update:
+                messages.append(
+                    f"roofline: no baseline for {key} in {self.store.file_for(test)} "
+                    "[--roofline-strict]; record one with --roofline-update"
+                )
+
+    def attach_spans(self, test: str, spans: Mapping[str, LatencyStats]) -> None:
+        """Add a test's application spans to the profiles it recorded."""
+        for record in self.records:
+            if record.test == test:
+                record.profile = dataclasses.replace(record.profile, spans={**record.profile.spans, **spans})
+
+    def note_outcome(self, test: str, when: str, outcome: str) -> None:
+        """Record a test's pytest outcome from one of its phase reports."""
+        if when == "call":
+            self.outcomes[test] = outcome
+        elif outcome == "skipped":
+            self.outcomes.setdefault(test, "skipped")
+        elif outcome == "failed":
+            self.outcomes[test] = "error" if self.outcomes.get(test) != "failed" else "failed"
+
+    def take_failures(self, test: str) -> list[str]:
+        """The gate failures of ``test`` (consumed)."""
+        return self.failures.pop(test, [])
+
+    # -- xdist -----------------------------------------------------------------------------------
+
+    def worker_payload(self) -> str:
+        """What a worker sends to the controller (JSON text)."""
+        for record in self.records:
+            record.outcome = self.outcomes.get(record.test, record.outcome)
+        return json.dumps(
+            {
+                "records": [r.to_dict() for r in self.records],
+                "collected": sorted(self.collected),
+            }
+        )
+
+    def merge_worker(self, payload: str) -> None:
+        """Take a worker's records and collected node ids."""
+        data = json.loads(payload)
+        self.records.extend(ProfileRecord.from_dict(r) for r in data.get("records", []))
+        self.collected.update(data.get("collected", []))
+
+    # -- session end -----------------------------------------------------------------------------
+
+    def finish(self) -> RunResults:
+        """Write baselines (controller only) and reports; returns the run's results."""
+        for record in self.records:
+            record.outcome = self.outcomes.get(record.test, record.outcome)
+        if not self.is_worker:
+            self._write_baselines()
+            self.stale = self._find_stale()
+        results = self.results()
+        self.last_results = results
+        if not self.is_worker and self.settings.reports:
+            from .report import write_reports
+
+            data = results.to_dict()
+            try:
+                self.reports_written = write_reports(data, list(self.settings.reports))
+            except RooflineError as exc:
+                self.errors.append(str(exc))
+        return results
+
+    def results(self) -> RunResults:
+        """The run's results as a value."""
+        from .gitref import git_info
+
+        info = git_info(self.rootdir)
+        roofline = next((r for r in self.rooflines.values() if r is not None), None)
+        if roofline is None:
+            roofline = next((r.profile.roofline for r in self.records if r.profile.roofline), None)
+        return RunResults(
+            records=list(self.records),
+            backend=self.settings.backend,
+            roofline=roofline,
+            stale=list(self.stale),
+            commit=info.commit,
+            branch=info.branch,
+            dirty=info.dirty,
+        )
+
+    def _write_baselines(self) -> None:
+        ran = [r for r in self.records if r.entry is not None and r.outcome != "skipped"]
+        if self.settings.update:
+            chosen, replace = [r.entry for r in ran], True
+        else:
+            chosen, replace = [r.entry for r in ran if r.verdict.status == "new"], False
+        by_file: dict[Path, list[BaselineEntry]] = {}
+        for entry in chosen:
+            by_file.setdefault(self.store.file_for(entry.test), []).append(entry)  # type: ignore[union-attr]
+        for path, entries in sorted(by_file.items()):
+            try:
+                self.written.extend(
+                    self.store.write(entries, replace_existing=replace, force=self.settings.update)
+                )
+            except (BaselineError, OSError) as exc:
+                self.errors.append(f"baselines not written to {path}: {exc}")
+
+    def _find_stale(self) -> list[str]:
+        if not self.collected:
+            return []
+        produced = {r.key for r in self.records}
+        producing_tests = {r.test for r in self.records}
+        modules = {module_of(t) for t in self.collected}
+        stale = []
+        for path in {self.store.file_for(t) for t in self.collected}:
+            try:
+                entries = self.store.read(path)
+            except BaselineError:
+                continue
+            for key, entry in entries.items():
+                if module_of(entry.test) not in modules or key in produced:
+                    continue
+                if entry.test not in self.collected or entry.test in producing_tests:
+                    stale.append(key)
+        return sorted(stale)
+
+    def summary(self) -> list[str]:
+        """The terminal summary's lines (after :meth:`finish`)."""
+        from .report.terminal import summary_lines
+
+        if self.last_results is None:
+            return []
+        lines = summary_lines(
+            self.last_results.to_dict(),
+            reports=self.reports_written,
+            baseline_files=[str(p) for p in self.written],
+        )
+        return lines + [f"roofline error: {e}" for e in self.errors]
