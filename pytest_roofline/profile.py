@@ -54,6 +54,14 @@ class Layer:
     attainable_flops: float | None = None
     times: tuple[float, ...] = field(default=(), repr=False)
 
+    def __repr__(self) -> str:
+        """Short form for assertion messages: name, op, time, roofline fraction, bound."""
+        fraction = "-" if self.roofline_fraction is None else f"{self.roofline_fraction:.1%}"
+        return (
+            f"Layer({self.name!r}, {self.op_type}, time={self.time * 1e3:.4g} ms, "
+            f"roofline_fraction={fraction}, bound={self.bound})"
+        )
+
     @property
     def achieved_flops(self) -> float:
         """FLOP/s reached."""
@@ -220,6 +228,14 @@ class ModelProfile:
     fingerprint: dict[str, Any] = field(default_factory=dict, hash=False)
     spans: dict[str, LatencyStats] = field(default_factory=dict, hash=False)
     extra: dict[str, Any] = field(default_factory=dict, hash=False)
+
+    def __repr__(self) -> str:
+        """Short form for assertion messages: model, batch, backend, median, efficiency."""
+        eff = "-" if self.efficiency is None else f"{self.efficiency:.1%}"
+        return (
+            f"ModelProfile({self.model_name!r}, batch={self.batch}, backend={self.backend}, "
+            f"median={self.latency.median * 1e3:.4g} ms, efficiency={eff}, layers={len(self.layers)})"
+        )
 
     @property
     def throughput(self) -> float:
