@@ -1,0 +1,116 @@
+"""The onnxruntime backend on small real models: options, timing, outputs, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+from onnx import numpy_helper as nh
+
+from pytest_roofline.backends.base import get_backend
+from pytest_roofline.backends.onnxruntime import OnnxRuntimeBackend
+from pytest_roofline.errors import BackendError, OptionError, ShapeError
+from pytest_roofline.model import ModelSpec
+
+
+def linear_model(batch: int | str = "N") -> onnx.ModelProto:
+    """y = x @ W + b with a symbolic batch."""
+    weight = nh.from_array(np.arange(12, dtype=np.float32).reshape(4, 3) / 10, "W")
+    bias = nh.from_array(np.array([1, 2, 3], dtype=np.float32), "b")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["m"], name="mm"),
+         helper.make_node("Add", ["m", "b"], ["y"], name="add")],
+        "linear", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 3])], [weight, bias],
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def x(batch: int = 2) -> dict[str, np.ndarray]:
+    return {"x": np.linspace(-1, 1, batch * 4, dtype=np.float32).reshape(batch, 4)}
+
+
+def test_registered_and_fingerprinted():
+    backend = get_backend("onnxruntime", {"intra_op_threads": "1"})
+    assert isinstance(backend, OnnxRuntimeBackend)
+    fp = backend.fingerprint()
+    assert fp["backend"] == "onnxruntime" and fp["version"] == backend.version()
+    assert fp["providers"] == ["CPUExecutionProvider"] and fp["intra_op_threads"] == 1
+    assert fp["cpu"] and fp["cores"] >= 1
+
+
+@pytest.mark.parametrize(
+    ("options", "fragment"),
+    [
+        ({"graph_optimization_level": "max"}, "graph_optimization_level='max'"),
+        ({"intra_op_threads": "two"}, "intra_op_threads='two'"),
+        ({"inter_op_threads": "-1"}, "inter_op_threads='-1'"),
+        ({"execution_mode": "async"}, "execution_mode='async'"),
+        ({"providers": "NoSuchExecutionProvider"}, "'NoSuchExecutionProvider' is not available"),
+        ({"providers": " , "}, "providers is empty"),
+        ({"threads": "1"}, "no option 'threads'"),
+    ],
+)
+def test_bad_options_are_one_line_option_errors(options, fragment):
+    with pytest.raises(OptionError) as info:
+        get_backend("onnxruntime", options)
+    assert fragment in str(info.value) and "\n" not in str(info.value)
+
+
+def test_session_config_entries_are_passed_through():
+    backend = get_backend("onnxruntime", {"session.intra_op.allow_spinning": "0", "providers": "cpu"})
+    so = backend.session_options()
+    assert so.get_session_config_entry("intra_op.allow_spinning") == "0"
+    assert backend.providers == ["CPUExecutionProvider"]
+
+
+def test_time_outputs_and_profile_on_a_real_session():
+    backend = get_backend("onnxruntime", {"graph_optimization_level": "basic", "intra_op_threads": "1"})
+    with backend.open(ModelSpec.create(linear_model(), 2), x()) as session:
+        samples = session.time(7)
+        outputs = session.outputs()
+        kernels = session.profile(3)
+    assert len(samples) == 7 and all(0 < s < 1 for s in samples)
+    w = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
+    np.testing.assert_allclose(outputs["y"], x()["x"] @ w + [1, 2, 3], rtol=1e-6)
+    (gemm,) = kernels.kernels  # MatMul + Add fused at basic
+    assert gemm.onnx_nodes == ("mm", "add") and len(gemm.times) == 3
+    assert kernels.iterations == 3 and kernels.trace_events
+
+
+def test_model_from_file_path(tmp_path):
+    path = tmp_path / "linear.onnx"
+    onnx.save(linear_model(), path)
+    with get_backend("onnxruntime").open(ModelSpec.create(str(path), 2), x()) as session:
+        assert session.outputs()["y"].shape == (2, 3)
+
+
+@pytest.mark.parametrize(
+    ("inputs", "fragment"),
+    [
+        ({"x": np.zeros((2, 5), np.float32)}, "input 'x' expects shape [N, 4], got [2, 5]"),
+        ({"x": np.zeros((2, 4), np.float64)}, "input 'x' expects float32 [N, 4], got float64 [2, 4]"),
+        ({"x": np.zeros((4,), np.float32)}, "input 'x' expects shape [N, 4], got [4]"),
+        ({}, "input 'x' of linear is not given"),
+        ({"x": np.zeros((2, 4), np.float32), "z": np.zeros(1)}, "has no input 'z'"),
+    ],
+)
+def test_mismatched_inputs_name_the_input_expected_and_got(inputs, fragment):
+    with pytest.raises(ShapeError) as info:
+        get_backend("onnxruntime").open(ModelSpec.create(linear_model()), inputs)
+    assert fragment in str(info.value)
+
+
+def test_model_onnxruntime_rejects_is_a_one_line_backend_error():
+    graph = helper.make_graph(
+        [helper.make_node("NoSuchOp", ["x"], ["y"], name="bad")], "broken",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(BackendError) as info:
+        get_backend("onnxruntime").open(ModelSpec.create(model), {"x": np.zeros(1, np.float32)})
+    message = str(info.value)
+    assert message.startswith("onnxruntime cannot load broken:") and "NoSuchOp" in message
+    assert "\n" not in message
