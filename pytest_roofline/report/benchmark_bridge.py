@@ -1,0 +1,59 @@
+"""Feed our model timings into pytest-benchmark when it is active in the same run.
+
+Teams already on pytest-benchmark keep their tools (``--benchmark-autosave``, ``compare``,
+``--benchmark-json``, histograms, ``--benchmark-compare-fail``): each profiled model appears there
+as one benchmark whose rounds are our end-to-end latency samples.  Nothing here imports
+pytest-benchmark unless its plugin is registered, and nothing changes its options or hooks, so
+both plugins run side by side without conflict.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+from pytest_roofline.report.benchmark_json import benchmark_entry
+
+if TYPE_CHECKING:
+    import pytest
+
+__all__ = ["PLUGIN_NAME", "active_benchmark_session", "feed_pytest_benchmark"]
+
+PLUGIN_NAME = "pytest-benchmark"  # the name pytest-benchmark registers its session plugin under
+
+
+def active_benchmark_session(config: pytest.Config) -> Any | None:
+    """pytest-benchmark's session when it is installed, loaded and recording; else None."""
+    session = config.pluginmanager.get_plugin(PLUGIN_NAME)
+    if session is None or not hasattr(session, "benchmarks"):
+        return None
+    if getattr(session, "disabled", False) or getattr(session, "skip", False):
+        return None
+    return session
+
+
+def feed_pytest_benchmark(config: pytest.Config, result: dict[str, Any]) -> bool:
+    """Add one results entry (``{"test", "profile", ...}``) to pytest-benchmark's run.
+
+    Call it while the test runs (right after the profile is measured), not at session end:
+    pytest-benchmark saves and displays in its own ``pytest_sessionfinish`` /
+    ``pytest_terminal_summary``.  Returns True when the timings were fed, False when
+    pytest-benchmark is absent, disabled (``--benchmark-disable``, xdist) or skipping, or when
+    the profile holds no latency samples.
+    """
+    session = active_benchmark_session(config)
+    samples = ((result.get("profile") or {}).get("latency") or {}).get("samples") or []
+    if session is None or not samples:
+        return False
+    from pytest_benchmark.stats import Metadata
+
+    entry = benchmark_entry(result)
+    fixture = SimpleNamespace(
+        name=entry["name"], fullname=entry["fullname"], group=entry["group"], param=entry["param"],
+        params=entry["params"], extra_info=entry["extra_info"], cprofile_stats=None, has_error=False,
+    )
+    metadata = Metadata(fixture, iterations=1, options=dict(entry["options"]))
+    for sample in samples:
+        metadata.stats.update(float(sample))
+    session.benchmarks.append(metadata)
+    return True

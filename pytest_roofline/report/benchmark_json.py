@@ -1,0 +1,151 @@
+"""pytest-benchmark-compatible JSON, so its dashboards read our results.
+
+github-action-benchmark (``tool: pytest``), ``pytest-benchmark compare`` and other tools that read
+``--benchmark-json`` files see one benchmark per result: the end-to-end latency samples, with the
+statistics computed by pytest-benchmark's own definitions (Tukey quartiles, 1.5 IQR fences), and
+the roofline figures in ``extra_info``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import platform
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["benchmark_entry", "benchmark_stats", "render", "to_benchmark_json", "write"]
+
+
+def _quartiles(data: list[float]) -> tuple[float, float]:
+    """Q1 and Q3 as pytest-benchmark computes them (Wikipedia methods 2 and 3)."""
+    n = len(data)
+    if n == 1:
+        return data[0], data[0]
+    if n % 2 == 0:
+        return statistics.median(data[: n // 2]), statistics.median(data[n // 2 :])
+    k, q = n // 4, n % 4
+    if q == 1:
+        return 0.25 * data[k - 1] + 0.75 * data[k], 0.75 * data[3 * k] + 0.25 * data[3 * k + 1]
+    return 0.75 * data[k] + 0.25 * data[k + 1], 0.25 * data[3 * k + 1] + 0.75 * data[3 * k + 2]
+
+
+def benchmark_stats(samples: list[float], iterations: int = 1) -> dict[str, Any]:
+    """pytest-benchmark's ``stats`` block of ``samples`` (seconds per round)."""
+    data = sorted(float(s) for s in samples)
+    if not data:
+        raise ValueError("no samples")
+    mean = statistics.fmean(data)
+    stddev = statistics.stdev(data) if len(data) > 1 else 0.0
+    q1, q3 = _quartiles(data)
+    iqr = q3 - q1
+    low, high = q1 - 1.5 * iqr, q3 + 1.5 * iqr
+    iqr_outliers = sum(1 for v in data if v < low or v > high)
+    stddev_outliers = sum(1 for v in data if v < mean - stddev or v > mean + stddev)
+    total = sum(data)
+    return {
+        "min": data[0], "max": data[-1], "mean": mean, "stddev": stddev, "rounds": len(data),
+        "median": statistics.median(data), "iqr": iqr, "q1": q1, "q3": q3,
+        "iqr_outliers": iqr_outliers, "stddev_outliers": stddev_outliers,
+        "outliers": f"{stddev_outliers};{iqr_outliers}",
+        "ld15iqr": data[0] if len(data) == 1 else data[bisect.bisect_left(data, low)],
+        "hd15iqr": data[bisect.bisect_right(data, high) - 1],
+        "ops": len(data) / total if total else 0, "total": total,
+        "data": list(samples), "iterations": iterations,
+    }
+
+
+def _summary_stats(latency: dict[str, Any]) -> dict[str, Any]:
+    """Stats from a summary when the samples were not saved (``data`` stays empty)."""
+    median = latency.get("median") or 0.0
+    mean = latency.get("mean", median)
+    q1, q3 = latency.get("p25", median), latency.get("p75", median)
+    rounds = int(latency.get("n") or 0)
+    return {
+        "min": latency.get("min", median), "max": latency.get("max", median), "mean": mean,
+        "stddev": latency.get("std", 0.0), "rounds": rounds, "median": median, "iqr": q3 - q1, "q1": q1,
+        "q3": q3, "iqr_outliers": 0, "stddev_outliers": 0, "outliers": "0;0",
+        "ld15iqr": latency.get("min", median), "hd15iqr": latency.get("max", median),
+        "ops": 1 / mean if mean else 0, "total": mean * rounds, "data": [], "iterations": 1,
+    }
+
+
+def benchmark_entry(entry: dict[str, Any]) -> dict[str, Any]:
+    """One ``benchmarks[]`` item of a results entry (name, fullname, group, params, extra_info, stats)."""
+    profile, verdict = entry.get("profile") or {}, entry.get("verdict") or {}
+    latency = profile.get("latency") or {}
+    model, batch, backend = profile.get("model", "model"), profile.get("batch"), profile.get("backend", "")
+    test = entry.get("test") or model
+    param = f"{model}-b{batch}"
+    samples = latency.get("samples") or []
+    total = profile.get("total") or {}
+    return {
+        "group": model,
+        "name": f"{test.rsplit('::', 1)[-1]}[{param}]",
+        "fullname": f"{test}::{param}",
+        "params": {"model": model, "batch": batch, "backend": backend},
+        "param": param,
+        "extra_info": {
+            "backend": backend, "backend_version": profile.get("backend_version"),
+            "precision": profile.get("precision"), "batch": batch,
+            "flops": total.get("flops"), "macs": total.get("macs"), "bytes": total.get("bytes"),
+            "throughput": profile.get("throughput"), "achieved_flops": profile.get("achieved_flops"),
+            "efficiency": profile.get("efficiency"),
+            "attributed_fraction": profile.get("attributed_fraction"),
+            "verdict": verdict.get("status"), "ratio": verdict.get("ratio"), "ratio_ci": verdict.get("ci"),
+            "key": entry.get("key"),
+        },
+        "options": {
+            "disable_gc": False, "timer": "perf_counter", "min_rounds": len(samples) or latency.get("n", 0),
+            "max_time": 0, "min_time": 0, "warmup": True,
+        },
+        "stats": benchmark_stats(samples) if samples else _summary_stats(latency),
+    }
+
+
+def _machine_info(results: dict[str, Any]) -> dict[str, Any]:
+    """pytest-benchmark's machine_info keys; the device fingerprint of the run goes alongside."""
+    uname = platform.uname()
+    fingerprint = (results.get("roofline") or {}).get("fingerprint") or {}
+    return {
+        "node": uname.node, "processor": uname.processor, "machine": uname.machine,
+        "python_compiler": platform.python_compiler(),
+        "python_implementation": platform.python_implementation(),
+        "python_implementation_version": platform.python_version(),
+        "python_version": platform.python_version(), "python_build": list(platform.python_build()),
+        "release": uname.release, "system": uname.system,
+        "cpu": {"arch": uname.machine, "brand_raw": str(fingerprint.get("cpu", uname.processor))},
+        "roofline_fingerprint": fingerprint,
+        "rendered_by": f"pytest-roofline on Python {sys.version.split()[0]}",
+    }
+
+
+def to_benchmark_json(results: dict[str, Any]) -> dict[str, Any]:
+    """The pytest-benchmark document of a run-results dict."""
+    return {
+        "machine_info": _machine_info(results),
+        "commit_info": {
+            "id": results.get("commit") or "unversioned", "time": results.get("created"),
+            "author_time": results.get("created"), "dirty": bool(results.get("dirty")),
+            "project": results.get("project") or "unknown", "branch": results.get("branch") or "(unknown)",
+        },
+        "benchmarks": [benchmark_entry(entry) for entry in results.get("results") or []],
+        "datetime": results.get("created"),
+        "version": results.get("version", "0"),
+    }
+
+
+def render(results: dict[str, Any]) -> str:
+    """The pytest-benchmark JSON text."""
+    from pytest_roofline.report import finite
+
+    return json.dumps(finite(to_benchmark_json(results)), indent=4, allow_nan=False)
+
+
+def write(results: dict[str, Any], path: Path) -> None:
+    """Write the pytest-benchmark JSON to ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render(results), encoding="utf-8")
