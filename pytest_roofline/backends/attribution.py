@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     import onnx
 
     from pytest_roofline.analysis.types import ModelAnalysis
+
     from .base import KernelProfile
 
 __all__ = [

@@ -1,0 +1,368 @@
+"""TensorRT through the ``trtexec`` binary: cached engines, exported JSON, version-aware flags.
+
+Two modes:
+
+* run: ``trtexec`` (on PATH or ``--option trtexec=PATH``) builds an engine per model, bound shapes,
+  precision and workspace (``--profilingVerbosity=detailed``), cached in the user cache dir
+  (``$ROOFLINE_CACHE_DIR/engines`` or ``platformdirs.user_cache_dir("pytest-roofline")/engines``).
+  ``time(n)`` reads ``--exportTimes``; ``profile(n)`` reads ``--exportProfile`` and
+  ``--exportLayerInfo``.
+* import: ``--option profile=P layer_info=L times=T`` reads exports made elsewhere (a Jetson, a CI
+  GPU box) and gives the same profile without running anything.
+
+Only the files trtexec exports are parsed; of its console output only the version banner is read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_roofline.errors import BackendError, BackendUnavailable, OptionError
+from pytest_roofline.model import graph_inputs, load_model, model_hash
+
+from .attribution import GraphIndex
+from .base import Backend, BackendSession, KernelProfile
+from .trtexec_formats import (
+    TrtVersion,
+    attribute_layers,
+    build_command,
+    parse_banner,
+    parse_layer_info,
+    parse_profile,
+    parse_times,
+    read_json,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    import numpy as np
+
+    from pytest_roofline.model import ModelSpec
+
+__all__ = ["TrtexecBackend", "TrtexecSession", "engine_cache_dir", "run_trtexec"]
+
+_PRECISIONS = ("fp32", "fp16", "int8", "best")
+_IMPORT_KEYS = ("profile", "layer_info", "times")
+
+
+def engine_cache_dir() -> Path:
+    """Where built engines are kept: ``$ROOFLINE_CACHE_DIR/engines`` or the user cache dir."""
+    root = os.environ.get("ROOFLINE_CACHE_DIR")
+    if not root:
+        import platformdirs
+
+        root = platformdirs.user_cache_dir("pytest-roofline")
+    return Path(root) / "engines"
+
+
+def _tail(text: str, lines: int = 3) -> str:
+    kept = [line.strip() for line in text.splitlines() if line.strip()]
+    errors = [line for line in kept if "[E]" in line or "rror" in line]
+    return " | ".join((errors or kept)[-lines:])[:500]
+
+
+def run_trtexec(cmd: Sequence[str], timeout: float) -> str:
+    """Run trtexec in its own process group; returns stdout.
+
+    Raises:
+        BackendError: non-zero exit (with the last error lines), timeout (the whole group is
+            killed), or a binary that cannot be started.
+    """
+    try:
+        proc = subprocess.Popen(
+            list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise BackendError(f"cannot run {cmd[0]}: {exc.strerror or exc}") from None
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise BackendError(
+            f"trtexec did not finish within {timeout:g} s and was killed; raise --option timeout=SECONDS"
+        ) from None
+    if proc.returncode != 0:
+        detail = _tail(err) or _tail(out) or "no output"
+        raise BackendError(f"trtexec failed with exit status {proc.returncode}: {detail}")
+    return out
+
+
+class _ClassOrInstance:
+    """A method that is a classmethod on the class and a plain method on instances."""
+
+    def __init__(self, on_class: Any, on_instance: Any) -> None:
+        self.on_class, self.on_instance = on_class, on_instance
+        self.__doc__ = "Whether trtexec can run (or, in import mode, is not needed)."
+
+    def __get__(self, obj: Any, owner: type) -> Any:
+        if obj is None:
+            return self.on_class.__get__(owner, type(owner))
+        return self.on_instance.__get__(obj, owner)
+
+
+class TrtexecBackend(Backend):
+    """TensorRT via ``trtexec`` (``pip install "pytest-roofline[tensorrt]"`` + TensorRT itself)."""
+
+    name = "trtexec"
+    extra = "tensorrt"
+    options_help = {
+        "trtexec": "path of the trtexec binary (default: found on PATH)",
+        "precision": "fp32 (default), fp16, int8 or best; ignored by TensorRT 11 (strongly typed)",
+        "workspace": "builder workspace in MiB",
+        "timeout": "seconds before a trtexec run is killed (default 600)",
+        "metric": "what time() returns: compute (GPU compute time, default) or latency (with copies)",
+        "args": "extra trtexec arguments, shell-quoted",
+        "profile": "import mode: an existing --exportProfile JSON",
+        "layer_info": "import mode: an existing --exportLayerInfo JSON",
+        "times": "import mode: an existing --exportTimes JSON",
+    }
+
+    def __init__(self, options: Mapping[str, str] | None = None) -> None:
+        super().__init__(options)
+        self.precision = self.options.get("precision", "fp32").lower()
+        if self.precision not in _PRECISIONS:
+            raise OptionError(f"trtexec option precision={self.precision!r}: choose {', '.join(_PRECISIONS)}")
+        self.metric = self.options.get("metric", "compute")
+        if self.metric not in ("compute", "latency"):
+            raise OptionError(f"trtexec option metric={self.metric!r}: choose compute or latency")
+        self.timeout = self._number("timeout", 600.0)
+        workspace = self._number("workspace", 0.0)
+        self.workspace = int(workspace) or None
+        try:
+            self.extra_args = tuple(shlex.split(self.options.get("args", "")))
+        except ValueError as exc:
+            raise OptionError(f"trtexec option args: {exc}") from None
+        self.imports = {k: self.options[k] for k in _IMPORT_KEYS if k in self.options}
+        if self.imports and "profile" not in self.imports and "times" not in self.imports:
+            raise OptionError(
+                "trtexec import mode needs profile=FILE or times=FILE (layer_info alone has no times)"
+            )
+        self._version: TrtVersion | None = None
+
+    def _number(self, key: str, default: float) -> float:
+        text = self.options.get(key)
+        if text is None:
+            return default
+        try:
+            value = float(text)
+        except ValueError:
+            value = -1.0
+        if value <= 0:
+            raise OptionError(f"trtexec option {key}={text!r} must be a positive number")
+        return value
+
+    @property
+    def import_mode(self) -> bool:
+        """Whether exports are read from files instead of running trtexec."""
+        return bool(self.imports)
+
+    def executable(self) -> str | None:
+        """The trtexec binary: the ``trtexec`` option, else PATH (None when not found)."""
+        configured = self.options.get("trtexec")
+        if configured:
+            path = Path(configured)
+            return str(path) if path.is_file() and os.access(path, os.X_OK) else None
+        return shutil.which("trtexec")
+
+    def _instance_available(self) -> bool:
+        return self.import_mode or self.executable() is not None
+
+    @classmethod
+    def _class_available(cls) -> bool:
+        return shutil.which("trtexec") is not None
+
+    # On the class: trtexec on PATH.  On an instance (what get_backend asks): import mode, or
+    # the configured/PATH binary exists.
+    available = _ClassOrInstance(_class_available.__func__, _instance_available)  # type: ignore[assignment]
+
+    def is_available(self) -> bool:
+        """Import mode, or a runnable trtexec binary."""
+        return self._instance_available()
+
+    def unavailable_message(self) -> str:
+        """The one line shown when trtexec cannot be found."""
+        configured = self.options.get("trtexec")
+        where = f"{configured} is not an executable file" if configured else "trtexec is not on PATH"
+        return (
+            f"backend 'trtexec' is not available: {where}; install TensorRT (trtexec ships with it), "
+            "pass --option trtexec=PATH, or import exported files with --option profile=... times=..."
+        )
+
+    def check_available(self) -> None:
+        """Raise :class:`BackendUnavailable` with :meth:`unavailable_message` if unusable."""
+        if not self.is_available():
+            raise BackendUnavailable(self.unavailable_message())
+
+    def trt_version(self) -> TrtVersion:
+        """The TensorRT version from trtexec's banner (``trtexec --help``), cached."""
+        if self._version is None:
+            self.check_available()
+            exe = self.executable()
+            assert exe is not None
+            try:
+                proc = subprocess.run(
+                    [exe, "--help"], capture_output=True, text=True, errors="replace",
+                    timeout=min(self.timeout, 60.0), start_new_session=True,
+                )
+            except subprocess.TimeoutExpired:
+                raise BackendError(f"{exe} --help did not answer within 60 s") from None
+            except OSError as exc:
+                raise BackendError(f"cannot run {exe}: {exc.strerror or exc}") from None
+            self._version = parse_banner(proc.stdout + proc.stderr)
+        return self._version
+
+    def version(self) -> str:
+        """``TensorRT 8.6.1``, or ``imported`` in import mode."""
+        return "imported" if self.import_mode else f"TensorRT {self.trt_version()}"
+
+    def fingerprint(self) -> dict[str, Any]:
+        """Runtime version and configuration; the GPU itself is not queried (no console scraping)."""
+        data: dict[str, Any] = {"backend": self.name, "version": self.version(), "precision": self.precision}
+        if self.import_mode:
+            data["imported"] = {k: str(Path(v).name) for k, v in sorted(self.imports.items())}
+        else:
+            data["workspace_mib"] = self.workspace
+            data["args"] = list(self.extra_args)
+        return data
+
+    def open(self, spec: ModelSpec, inputs: Mapping[str, np.ndarray]) -> TrtexecSession:
+        """Build (or reuse) the engine for ``spec`` at the inputs' shapes; import mode reads files."""
+        self.check_available()
+        if self.precision != "fp32" and not self.import_mode and self.trt_version().strongly_typed:
+            warnings.warn(
+                f"TensorRT {self.trt_version()} is strongly typed: precision={self.precision} is ignored, "
+                "the model's own types decide (export an fp16/int8 model instead)",
+                stacklevel=2,
+            )
+        return TrtexecSession(self, spec, inputs)
+
+
+class TrtexecSession(BackendSession):
+    """One engine; every call runs trtexec on it (or reads the imported files)."""
+
+    def __init__(self, backend: TrtexecBackend, spec: ModelSpec, inputs: Mapping[str, np.ndarray]) -> None:
+        self._backend = backend
+        self._spec = spec
+        self._proto = load_model(spec.source)
+        self._index = GraphIndex.from_model(self._proto)
+        dynamic = {vi.name for vi in graph_inputs(self._proto) if _is_dynamic(vi)}
+        self._shapes = {name: tuple(a.shape) for name, a in inputs.items() if name in dynamic}
+        self._engine: Path | None = None
+        self._workdir = Path(tempfile.mkdtemp(prefix="roofline-trtexec-"))
+        self._model_file: Path | None = None
+
+    # -- engine ------------------------------------------------------------------------------
+    def _model_path(self) -> str:
+        if self._spec.path is not None:
+            return str(self._spec.path.resolve())
+        if self._model_file is None:
+            self._model_file = self._workdir / "model.onnx"
+            self._model_file.write_bytes(self._proto.SerializeToString())
+        return str(self._model_file)
+
+    def _engine_path(self) -> Path:
+        backend = self._backend
+        key = json.dumps(
+            {
+                "model": model_hash(self._spec.source),
+                "shapes": {k: list(v) for k, v in sorted(self._shapes.items())},
+                "precision": backend.precision,
+                "workspace": backend.workspace,
+                "args": list(backend.extra_args),
+                "trt": str(backend.trt_version()),
+            },
+            sort_keys=True,
+        )
+        digest = hashlib.sha256(key.encode()).hexdigest()[:24]
+        return engine_cache_dir() / f"{self._spec.name}-{digest}.engine"
+
+    def _run(self, iterations: int, *, times: bool, profile: bool) -> dict[str, Path]:
+        """Run trtexec once, building the engine first if it is not cached; the export paths."""
+        from filelock import FileLock
+
+        backend = self._backend
+        version = backend.trt_version()
+        engine = self._engine or self._engine_path()
+        engine.parent.mkdir(parents=True, exist_ok=True)
+        files = {
+            "times": self._workdir / "times.json" if times else None,
+            "profile": self._workdir / "profile.json" if profile else None,
+            "layer_info": self._workdir / "layers.json" if profile else None,
+        }
+        for path in files.values():
+            if path is not None and path.exists():
+                path.unlink()
+        with FileLock(str(engine) + ".lock"):
+            build = not engine.exists()
+            cmd = build_command(
+                backend.executable() or "trtexec", version,
+                onnx=self._model_path() if build else None,
+                engine=str(engine), build=build, shapes=self._shapes,
+                precision=backend.precision, workspace_mib=backend.workspace,
+                iterations=max(1, iterations),
+                times=str(files["times"]) if files["times"] else None,
+                profile=str(files["profile"]) if files["profile"] else None,
+                layer_info=str(files["layer_info"]) if files["layer_info"] else None,
+                extra_args=backend.extra_args,
+            )
+            try:
+                run_trtexec(cmd, backend.timeout)
+            except BackendError:
+                if build and engine.exists():
+                    engine.unlink()  # never keep a half-written engine
+                raise
+        self._engine = engine
+        return {k: v for k, v in files.items() if v is not None}
+
+    # -- protocol ------------------------------------------------------------------------------
+    def time(self, iterations: int) -> list[float]:
+        """Seconds per inference from ``--exportTimes`` (profiling off)."""
+        backend = self._backend
+        if backend.import_mode:
+            if "times" not in backend.imports:
+                raise BackendError("import mode without times=FILE has no end-to-end times")
+            samples = parse_times(read_json(backend.imports["times"], "--exportTimes"), backend.metric)
+            return samples[:iterations] if iterations > 0 else samples
+        path = self._run(iterations, times=True, profile=False)["times"]
+        if not path.exists():
+            raise BackendError("trtexec wrote no --exportTimes file (profiling without a separate run?)")
+        return parse_times(read_json(path, "--exportTimes"), backend.metric)
+
+    def profile(self, iterations: int) -> KernelProfile:
+        """Per-layer times from ``--exportProfile``, attributed with ``--exportLayerInfo``."""
+        backend = self._backend
+        if backend.import_mode:
+            if "profile" not in backend.imports:
+                raise BackendError("import mode without profile=FILE has no per-layer times")
+            files = {k: Path(v) for k, v in backend.imports.items()}
+        else:
+            files = self._run(iterations, times=False, profile=True)
+        count, rows = parse_profile(read_json(files["profile"], "--exportProfile"))
+        layers = []
+        layer_file = files.get("layer_info")
+        if layer_file is not None and (backend.import_mode or layer_file.exists()):
+            layers = parse_layer_info(read_json(layer_file, "--exportLayerInfo"))
+        default = {"fp32": "fp32", "fp16": "fp16", "int8": "int8"}.get(backend.precision, "mixed")
+        return attribute_layers(rows, layers, self._index, count, default_precision=default)
+
+    def close(self) -> None:
+        """Remove the temporary export files (the cached engine stays)."""
+        shutil.rmtree(self._workdir, ignore_errors=True)
+
+
+def _is_dynamic(vi: Any) -> bool:
+    dims = vi.type.tensor_type.shape.dim
+    return any(not (d.HasField("dim_value") and d.dim_value > 0) for d in dims)
