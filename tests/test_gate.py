@@ -1,0 +1,124 @@
+"""The pure gate: verdicts on synthetic per-session figures (no timing)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pytest_roofline.gate import (
+    LayerDelta,
+    Verdict,
+    bootstrap_ratio_ci,
+    compare,
+    session_ratios,
+    verdict_table,
+)
+
+
+def _sessions(center: float, spread: float, n: int = 5, seed: int = 0) -> list[float]:
+    rng = np.random.default_rng(seed)
+    return list(center * (1 + spread * rng.standard_normal(n)))
+
+
+def test_session_ratios_are_p25_over_p25_per_session():
+    subject = [[2.0, 2.0, 4.0, 9.0], [3.0, 3.0, 3.0]]
+    control = [[1.0, 1.0, 1.0, 5.0], [1.5, 1.5, 8.0]]
+    assert session_ratios(subject, control) == pytest.approx([2.0, 2.0])
+
+
+def test_session_ratios_skip_empty_sessions():
+    assert session_ratios([[1.0], []], [[2.0], [1.0]]) == [0.5]
+
+
+def test_identical_figures_pass_with_ratio_one():
+    base = _sessions(25.0, 0.005)
+    verdict = compare(base, base, tolerance=0.05)
+    assert verdict.status == "pass"
+    assert verdict.ratio == pytest.approx(1.0)
+    assert verdict.ci[0] < 1.0 < verdict.ci[1]
+
+
+def test_clear_slowdown_is_a_regression():
+    verdict = compare(_sessions(27.5, 0.005, seed=1), _sessions(25.0, 0.005), tolerance=0.05)
+    assert verdict.status == "regression"
+    assert verdict.ratio == pytest.approx(1.1, rel=0.01)
+    assert verdict.ci[0] > 1.0
+    assert verdict.failed
+
+
+def test_slowdown_within_tolerance_passes():
+    verdict = compare(_sessions(25.5, 0.003, seed=1), _sessions(25.0, 0.003), tolerance=0.05)
+    assert verdict.status == "pass"
+
+
+def test_noise_above_tolerance_is_inconclusive():
+    verdict = compare(_sessions(25.0, 0.2, seed=1), _sessions(25.0, 0.2), tolerance=0.05)
+    assert verdict.status == "inconclusive"
+    assert verdict.noise > 0.05
+    assert "noise" in verdict.message
+
+
+def test_huge_slowdown_is_a_regression_even_when_noisy():
+    verdict = compare(_sessions(60.0, 0.15, seed=1), _sessions(25.0, 0.15), tolerance=0.05)
+    assert verdict.status == "regression"
+
+
+def test_clear_speedup_is_improved():
+    verdict = compare(_sessions(20.0, 0.005, seed=1), _sessions(25.0, 0.005), tolerance=0.05)
+    assert verdict.status == "improved"
+
+
+def test_no_baseline_is_new():
+    verdict = compare([1.0, 1.1], None, tolerance=0.05)
+    assert verdict.status == "new"
+    assert verdict.baseline is None and verdict.ratio is None
+    assert verdict.current == pytest.approx(1.05)
+
+
+def test_paired_mode_compares_ratios_with_one():
+    same = compare(_sessions(1.0, 0.003), None, tolerance=0.02, mode="paired")
+    slower = compare(_sessions(1.035, 0.003), None, tolerance=0.02, mode="paired")
+    assert same.status == "pass" and same.mode == "paired"
+    assert slower.status == "regression"
+    assert slower.ratio == pytest.approx(1.035, rel=0.005)
+
+
+def test_drift_floor_widens_the_interval():
+    figures = _sessions(1.0, 0.0001)
+    narrow = compare(figures, None, tolerance=0.05, mode="paired", drift=0.0)
+    wide = compare(figures, None, tolerance=0.05, mode="paired", drift=0.02)
+    assert wide.noise > narrow.noise
+    assert wide.ci[0] < narrow.ci[0]
+
+
+def test_compare_is_deterministic():
+    a, b = _sessions(26.0, 0.02, seed=3), _sessions(25.0, 0.02, seed=4)
+    assert compare(a, b, tolerance=0.05) == compare(a, b, tolerance=0.05)
+
+
+def test_bootstrap_ci_contains_the_point_ratio():
+    cur, base = _sessions(11.0, 0.02, seed=5), _sessions(10.0, 0.02, seed=6)
+    low, high = bootstrap_ratio_ci(cur, base)
+    point = float(np.median(cur) / np.median(base))
+    assert low <= point <= high
+
+
+def test_bad_arguments_raise():
+    with pytest.raises(ValueError):
+        compare([1.0], [1.0], tolerance=0.05, mode="nonsense")
+    with pytest.raises(ValueError):
+        compare([1.0], [1.0], tolerance=-1)
+    with pytest.raises(ValueError):
+        compare([], None, tolerance=0.05, mode="paired")
+
+
+def test_verdict_round_trips_and_table_names_every_column():
+    verdict = compare(
+        _sessions(30.0, 0.005, seed=1), _sessions(25.0, 0.005), tolerance=0.05,
+        raw={"baseline": 0.01, "current": 0.012},
+        layers=[LayerDelta("conv1", 0.001, 0.0015, 1.5)],
+    )
+    assert Verdict.from_dict(verdict.to_dict()) == verdict
+    text = "\n".join(verdict_table(verdict))
+    for word in ("metric", "baseline", "current", "ratio", "95% CI", "noise", "raw seconds", "conv1"):
+        assert word in text
