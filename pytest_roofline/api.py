@@ -138,6 +138,10 @@ def run_profile(
     shapes = bind_input_shapes(proto, batch, dims)
     if inputs is None:
         arrays = make_inputs(proto, shapes, seed=0)
+    # the backend loads the model first: its verdict on a model it rejects is the clearest error
+    say(f"profiling {spec.name} on {engine.name}: {profile_iterations} iterations")
+    with engine.open(spec, arrays) as session:
+        kernels = session.profile(profile_iterations)
     say(f"analyzing {spec.name}")
     analysis = analyze(proto if spec.path is None else spec.path, batch=batch, dims=dims)
     device_roof = resolve_roofline(roofline, engine)
@@ -145,11 +149,8 @@ def run_profile(
     def opener():  # noqa: ANN202 - a BackendSession
         return engine.open(spec, arrays)
 
-    say(f"timing {spec.name} on {engine.name}: {sessions} sessions")
+    say(f"timing {spec.name}: {sessions} fresh sessions x {rounds} rounds")
     latency = measure_latency(opener, sessions=sessions, rounds=rounds, budget=budget)
-    say(f"profiling {spec.name}: {profile_iterations} iterations")
-    with engine.open(spec, arrays) as session:
-        kernels = session.profile(profile_iterations)
     layers, fraction = build_layers(analysis, kernels, device_roof)
     total = analysis.total
     first_shape = next(iter(shapes.values()), ())

@@ -210,7 +210,7 @@ def format_table(profile: ModelProfile, top: int = 15, sort: str = "time", by_ty
         cumulative += layer.share
         nodes = ",".join(layer.onnx_nodes)
         if layer.kind == "layout":
-            nodes = f"(layout for {layer.serves or '?'})"
+            nodes = f"layout->{layer.serves or '?'}"
         rows.append((
             layer.name[:40], layer.op_type, nodes[:48] + ("..." if len(nodes) > 48 else ""), _ms(layer.time),
             f"{100 * layer.share:.1f}%", f"{100 * cumulative:.1f}%", f"{layer.flops / 1e6:.2f}",
