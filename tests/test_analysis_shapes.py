@@ -164,3 +164,37 @@ def test_unbound_dims_raise_one_line_shape_error() -> None:
         analyze(zoo.tiny_transformer(), batch=1)
     with pytest.raises(RooflineError):
         analyze(zoo.tiny_cnn(), batch=0)
+
+
+def test_loop_body_shapes_come_from_the_parent_node() -> None:
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["cond_in"], ["cond_out"], name="id"),
+            helper.make_node("MatMul", ["state_in", "w"], ["state_out"], name="mm"),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("state_in", F, None),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("state_out", F, None),
+        ],
+    )
+    loop = helper.make_node("Loop", ["trip", "", "x"], ["y"], name="loop", body=body)
+    inits = [
+        numpy_helper.from_array(np.array(3, np.int64), "trip"),
+        numpy_helper.from_array(np.ones((4, 4), np.float32), "w"),
+    ]
+    model = _model(
+        [loop],
+        [helper.make_tensor_value_info("x", F, ["N", 4])],
+        [helper.make_tensor_value_info("y", F, None)],
+        inits,
+    )
+    result = analyze(model, batch=2)
+    assert result.tensors["state_out"].shape == (2, 4) and result.tensors["y"].shape == (2, 4)
+    mm = result.node("loop/body/mm")
+    assert mm.graph == "loop/body" and mm.macs == 2 * 4 * 4 and mm.params == 16

@@ -34,6 +34,7 @@ __all__ = [
 ]
 
 _ZERO_BYTE_OPS = VIEW_OPS | CONTAINER_OPS
+_ARGUMENT_OPS = frozenset({"Resize", "Upsample", "Pad", "Clip"})  # constant inputs are arguments
 _GRAPH_ATTRS = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 
 
@@ -143,7 +144,7 @@ def _node_cost(
     read = {t.name: t.nbytes for t in inputs if t is not None} if moves_data else {}
     written = {t.name: t.nbytes for t in outputs if t is not None} if moves_data else {}
     params = 0
-    if moves_data:
+    if moves_data and node.op_type not in _ARGUMENT_OPS:
         for tensor in inputs:
             if _is_param(tensor) and tensor.name not in counted_params:
                 counted_params.add(tensor.name)

@@ -337,39 +337,13 @@ def resolve_shapes(
     """
     needed = _needed(model)
     skip = _non_tensors(model)
-    known: dict[str, _Partial] = {}
     weights = _weight_infos(model)
-    known.update(weights)
-    for vi in graph_inputs(model):
-        if vi.name in input_shapes:
-            known[vi.name] = (vi.type.tensor_type.elem_type, tuple(input_shapes[vi.name]))
-    skeleton = _weightless(model, input_shapes)
-    methods: list[str] = []
-    steps = [
-        ("onnx", lambda: _onnx_inference(skeleton)),
-        ("symbolic", lambda: _symbolic_inference(skeleton)),
-        ("onnxruntime", lambda: _onnxruntime_run(model, input_shapes, base_dir)),
-    ]
-    for method, step in steps:
-        missing = [t for t in needed if t not in skip and not _complete(known.get(t))]
-        if not missing:
-            break
-        if method == "onnxruntime" and not _weights_available(model, base_dir):
-            continue
-        try:
-            found = step()
-        except Exception:  # a method that cannot handle the model leaves the rest to the next
-            continue
-        gained = False
-        for tensor in missing:
-            partial = found.get(tensor)
-            if _complete(partial):
-                known[tensor] = partial  # type: ignore[assignment]
-                gained = True
-            elif partial is not None and tensor not in known:
-                known[tensor] = partial
-        if gained or not methods:
-            methods.append(method)
+    known: dict[str, _Partial] = dict(weights)
+    inputs = {vi.name: vi.type.tensor_type.elem_type for vi in graph_inputs(model)}
+    known.update(
+        {name: (inputs[name], tuple(shape)) for name, shape in input_shapes.items() if name in inputs}
+    )
+    methods = _resolve(model, input_shapes, base_dir, known)
     missing = [t for t in needed if t not in skip and not _complete(known.get(t))]
     if missing:
         tensor = missing[0]
@@ -386,6 +360,137 @@ def resolve_shapes(
         )
     tensors = {name: _tensor_info(name, known[name], name in weights) for name in needed if name not in skip}
     return ResolvedShapes(tensors=tensors, method="+".join(methods) or "onnx")
+
+
+def _resolve(
+    model: onnx.ModelProto,
+    input_shapes: Mapping[str, _Shape],
+    base_dir: Path | None,
+    known: dict[str, _Partial],
+) -> list[str]:
+    """Run the methods in order while tensors are unknown; update ``known``; the methods that helped."""
+    needed = _needed(model)
+    skip = _non_tensors(model)
+    main = {t for node in model.graph.node for t in (*node.input, *node.output)}
+    skeleton = _weightless(model, input_shapes)
+    methods: list[str] = []
+    steps = [
+        ("onnx", lambda: _onnx_inference(skeleton)),
+        ("symbolic", lambda: _symbolic_inference(skeleton)),
+        ("onnxruntime", lambda: _onnxruntime_run(model, input_shapes, base_dir)),
+    ]
+    for method, step in steps:
+        missing = [t for t in needed if t not in skip and not _complete(known.get(t))]
+        if not missing:
+            break
+        if method == "onnxruntime" and (main.isdisjoint(missing) or not _weights_available(model, base_dir)):
+            continue  # a run only exposes main-graph tensors
+        try:
+            found = step()
+        except Exception:  # a method that cannot handle the model leaves the rest to the next
+            continue
+        gained = False
+        for tensor in missing:
+            partial = found.get(tensor)
+            if _complete(partial):
+                known[tensor] = partial  # type: ignore[assignment]
+                gained = True
+            elif partial is not None and tensor not in known:
+                known[tensor] = partial
+        if gained:
+            methods.append(method)
+    for method in _resolve_subgraphs(model, base_dir, known):
+        if method not in methods:
+            methods.append(method)
+    return methods
+
+
+def _resolve_subgraphs(
+    model: onnx.ModelProto, base_dir: Path | None, known: dict[str, _Partial]
+) -> list[str]:
+    """Resolve unresolved If/Loop/Scan bodies as standalone models seeded from their parent node."""
+    methods: list[str] = []
+    for node in model.graph.node:
+        for attr in node.attribute:
+            for sub in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+                inner = {t for item in iter_nodes(sub) for t in (*item.node.input, *item.node.output) if t}
+                if all(_complete(known.get(t)) for t in inner):
+                    continue
+                standalone = _standalone(model, node, sub, inner, known)
+                if standalone is None:
+                    continue
+                sub_model, sub_inputs = standalone
+                sub_known = {**known, **{n: p for n, p in sub_inputs.items()}}
+                shapes = {name: partial[1] for name, partial in sub_inputs.items()}
+                methods += _resolve(sub_model, shapes, base_dir, sub_known)  # type: ignore[arg-type]
+                known.update({t: sub_known[t] for t in inner if _complete(sub_known.get(t))})
+    return methods
+
+
+def _standalone(
+    model: onnx.ModelProto,
+    node: onnx.NodeProto,
+    sub: onnx.GraphProto,
+    inner: set[str],
+    known: dict[str, _Partial],
+) -> tuple[onnx.ModelProto, dict[str, _Partial]] | None:
+    """A model of ``sub`` whose inputs are its formal inputs and the outer tensors it reads."""
+    seeds = _body_input_shapes(node, sub, known)
+    if seeds is None:
+        return None
+    produced = {t for item in iter_nodes(sub) for t in item.node.output if t}
+    local = produced | {vi.name for vi in sub.input} | {init.name for init in sub.initializer}
+    outer = sorted(t for t in inner if t not in local)
+    for name in outer:
+        if not _complete(known.get(name)):
+            return None
+        seeds[name] = known[name]
+    graph = onnx.GraphProto(name=sub.name)
+    graph.node.extend(sub.node)
+    graph.initializer.extend(sub.initializer)
+    for name, (elem, dims) in seeds.items():
+        graph.input.append(onnx.helper.make_tensor_value_info(name, elem, list(dims or ())))
+    for vi in sub.output:
+        out = graph.output.add()
+        out.name = vi.name
+        out.type.tensor_type.elem_type = vi.type.tensor_type.elem_type
+    standalone = onnx.ModelProto(ir_version=model.ir_version)
+    standalone.opset_import.extend(model.opset_import)
+    standalone.graph.CopyFrom(graph)
+    return standalone, seeds
+
+
+def _body_input_shapes(
+    node: onnx.NodeProto, sub: onnx.GraphProto, known: dict[str, _Partial]
+) -> dict[str, _Partial] | None:
+    """Shapes of a body's formal inputs from its parent: Loop (iter, cond, carried), Scan, If."""
+    formal = [vi.name for vi in sub.input]
+    if node.op_type == "If":
+        return {}
+    if node.op_type == "Loop":
+        sources: list[_Partial | None] = [(onnx.TensorProto.INT64, ()), (onnx.TensorProto.BOOL, ())]
+        sources += [known.get(t) for t in node.input[2:]]
+    elif node.op_type == "Scan":
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        n_scan = int(attrs.get("num_scan_inputs", 0))
+        states, scans = (
+            list(node.input[: len(node.input) - n_scan]),
+            list(node.input[len(node.input) - n_scan :]),
+        )
+        axes = list(attrs.get("scan_input_axes") or [0] * n_scan)
+        sources = [known.get(t) for t in states]
+        for tensor, axis in zip(scans, axes, strict=False):
+            partial = known.get(tensor)
+            if not _complete(partial):
+                return None
+            dims = list(partial[1])  # type: ignore[index, arg-type]
+            del dims[axis % len(dims)]
+            sources.append((partial[0], tuple(dims)))  # type: ignore[index]
+    else:
+        return None
+    if len(sources) != len(formal) or not all(_complete(s) for s in sources):
+        return None
+    return dict(zip(formal, sources, strict=True))  # type: ignore[arg-type]
 
 
 def _weight_infos(model: onnx.ModelProto) -> dict[str, _Partial]:
