@@ -1,0 +1,131 @@
+"""The HTML report in a real headless Chromium, offline: charts drawn, hover, sort, what-if.
+
+Needs the Debian ``chromium`` package (CI installs it) and the ``playwright`` Python driver (the
+``test`` extra); Playwright's own browser download is never used.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from _report_data import model_profile, result, run_results
+
+from pytest_roofline.report import html
+from pytest_roofline.report.view import fmt_seconds
+
+CHROMIUM = os.environ.get("ROOFLINE_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+SCREENSHOT = Path("/tmp/roofline-report.png")
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium installed (apt-get install chromium)")
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    """A report of a regressed model with a batch sweep and a second model, plus its data."""
+    pytest.importorskip("jinja2")
+    profiles = [model_profile(45, name="resnet", layer_prefix="block<b>"), model_profile(45, batch=4, seed=1,
+                name="resnet"), model_profile(9, seed=2, name="tiny")]
+    results = run_results(result(profiles[0]), result(profiles[1], "pass"), result(profiles[2], "pass"))
+    path = tmp_path_factory.mktemp("report") / "report.html"
+    html.write(results, path)
+    return path, profiles
+
+
+@pytest.fixture(scope="module")
+def page(report, tmp_path_factory):
+    """The report opened from file:// with every non-file request aborted and recorded."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    path, _ = report
+    requests, errors = [], []
+    with sync_api.sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM, headless=True,
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--no-first-run"],
+            viewport={"width": 1400, "height": 1000},
+        )
+        context.set_offline(True)
+
+        def route(request_route):
+            if request_route.request.url.startswith("file://"):
+                request_route.continue_()
+            else:
+                requests.append(request_route.request.url)
+                request_route.abort()
+
+        context.route("**/*", route)
+        tab = context.new_page()
+        tab.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+        tab.on("pageerror", lambda exc: errors.append(str(exc)))
+        tab.goto(path.as_uri())
+        tab.wait_for_selector("section#r0 svg circle.pt")
+        yield tab, requests, errors
+        context.close()
+
+
+def test_loads_offline_without_errors_or_requests(page) -> None:
+    tab, requests, errors = page
+    assert requests == []
+    assert errors == []
+    assert tab.locator("[data-chart] svg").count() == 3 + 2 + 3  # rooflines, sweep pair, histories
+
+
+def test_one_point_per_executed_layer(page, report) -> None:
+    tab, _, _ = page
+    for index, profile in enumerate(report[1]):
+        executed = [la for la in profile.layers if la.kind != "folded" and la.time > 0]
+        assert tab.locator(f"section#r{index} [data-chart=roofline] circle.pt").count() == len(executed)
+    roofs = tab.locator("section#r0 [data-chart=roofline] line.roof")
+    assert roofs.count() == 3 + 2  # L1, L2 and DRAM memory roofs, float32 and float16 compute roofs
+    assert tab.locator("section#r0 circle.ridge").count() == 1
+
+
+def test_hover_and_click_show_the_layer(page, report) -> None:
+    tab, _, _ = page
+    biggest = max(report[1][0].layers, key=lambda la: la.time)
+    point = tab.locator(f'section#r0 circle.pt[data-name="{biggest.name}"]')
+    point.hover()
+    tip = tab.locator("#tip")
+    assert tip.is_visible()
+    text = tip.inner_text()
+    assert biggest.name in text and biggest.op_type in text and fmt_seconds(biggest.time) in text
+    assert "FLOP/byte" in text and "bound" in text
+    point.click()
+    assert "pinned" in (tip.get_attribute("class") or "")
+    row = tab.locator(f'section#r0 table.layers tr[data-name="{biggest.name}"]')
+    assert "pinned" in (row.get_attribute("class") or "")
+    tab.screenshot(path=str(SCREENSHOT), full_page=False)
+    tab.mouse.click(5, 5)  # unpin
+    assert tip.is_hidden()
+
+
+def test_layer_table_sorts_and_shows_top_k(page) -> None:
+    tab, _, _ = page
+    table = tab.locator("section#r0 table.layers")
+    visible = "Array.from(document.querySelectorAll('section#r0 table.layers tbody tr'))"
+    assert tab.evaluate(f"{visible}.filter(r => !r.classList.contains('hidden')).length") == 20
+    table.locator("th", has_text="Bytes").click()
+    values = tab.evaluate(f"{visible}.map(r => parseFloat(r.cells[8].dataset.v))")
+    assert values == sorted(values, reverse=True)
+    table.locator("th", has_text="Bytes").click()
+    values = tab.evaluate(f"{visible}.map(r => parseFloat(r.cells[8].dataset.v))")
+    assert values == sorted(values)
+    table.locator("th", has_text="Layer").click()
+    names = tab.evaluate(f"{visible}.map(r => r.cells[1].textContent)")
+    assert names == sorted(names, key=lambda n: n.lower()) or names == sorted(names)
+    tab.select_option("section#r0 select.topk", "0")
+    assert tab.evaluate(f"{visible}.filter(r => !r.classList.contains('hidden')).length") == 45
+
+
+def test_what_if_recomputes_the_latency(page, report) -> None:
+    tab, _, _ = page
+    profile = report[1][0]
+    estimate = tab.locator("section#r0 table.whatif .estimate")
+    assert estimate.inner_text() == fmt_seconds(profile.latency.median)
+    tab.fill('section#r0 table.whatif input[data-op="Conv"]', "2")
+    conv = sum(la.time for la in profile.layers if la.op_type == "Conv")
+    expected = profile.latency.median * (profile.kernel_time - conv / 2) / profile.kernel_time
+    assert estimate.inner_text() == fmt_seconds(expected)

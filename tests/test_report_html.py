@@ -1,0 +1,105 @@
+"""HTML report: self-contained, escaped, small, complete (browser behaviour: test_html_browser.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+
+import pytest
+from _report_data import model_profile, result, run_results, sample_run
+
+from pytest_roofline.errors import RooflineError
+from pytest_roofline.report import html
+
+pytest.importorskip("jinja2")
+
+EVIL = '</script><img src=x onerror="alert(1)"><b>&amp;'
+
+
+def embedded_data(page: str) -> dict:
+    match = re.search(r'<script type="application/json" id="roofline-data">(.*?)</script>', page, re.S)
+    assert match, "data blob missing"
+    return json.loads(match.group(1))
+
+
+def test_sections_of_a_full_run_are_present() -> None:
+    page = html.render(sample_run(30))
+    for text in (
+        "Batch sweeps", "Roofline", "Layers against the baseline", "History across commits",
+        "What if", "Application spans", "REGRESSION", "2 per multiply-accumulate", "Precision: fp32",
+    ):
+        assert text in page, text
+    data = embedded_data(page)
+    assert [r["id"] for r in data["results"]] == ["r0", "r1", "r2"]
+    assert data["sweeps"][0]["model"] == "resnet"
+    assert [p["batch"] for p in data["sweeps"][0]["points"]] == [1, 8]
+    # one data row per executed layer, folded nodes left out of the chart data but counted
+    assert len(data["results"][0]["layers"]) == 30
+    assert "2 folded node(s)" in page
+    roof = data["results"][0]["roof"]
+    assert set(roof["peaks"]) == {"float32", "float16"}
+    assert [c[0] for c in roof["caches"]] == ["L1", "L2", "DRAM"]
+
+
+def test_names_from_user_files_are_escaped_everywhere() -> None:
+    profile = model_profile(8, name=EVIL, layer_prefix=EVIL)
+    page = html.render(run_results(result(profile, test=f"tests/t.py::test[{EVIL}]")))
+    assert "<img" not in page and "</script><img" not in page
+    assert page.count("</script>") == 2  # the data blob and the code, nothing from the data
+    assert "&lt;img src=x" in page
+    data = embedded_data(page)  # the blob parses back to the exact names
+    assert data["results"][0]["layers"][0][0].startswith(EVIL)
+    assert data["results"][0]["label"].startswith(EVIL)
+
+
+def test_script_json_cannot_close_its_element() -> None:
+    text = html.script_json({"a": "</script><!-- \u2028", "b": float("nan")})
+    assert "<" not in text and ">" not in text and "\u2028" not in text
+    assert json.loads(text) == {"a": "</script><!-- \u2028", "b": None}
+
+
+def test_page_makes_no_network_requests() -> None:
+    page = html.render(sample_run(20))
+    # the SVG namespace URI is an identifier, not a request; nothing else may name a host
+    hosts = set(re.findall(r"https?://[^\s\"')]+", page)) - {"http://www.w3.org/2000/svg"}
+    assert hosts == set()
+    assert not re.search(r"<(link|img|iframe)\b|\bsrc=|@import|url\(", page.replace('"url(#clip-', ""))
+    assert "default-src 'none'" in page  # the CSP forbids any fetch even if a name slipped through
+
+
+def test_300_layer_model_is_under_5_mb(tmp_path) -> None:
+    results = run_results(
+        result(model_profile(300, batch=1, name="big")),
+        result(model_profile(300, batch=4, seed=3, name="big")),
+    )
+    path = tmp_path / "report.html"
+    html.write(results, path)
+    size = path.stat().st_size
+    assert 0 < size < 5 * 1024 * 1024
+    assert len(embedded_data(path.read_text(encoding="utf-8"))["results"][1]["layers"]) == 300
+
+
+def test_renders_without_roofline_verdict_or_history() -> None:
+    profile = model_profile(5).to_dict()
+    profile["roofline"] = None
+    bare = {"schema_version": 1, "results": [{"test": "t::x", "profile": profile, "outcome": "passed"}]}
+    page = html.render(bare)
+    assert "PASSED" in page and "History across commits" not in page
+    assert embedded_data(page)["results"][0]["roof"] is None
+    assert "pytest-roofline report" in html.render({"schema_version": 1, "results": []})
+
+
+def test_what_if_table_lists_timed_op_types_and_roof_estimate() -> None:
+    profile = model_profile(16)
+    page = html.render(run_results(result(profile, "pass")))
+    ops = re.findall(r'data-op="([^"]+)"', page)
+    assert sorted(ops) == sorted({la.op_type for la in profile.layers if la.time > 0})
+    at_roof = profile.latency.median * (profile.kernel_time - profile.headroom) / profile.kernel_time
+    assert f"If every layer reached its roof: {html.fmt_seconds(at_roof)}" in page
+
+
+def test_missing_jinja2_names_the_extra(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "jinja2", None)
+    with pytest.raises(RooflineError, match=r"pytest-roofline\[reports\]"):
+        html.render(sample_run(3))
