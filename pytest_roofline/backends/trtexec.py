@@ -66,10 +66,14 @@ def engine_cache_dir() -> Path:
     return Path(root) / "engines"
 
 
-def _tail(text: str, lines: int = 3) -> str:
-    kept = [line.strip() for line in text.splitlines() if line.strip()]
-    errors = [line for line in kept if "[E]" in line or "rror" in line]
-    return " | ".join((errors or kept)[-lines:])[:500]
+def _failure_detail(out: str, err: str, lines: int = 3) -> str:
+    """trtexec's ``[E]`` lines (it logs errors on stdout), then the last lines of stderr."""
+    errors = [line.strip() for line in out.splitlines() if "[E]" in line]
+    tail = [line.strip() for line in err.splitlines() if line.strip()]
+    parts = errors[-lines:] + [f"stderr: {line}" for line in tail[-lines:]]
+    if not parts:
+        parts = [line.strip() for line in out.splitlines() if line.strip()][-lines:]
+    return " | ".join(parts)[:600] or "no output"
 
 
 def run_trtexec(cmd: Sequence[str], timeout: float) -> str:
@@ -95,7 +99,7 @@ def run_trtexec(cmd: Sequence[str], timeout: float) -> str:
             f"trtexec did not finish within {timeout:g} s and was killed; raise --option timeout=SECONDS"
         ) from None
     if proc.returncode != 0:
-        detail = _tail(err) or _tail(out) or "no output"
+        detail = _failure_detail(out, err)
         raise BackendError(f"trtexec failed with exit status {proc.returncode}: {detail}")
     return out
 

@@ -1,0 +1,194 @@
+"""The trtexec backend end to end against tests/fake_trtexec.py (real exports replayed, no GPU)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import stat
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_roofline.backends.attribution import GraphIndex, attributed_fraction
+from pytest_roofline.backends.base import get_backend
+from pytest_roofline.backends.trtexec import TrtexecBackend, engine_cache_dir
+from pytest_roofline.errors import BackendError, BackendUnavailable, OptionError
+from pytest_roofline.model import ModelSpec, bind_input_shapes, load_model, make_inputs
+
+HERE = Path(__file__).parent
+DATA = HERE / "data" / "trtexec"
+RECORDED = [f"resnet.onnx.engine.{n}.json" for n in ("profile", "graph", "timing.first20")]
+
+
+@pytest.fixture(scope="module")
+def resnet18(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The recorded engine's ONNX model, decompressed (46 MB of zero weights)."""
+    path = tmp_path_factory.mktemp("model") / "resnet18.onnx"
+    path.write_bytes(gzip.decompress((DATA / "resnet18.onnx.gz").read_bytes()))
+    return path
+
+
+@pytest.fixture
+def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Install the fake trtexec; returns a configure(version, mode) → path function."""
+    script = tmp_path / "bin" / "trtexec"
+    script.parent.mkdir()
+    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{HERE / "fake_trtexec.py"}" "$@"\n')
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    log = tmp_path / "calls.jsonl"
+    monkeypatch.setenv("FAKE_TRT_LOG", str(log))
+    monkeypatch.setenv("ROOFLINE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PATH", f"{script.parent}{os.pathsep}{os.environ['PATH']}")
+
+    def configure(version: str = "8601", mode: str = "ok") -> Path:
+        monkeypatch.setenv("FAKE_TRT_VERSION", version)
+        monkeypatch.setenv("FAKE_TRT_MODE", mode)
+        return script
+
+    configure.calls = lambda: [json.loads(line) for line in log.read_text().splitlines()]  # type: ignore[attr-defined]
+    return configure
+
+
+def _session(backend: TrtexecBackend, path: Path, batch: int = 32):
+    spec = ModelSpec.create(path, batch=batch)
+    model = load_model(path)
+    return backend.open(spec, make_inputs(model, bind_input_shapes(model, batch)))
+
+
+@pytest.mark.parametrize("version", ["7103", "8001", "8601", "100300", "110100"])
+def test_profile_and_time_every_version(fake, resnet18: Path, version: str) -> None:
+    fake(version)
+    backend = get_backend("trtexec", {"precision": "fp32"})
+    assert backend.version().startswith("TensorRT ")
+    with _session(backend, resnet18) as session:
+        samples = session.time(7)
+        profile = session.profile(3)
+    assert len(samples) == 7 and samples[0] == pytest.approx(0.873472e-3)
+    index = GraphIndex.from_model(load_model(resnet18))
+    assert attributed_fraction(profile, index.order) >= 0.95
+    assert len({n for k in profile.kernels for n in k.onnx_nodes}) >= 47
+    statistic = {k.extra["statistic"] for k in profile.kernels}
+    assert statistic == ({"median"} if version not in ("7103", "8001") else {"average"})
+
+
+def test_engine_is_built_once_and_cached(fake, resnet18: Path) -> None:
+    fake("8601")
+    backend = get_backend("trtexec", {"precision": "fp16", "workspace": "256"})
+    with _session(backend, resnet18) as session:
+        session.time(3)
+        session.profile(2)
+    with _session(get_backend("trtexec", {"precision": "fp16", "workspace": "256"}), resnet18) as session:
+        session.time(3)
+    runs = [c for c in fake.calls() if "--help" not in c]
+    assert [any(a.startswith("--onnx=") for a in c) for c in runs] == [True, False, False]
+    build = runs[0]
+    assert "--fp16" in build and "--profilingVerbosity=detailed" in build
+    assert "--minShapes=input.1:32x3x224x224" in build and "--memPoolSize=workspace:256" in build
+    assert "--separateProfileRun" in runs[1] and "--separateProfileRun" not in runs[0]
+    assert len(list(engine_cache_dir().glob("resnet18-*.engine"))) == 1
+    with _session(get_backend("trtexec", {"precision": "fp16"}), resnet18, batch=8) as session:
+        session.time(1)  # another batch: another engine
+    assert len(list(engine_cache_dir().glob("resnet18-*.engine"))) == 2
+
+
+def test_trt11_precision_is_ignored_with_a_warning(fake, resnet18: Path) -> None:
+    fake("110100")
+    backend = get_backend("trtexec", {"precision": "fp16"})
+    with pytest.warns(UserWarning, match="strongly typed"):
+        session = _session(backend, resnet18)
+    with session:
+        session.profile(1)
+    (call,) = [c for c in fake.calls() if "--help" not in c]
+    assert not {"--fp16", "--separateProfileRun", "--useCudaGraph"} & set(call)
+
+
+def test_failure_reports_the_error_lines_and_keeps_no_engine(fake, resnet18: Path) -> None:
+    fake("8601", "fail")
+    backend = get_backend("trtexec")
+    with _session(backend, resnet18) as session, pytest.raises(BackendError) as info:
+        session.time(2)
+    message = str(info.value)
+    assert "exit status 1" in message and "no optimization profile" in message
+    assert "stderr: Segmentation fault in the fake" in message
+    assert "\n" not in message
+    assert not list(engine_cache_dir().glob("*.engine"))
+
+
+def test_hang_is_killed_after_the_timeout(fake, resnet18: Path) -> None:
+    fake("8601", "hang")
+    backend = get_backend("trtexec", {"timeout": "1"})
+    start = time.monotonic()
+    with _session(backend, resnet18) as session, pytest.raises(BackendError, match="killed"):
+        session.time(2)
+    assert time.monotonic() - start < 30
+
+
+def test_missing_exports_are_an_error(fake, resnet18: Path) -> None:
+    fake("8601", "nofiles")
+    with _session(get_backend("trtexec"), resnet18) as session:
+        with pytest.raises(BackendError, match="exportTimes"):
+            session.time(2)
+
+
+def test_temporary_files_are_removed(fake, resnet18: Path) -> None:
+    fake("8601")
+    session = _session(get_backend("trtexec"), resnet18)
+    session.profile(1)
+    workdir = session._workdir
+    assert workdir.exists()
+    session.close()
+    assert not workdir.exists()
+
+
+def test_import_mode_needs_no_trtexec(resnet18: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    options = {"profile": str(DATA / RECORDED[0]), "layer_info": str(DATA / RECORDED[1]),
+               "times": str(DATA / RECORDED[2])}
+    backend = get_backend("trtexec", options)
+    assert backend.version() == "imported"
+    with _session(backend, resnet18) as session:
+        assert len(session.time(100)) == 20
+        profile = session.profile(1)
+    index = GraphIndex.from_model(load_model(resnet18))
+    assert attributed_fraction(profile, index.order) >= 0.95
+    assert profile.precision == "fp16"
+
+
+def test_import_mode_profile_only(resnet18: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    backend = get_backend("trtexec", {"profile": str(DATA / RECORDED[0])})
+    with _session(backend, resnet18) as session:
+        profile = session.profile(1)
+        with pytest.raises(BackendError, match="times=FILE"):
+            session.time(1)
+    # without layer info: names alone still attribute the layers
+    assert attributed_fraction(profile) >= 0.95
+
+
+def test_unavailable_messages(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert not TrtexecBackend.available()
+    with pytest.raises(BackendUnavailable, match="trtexec is not on PATH"):
+        get_backend("trtexec")
+    with pytest.raises(BackendUnavailable, match="/opt/none/trtexec is not an executable"):
+        get_backend("trtexec", {"trtexec": "/opt/none/trtexec"})
+
+
+def test_explicit_trtexec_path(fake, resnet18: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = fake("100300")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    backend = get_backend("trtexec", {"trtexec": str(script)})
+    assert backend.version() == "TensorRT 10.3.0"
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [({"precision": "fp8"}, "precision"), ({"timeout": "-1"}, "timeout"), ({"metric": "gpu"}, "metric"),
+     ({"layer_info": "x.json"}, "import mode"), ({"args": "'unclosed"}, "args")],
+)
+def test_bad_options(options: dict[str, str], match: str) -> None:
+    with pytest.raises(OptionError, match=match):
+        TrtexecBackend(options)
