@@ -29,6 +29,7 @@ def _bert_like(
     b = GraphBuilder(name, weights=weights, external_data=external_data)
     ids = b.input("input_ids", ["batch", seq], TensorProto.INT64)
     mask_in = b.input("attention_mask", ["batch", seq], TensorProto.INT64)
+    token_types = b.input("token_type_ids", ["batch", seq], TensorProto.INT64)
     x = b.op(
         "Gather", [b.weight("embeddings.word_embeddings.weight", [vocab, hidden], fan_in=1), ids], axis=0
     )
@@ -37,7 +38,8 @@ def _bert_like(
     positions_used = b.op(
         "Slice", [position_table, b.const("embeddings.start", [0]), seq_len, b.const("embeddings.axis", [0])]
     )
-    x = b.op("Add", [x, positions_used])
+    type_table = b.weight("embeddings.token_type_embeddings.weight", [2, hidden], fan_in=1)
+    x = b.op("Add", [b.op("Add", [x, b.op("Gather", [type_table, token_types], axis=0)]), positions_used])
     x = layer_norm(b, x, hidden, "embeddings.LayerNorm")
     mask = b.op("Cast", [b.op("Unsqueeze", [mask_in, b.const("mask.axes", [1, 2])])], to=TensorProto.FLOAT)
     mask = b.op("Mul", [b.op("Sub", [b.const("mask.one", 1.0), mask]), b.const("mask.min", -10000.0)])
