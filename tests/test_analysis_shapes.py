@@ -198,3 +198,21 @@ def test_loop_body_shapes_come_from_the_parent_node() -> None:
     assert result.tensors["state_out"].shape == (2, 4) and result.tensors["y"].shape == (2, 4)
     mm = result.node("loop/body/mm")
     assert mm.graph == "loop/body" and mm.macs == 2 * 4 * 4 and mm.params == 16
+
+
+def test_initializers_listed_as_inputs_and_stale_value_info() -> None:
+    model = zoo.tiny_cnn()
+    for init in model.graph.initializer:  # IR < 4 style: weights are graph inputs too
+        model.graph.input.append(helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
+    model.graph.value_info.append(helper.make_tensor_value_info("1", F, ["unk__0", 16, "unk__1", 32]))
+    result = analyze(model, batch=2)
+    assert result.tensors["1"].shape == (2, 16, 32, 32)
+    assert result.total == analyze(zoo.tiny_cnn(), batch=2).total
+
+
+def test_fused_group_counts_only_boundary_tensors() -> None:
+    result = analyze(zoo.tiny_cnn(), batch=1)
+    conv, relu = result.node("Conv_0"), result.node("Relu_1")
+    group = result.group(["Conv_0", "Relu_1"])
+    assert group.flops == conv.flops + relu.flops
+    assert group.bytes == conv.bytes_read + relu.bytes_written  # the conv output never leaves the kernel
