@@ -26,6 +26,14 @@ def _session(config: pytest.Config) -> RooflineSession:
     return config.stash[SESSION_KEY]
 
 
+def _give_up(skipped: bool, message: str) -> None:
+    """Skip or fail the test outside the ``except`` block (no chained traceback)."""
+    __tracebackhide__ = True
+    if skipped:
+        pytest.skip(message)
+    pytest.fail(message, pytrace=False)
+
+
 @pytest.fixture(scope="session")
 def device_roofline(pytestconfig: pytest.Config) -> DeviceRoofline | None:
     """The device roofline through the session's backend (cached; ``--roofline-recalibrate``)."""
@@ -34,9 +42,10 @@ def device_roofline(pytestconfig: pytest.Config) -> DeviceRoofline | None:
         name, backend = session.backend(None, None)
         return session.roofline_for(name, backend)
     except BackendUnavailable as exc:
-        pytest.skip(str(exc))
+        skipped, message = True, str(exc)
     except RooflineError as exc:
-        pytest.fail(f"roofline: {exc}", pytrace=False)
+        skipped, message = False, f"roofline: {exc}"
+    _give_up(skipped, message)
 
 
 @pytest.fixture
@@ -71,9 +80,10 @@ def model_profile(request: pytest.FixtureRequest) -> Callable[..., ModelProfile]
                 check_outputs=check_outputs,
             )
         except BackendUnavailable as exc:
-            pytest.skip(str(exc))
+            skipped, message = True, str(exc)
         except RooflineError as exc:
-            pytest.fail(f"roofline: {exc}", pytrace=False)
+            skipped, message = False, f"roofline: {exc}"
+        _give_up(skipped, message)
 
     return profile
 

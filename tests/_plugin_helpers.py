@@ -1,0 +1,55 @@
+"""Helpers of the plugin tests: tiny ONNX models written into pytester projects."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+from onnx import TensorProto, helper
+
+FAKE = ("-p", "pytest_roofline.backends.fake", "--roofline-backend", "fake")
+
+
+def relu_chain(path: Path, nodes: int, width: int = 8) -> Path:
+    """A model of ``nodes`` Relu nodes (the fake backend's time is proportional to nodes + 1)."""
+    layers, prev = [], "x"
+    for i in range(nodes):
+        layers.append(helper.make_node("Relu", [prev], [f"t{i}"], name=f"relu{i}"))
+        prev = f"t{i}"
+    layers.append(helper.make_node("Identity", [prev], ["y"], name="out"))
+    graph = helper.make_graph(
+        layers,
+        "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", width])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", width])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+    return path
+
+
+def matmul_chain(path: Path, blocks: int, size: int = 64) -> Path:
+    """A real (if small) MatMul+Relu model for onnxruntime end-to-end tests."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    rng = np.random.default_rng(0)
+    nodes, inits, prev = [], [], "x"
+    for i in range(blocks):
+        inits.append(numpy_helper.from_array(rng.standard_normal((size, size)).astype(np.float32), f"w{i}"))
+        nodes.append(helper.make_node("MatMul", [prev, f"w{i}"], [f"m{i}"], name=f"matmul{i}"))
+        nodes.append(helper.make_node("Relu", [f"m{i}"], [f"r{i}"], name=f"relu{i}"))
+        prev = f"r{i}"
+    nodes.append(helper.make_node("Identity", [prev], ["y"], name="out"))
+    graph = helper.make_graph(
+        nodes,
+        "mm",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", size])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", size])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+    return path
