@@ -200,3 +200,20 @@ def test_adding_a_rule_is_one_decorated_function() -> None:
         return OpCost(flops=ctx.inp(0).numel)
 
     assert lookup("test.rules", "Det") is _det and lookup("", "Det") is None
+
+
+def test_lstm_peepholes_add_pointwise_flops() -> None:
+    weights = {"W": w(1, 16, 3), "R": w(1, 16, 4)}
+    plain = node_of(single("LSTM", {"x": (5, 2, 3)}, weights, n_out=1, hidden_size=4))[0]
+    order = ["x", "W", "R", "", "", "", "", "P"]
+    peep = single("LSTM", {"x": (5, 2, 3)}, {**weights, "P": w(1, 12)}, n_out=1, order=order, hidden_size=4)
+    node = node_of(peep)[0]
+    assert node.macs == plain.macs and node.flops == plain.flops + 10 * 3 * 4 * 2
+
+
+def test_contrib_fused_gemm_adds_bias_and_activation() -> None:
+    fused = single(
+        "FusedGemm", {"a": (4, 8)}, {"b": w(8, 5), "c": w(5)}, domain="com.microsoft", activation="Relu"
+    )
+    node = node_of(fused)[0]
+    assert node.macs == 160 and node.flops == 320 + 20 + 20

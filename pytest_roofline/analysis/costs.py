@@ -47,6 +47,7 @@ MAC_OP_TYPES = frozenset(
     {
         "Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "FusedConv",
         "Gemm", "MatMul", "MatMulInteger", "QLinearMatMul", "FusedMatMul", "FusedGemm", "Einsum",
+        "QGemm", "MatMulNBits", "MatMulIntegerToFloat", "DynamicQuantizeMatMul",
     }
 )  # fmt: skip
 
@@ -217,12 +218,36 @@ def _fused_matmul(ctx: CostContext) -> OpCost:
     return mac_cost(ctx.out.numel * k, scale)
 
 
-@rule("Gemm")
-def _gemm(ctx: CostContext) -> OpCost:
+def _gemm_like(ctx: CostContext, bias: int, activation: int = 0) -> OpCost:
     a = ctx.inp(0)
     k = a.shape[0] if ctx.attr("transA", 0) else a.shape[1]
-    bias = ctx.out.numel if ctx.has_input(2) and ctx.attr("beta", 1.0) != 0.0 else 0
-    return mac_cost(ctx.out.numel * k, bias)
+    bias_flops = ctx.out.numel if ctx.has_input(bias) and ctx.attr("beta", 1.0) != 0.0 else 0
+    return mac_cost(ctx.out.numel * k, bias_flops + activation * ctx.out.numel)
+
+
+@rule("Gemm")
+def _gemm(ctx: CostContext) -> OpCost:
+    return _gemm_like(ctx, 2)
+
+
+@rule("FusedGemm", domain=MS)
+def _fused_gemm(ctx: CostContext) -> OpCost:
+    return _gemm_like(ctx, 2, activation=ELEMENTWISE_FLOPS.get(ctx.attr("activation", ""), 1))
+
+
+@rule("QGemm", domain=MS)
+def _qgemm(ctx: CostContext) -> OpCost:
+    return _gemm_like(ctx, 6)
+
+
+@rule("MatMulIntegerToFloat", "DynamicQuantizeMatMul", domain=MS)
+def _matmul_to_float(ctx: CostContext) -> OpCost:
+    return mac_cost(ctx.out.numel * _matmul_k(ctx.inp(0)), ctx.out.numel)  # + rescale
+
+
+@rule("MatMulNBits", domain=MS)
+def _matmul_nbits(ctx: CostContext) -> OpCost:
+    return mac_cost(ctx.out.numel * int(ctx.attr("K")), ctx.out.numel)  # + dequantize per output
 
 
 @rule("Einsum")
@@ -265,7 +290,8 @@ def _rnn(ctx: CostContext) -> OpCost:
     steps = directions * seq * batch
     macs = steps * gates_hidden * (input_size + hidden)
     bias = steps * 2 * gates_hidden if ctx.has_input(3) else 0
-    return mac_cost(macs, bias + steps * hidden * _RNN_POINTWISE[op])
+    peepholes = steps * 3 * hidden * 2 if op == "LSTM" and ctx.has_input(7) else 0
+    return mac_cost(macs, bias + peepholes + steps * hidden * _RNN_POINTWISE[op])
 
 
 # -- attention (com.microsoft) -----------------------------------------------------------------
