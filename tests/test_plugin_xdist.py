@@ -62,7 +62,7 @@ def test_two_concurrent_pytest_processes_lose_no_entry(project):
                 "-q",
                 "-p",
                 "no:cacheprovider",
-                name,
+                *names,
                 "--roofline-update",
             ],
             cwd=project.path,
