@@ -34,6 +34,7 @@ __all__ = [
     "ProbeSpec",
     "cache_levels",
     "clock_hz",
+    "confirmation_specs",
     "dram_bandwidth",
     "flags_hash",
     "plan_probes",
@@ -55,7 +56,8 @@ STREAM_SIZES = {
     "full": tuple(32 * KIB * 2**i for i in range(14)),  # 32 KiB .. 256 MiB working sets
     "quick": (64 * KIB, MIB, 16 * MIB, 128 * MIB),
 }
-SECONDS_PER_PROBE = {"full": 0.25, "quick": 0.08}  # timed budget of one probe (after warm-up)
+# timed budget of one probe session (after warm-up), by plan and probe kind
+SECONDS_PER_PROBE = {"full": {"compute": 0.25, "memory": 0.15}, "quick": {"compute": 0.08, "memory": 0.05}}
 MIN_SAMPLES, MAX_SAMPLES = 5, 20000
 STREAM_BYTES_PER_RUN = 8 * MIB  # chain stream nodes until one run moves at least this much
 STREAM_MAX_CHAIN = 32
@@ -113,11 +115,14 @@ def run_probe(backend: Backend, spec: ProbeSpec, seconds: float) -> Probe:
     is < 2 % for the GEMM/conv probes (≥ 0.3 ms per run) and the stream probes amortize it by
     chaining nodes until one run moves ≥ 8 MiB (a 32 KiB Add alone reads 8 GB/s, chained 50 GB/s).
 
-    The figure is the median of one session's samples (a sustained rate, not a lucky minimum).
+    The figure is the median of one session's samples (a sustained rate, not a lucky minimum);
+    :func:`~pytest_roofline.calibration.calibrate` runs the probes that set the roofs in a second
+    session (:func:`confirmation_specs`) and keeps the better session.
     """
     from .model import ModelSpec
 
     model, inputs = spec.build()
+    model.graph.name = spec.name  # what the backend (and its errors) call the model
     with backend.open(ModelSpec.create(model), inputs) as session:
         session.time(1)  # warm-up: first run allocates the arena, packs weights, pages memory in
         estimate = min(session.time(2))
@@ -186,11 +191,26 @@ def dram_bandwidth(points: list[Probe], last_level_cache: int = 0) -> float:
 
     Without a known cache size (or no probe that large) the two largest working sets count.
     """
-    ordered = sorted((p for p in points if p.kind == "memory"), key=lambda p: p.size)
-    if not ordered:
+    dram = _dram_points(points, last_level_cache)
+    if not dram:
         raise ValueError("no memory probe")
+    return max(p.value for p in dram)
+
+
+def confirmation_specs(
+    specs: list[ProbeSpec], probes: list[Probe], last_level_cache: int = 0
+) -> list[ProbeSpec]:
+    """The specs worth a second session: the best float32 compute probe and the DRAM probes."""
+    fp32 = [p for p in probes if p.kind == "compute" and p.dtype == "float32"]
+    names = {max(fp32, key=lambda p: p.value).name} if fp32 else set()
+    names |= {p.name for p in _dram_points(probes, last_level_cache)}
+    return [spec for spec in specs if spec.name in names]
+
+
+def _dram_points(points: list[Probe], last_level_cache: int) -> list[Probe]:
+    ordered = sorted((p for p in points if p.kind == "memory"), key=lambda p: p.size)
     beyond = [p for p in ordered if last_level_cache and p.size >= 4 * last_level_cache]
-    return max(p.value for p in (beyond or ordered[-2:]))
+    return beyond or ordered[-2:]
 
 
 def clock_hz() -> float:
