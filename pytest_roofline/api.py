@@ -136,6 +136,9 @@ def run_profile(
         dims = {**found_dims, **dict(dims or {})}
     spec = ModelSpec.create(model, batch, dims)
     shapes = bind_input_shapes(proto, batch, dims)
+    if batch is not None and shapes and all(not shape or shape[0] != batch for shape in shapes.values()):
+        static = ", ".join(f"{k}[{'x'.join(map(str, v))}]" for k, v in shapes.items())
+        raise OptionError(f"batch {batch} binds nothing: the model's inputs are static ({static})")
     if inputs is None:
         arrays = make_inputs(proto, shapes, seed=0)
     # the backend loads the model first: its verdict on a model it rejects is the clearest error

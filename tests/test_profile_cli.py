@@ -146,3 +146,41 @@ def test_parse_batches():
     for bad in ("", "4-2", "0", "a,b"):
         with pytest.raises(OptionError):
             parse_batches(bad)
+
+
+def test_batch_on_a_static_model_is_an_error(capsys, tmp_path):
+    path = tmp_path / "static.onnx"
+    onnx.save(zoo.tiny_cnn(batch=1), path)
+    code, _, err = run_cli(capsys, str(path), "--batch", "4", *FAST)
+    assert code == 2 and "batch 4 binds nothing" in err and "input[1x3x32x32]" in err
+
+
+def test_trace_without_backend_events_is_synthesized(tmp_path):
+    from pytest_roofline.backends.base import KernelProfile, KernelRecord
+    from pytest_roofline.report.trace import write_trace
+
+    kernels = KernelProfile(
+        kernels=(KernelRecord("conv", "Conv", ("Conv_0", "Relu_1"), (2e-6, 3e-6)),
+                 KernelRecord("mystery", "X", (), (1e-6, 1e-6))),
+        folded=("Shape_5",), iterations=2,
+    )  # fmt: skip
+    path = tmp_path / "t.json"
+    write_trace(kernels, path)
+    document = json.loads(path.read_text())
+    nodes = [e for e in document["traceEvents"] if e["cat"] == "Node"]
+    assert [e["name"] for e in nodes] == ["conv", "mystery", "conv", "mystery"]
+    assert [e["ts"] for e in nodes] == pytest.approx([0, 2, 3, 6])  # laid end to end, µs
+    assert [e["dur"] for e in nodes] == pytest.approx([2, 1, 3, 1])
+    assert nodes[0]["args"]["onnx_nodes"] == ["Conv_0", "Relu_1"]
+    assert nodes[1]["args"]["kind"] == "unattributed"
+    assert document["metadata"]["folded_onnx_nodes"] == ["Shape_5"]
+
+
+def test_npy_for_a_multi_input_model_is_refused(tmp_path):
+    from pytest_roofline.inputs import load_inputs
+
+    np.save(tmp_path / "a.npy", np.zeros(3))
+    with pytest.raises(ShapeError, match="holds one array but the model has 2 inputs"):
+        load_inputs(str(tmp_path / "a.npy"), ["input_ids", "attention_mask"])
+    with pytest.raises(ShapeError, match="no such inputs file"):
+        load_inputs(str(tmp_path / "missing.npz"), ["x"])
