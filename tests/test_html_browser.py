@@ -6,6 +6,7 @@ Needs the Debian ``chromium`` package (CI installs it) and the ``playwright`` Py
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from pathlib import Path
@@ -35,35 +36,52 @@ def report(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def page(report, tmp_path_factory):
-    """The report opened from file:// with every non-file request aborted and recorded."""
+def pw():
+    """One Playwright driver for the module (its sync API cannot nest)."""
     sync_api = pytest.importorskip("playwright.sync_api")
-    path, _ = report
+    with sync_api.sync_playwright() as driver:
+        yield driver
+
+
+@contextlib.contextmanager
+def open_report(pw, path: Path, profile_dir: Path):
+    """``path`` opened from file:// in headless Chromium, every non-file request aborted and recorded.
+
+    Yields (page, requests, errors): the requests attempted and the console/page errors seen.
+    """
     requests, errors = [], []
-    with sync_api.sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM, headless=True,
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--no-first-run"],
-            viewport={"width": 1400, "height": 1000},
-        )
-        context.set_offline(True)
+    context = pw.chromium.launch_persistent_context(
+        str(profile_dir), executable_path=CHROMIUM, headless=True,
+        args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+              "--no-first-run"],
+        viewport={"width": 1400, "height": 1000},
+    )
+    context.set_offline(True)
 
-        def route(request_route):
-            if request_route.request.url.startswith("file://"):
-                request_route.continue_()
-            else:
-                requests.append(request_route.request.url)
-                request_route.abort()
+    def route(request_route):
+        if request_route.request.url.startswith("file://"):
+            request_route.continue_()
+        else:
+            requests.append(request_route.request.url)
+            request_route.abort()
 
-        context.route("**/*", route)
-        tab = context.new_page()
-        tab.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-        tab.on("pageerror", lambda exc: errors.append(str(exc)))
+    context.route("**/*", route)
+    tab = context.new_page()
+    tab.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    tab.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
         tab.goto(path.as_uri())
         tab.wait_for_selector("section#r0 svg circle.pt")
         yield tab, requests, errors
+    finally:
         context.close()
+
+
+@pytest.fixture(scope="module")
+def page(pw, report, tmp_path_factory):
+    """The synthetic report, opened once for the module."""
+    with open_report(pw, report[0], tmp_path_factory.mktemp("chromium-profile")) as opened:
+        yield opened
 
 
 def test_loads_offline_without_errors_or_requests(page) -> None:
@@ -129,3 +147,22 @@ def test_what_if_recomputes_the_latency(page, report) -> None:
     conv = sum(la.time for la in profile.layers if la.op_type == "Conv")
     expected = profile.latency.median * (profile.kernel_time - conv / 2) / profile.kernel_time
     assert estimate.inner_text() == fmt_seconds(expected)
+
+
+def test_real_profile_report(pw, tmp_path) -> None:
+    pytest.importorskip("jinja2")
+    from _report_data import device_roofline
+
+    from pytest_roofline.api import profile_model
+    from pytest_roofline.cli.profile import results_document
+    from pytest_roofline.zoo import tiny_cnn
+
+    profile = profile_model(tiny_cnn(), batch=1, roofline=device_roofline(), sessions=2, rounds=5,
+                            profile_iterations=3, options={"intra_op_threads": "1"})
+    path = tmp_path / "real.html"
+    html.write(results_document([profile]), path)
+    with open_report(pw, path, tmp_path / "chromium-profile") as (tab, requests, errors):
+        executed = [la for la in profile.layers if la.kind != "folded" and la.time > 0]
+        assert tab.locator("section#r0 [data-chart=roofline] circle.pt").count() == len(executed)
+        assert requests == [] and errors == []
+        tab.locator("section#r0 [data-chart=roofline]").screenshot(path="/tmp/roofline-report-real.png")
