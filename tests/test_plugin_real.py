@@ -1,0 +1,127 @@
+"""End to end through real onnxruntime on tiny models: profiles, assertions, paired git mode.
+
+Timing verdicts use generous tolerances: this machine is noisy, and gate quality is measured by
+benchmarks/gate_quality.py, not here.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from _plugin_helpers import matmul_chain
+
+from pytest_roofline.backends.base import get_backend
+from pytest_roofline.calibration import cache_path, calibration_fingerprint
+from pytest_roofline.roofline import DeviceRoofline
+
+ORT = ("--roofline-backend", "onnxruntime", "--roofline-option", "intra_op_threads=1")
+
+
+@pytest.fixture(scope="module")
+def calibration_cache(tmp_path_factory):
+    """A calibration cache holding a fixed roofline (calibrating for real takes ~15 s)."""
+    directory = tmp_path_factory.mktemp("calibration")
+    backend = get_backend("onnxruntime", {"intra_op_threads": "1"})
+    fingerprint = calibration_fingerprint(backend)
+    roofline = DeviceRoofline(peak_flops={"float32": 1e11}, peak_bandwidth=2e10, fingerprint=fingerprint)
+    path = cache_path(fingerprint, directory)
+    path.write_text(json.dumps({"fingerprint": fingerprint, "roofline": roofline.to_dict()}))
+    return directory
+
+
+@pytest.fixture
+def project(pytester, monkeypatch, calibration_cache):
+    monkeypatch.setenv("ROOFLINE_CACHE_DIR", str(calibration_cache))
+    matmul_chain(pytester.path / "mm.onnx", 3)
+    return pytester
+
+
+def test_profile_gate_and_report_end_to_end(project):
+    project.makepyfile(
+        test_perf="""
+        def test_mm(model_profile, device_roofline):
+            prof = model_profile("mm.onnx", batch_size=4)
+            assert prof.backend == "onnxruntime"
+            assert prof.roofline == device_roofline
+            assert prof.latency.median > 0
+            assert prof.layer("matmul0").flops == 2 * 4 * 64 * 64
+            assert prof.layer("matmul0").roofline_fraction is not None
+    """
+    )
+    first = project.runpytest(*ORT, "--roofline-report", "r.json")
+    first.assert_outcomes(passed=1)
+    data = json.loads((project.path / "r.json").read_text())
+    assert data["roofline"]["peak_bandwidth"] == 2e10
+    assert data["results"][0]["verdict"]["status"] == "new"
+    assert data["results"][0]["profile"]["extra"]["gate"]["figures"]
+    second = project.runpytest(*ORT, "--roofline-tolerance", "60")
+    second.assert_outcomes(passed=1)
+    second.stdout.fnmatch_lines(["*test_perf.py::test_mm*mm*4*s*%*"])
+
+
+def test_assertion_failures_explain_themselves(project):
+    project.makepyfile(
+        test_perf="""
+        from pytest_roofline.assertions import assert_efficiency, assert_fraction, assert_latency
+
+        def test_plain(model_profile):
+            prof = model_profile("mm.onnx")
+            assert prof.layer("matmul0").roofline_fraction > 1e9
+
+        def test_fraction(model_profile):
+            assert_fraction(model_profile("mm.onnx"), "matmul0", above=1e9)
+
+        def test_latency(model_profile):
+            assert_latency(model_profile("mm.onnx"), below=1e-12, stat="p90")
+
+        def test_efficiency(model_profile):
+            assert_efficiency(model_profile("mm.onnx"), above=1e9)
+    """
+    )
+    result = project.runpytest(*ORT)
+    result.assert_outcomes(failed=4)
+    result.stdout.fnmatch_lines(
+        [
+            "*where * = Layer('matmul0', MatMul, time=* ms, roofline_fraction=*, bound=*).roofline_fraction",
+            "*ModelProfile('mm', batch=1, backend=onnxruntime, median=* ms*",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*layer 'matmul0' of mm (batch 1, onnxruntime) reaches *% of its roof, not above 100000000000.0%*"
+            "attainable*roofs: *GFLOP/s compute, 20.0 GB/s memory*",
+        ]
+    )
+    result.stdout.fnmatch_lines(["*latency p90 of mm (batch 1, onnxruntime) is * not below 0.0 us*"])
+    result.stdout.fnmatch_lines(
+        ["*efficiency of mm (batch 1, onnxruntime) is *% of the roofline*most headroom*"]
+    )
+
+
+def _git(cwd, *args):
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def test_paired_mode_against_a_git_ref(project):
+    _git(project.path, "init", "-q")
+    _git(project.path, "-c", "user.email=t@t", "-c", "user.name=t", "add", "mm.onnx")
+    _git(project.path, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "model")
+    project.makepyfile(
+        test_perf="""
+        def test_mm(model_profile):
+            model_profile("mm.onnx", batch_size=8)
+    """
+    )
+    same = project.runpytest(*ORT, "--roofline-compare-ref", "HEAD", "--roofline-tolerance", "25")
+    same.assert_outcomes(passed=1)
+    same.stdout.fnmatch_lines(["*test_perf.py::test_mm*"])
+    assert "REGRESSION" not in same.stdout.str()
+    matmul_chain(project.path / "mm.onnx", 24)
+    slower = project.runpytest(*ORT, "--roofline-compare-ref", "HEAD", "--roofline-tolerance", "25")
+    slower.assert_outcomes(failed=1)
+    slower.stdout.fnmatch_lines(
+        ["*roofline regression: mm (batch 8) latency: time vs reference +*", "*1 (reference)*"]
+    )
+    assert not (project.path / ".roofline").exists()
