@@ -33,6 +33,7 @@ __all__ = ["OpenVinoBackend", "OpenVinoSession", "attribute_runtime_model"]
 _HINTS = {"latency": "LATENCY", "throughput": "THROUGHPUT", "none": None}
 _PRECISIONS = {"f32": "f32", "fp32": "f32", "f16": "f16", "fp16": "f16", "bf16": "bf16"}
 _PRECISION_NAMES = {"f32": "fp32", "f16": "fp16", "bf16": "bf16", "i8": "int8", "u8": "int8"}
+_INDEX_TYPES = {"i32", "i64", "u32", "u64", "boolean", "u1", "dynamic", "undefined"}
 _NOT_COMPUTE = {"Parameter", "Result", "Const", "Constant", "Input", "Output"}
 
 
@@ -150,11 +151,13 @@ def attribute_runtime_model(
         if not resolved[op.name]:
             resolved[op.name] = _split_off(op, by_name, consumers, resolved, index)
 
+    ran = {op.name for op in compute}
     nodes: dict[str, tuple[str, ...]] = {}
     kind: dict[str, str] = {}
     serves: dict[str, str | None] = {}
     for op in ops:
-        if op.is_reorder:
+        if op.is_reorder or (op.name in ran and not resolved[op.name] and op.layer_type == "Convert"):
+            # inserted reorders, and precision conversions of the plugin's own (i64 ids → i32)
             kind[op.name], nodes[op.name] = "layout", ()
             serves[op.name] = _served(op.name, by_name, consumers)
         else:
@@ -208,7 +211,8 @@ def _served(name: str, by_name: dict[str, RuntimeOp], consumers: dict[str, list[
 
 
 def _precision_name(precisions: set[str]) -> str:
-    mapped = {_PRECISION_NAMES.get(p, p) for p in precisions if p}
+    """fp32 | fp16 | bf16 | int8 | mixed, from runtimePrecision values; index/shape types ignored."""
+    mapped = {_PRECISION_NAMES.get(p, p) for p in precisions if p and p not in _INDEX_TYPES}
     if not mapped:
         return "fp32"
     return mapped.pop() if len(mapped) == 1 else "mixed"
