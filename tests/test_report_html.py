@@ -103,3 +103,12 @@ def test_missing_jinja2_names_the_extra(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "jinja2", None)
     with pytest.raises(RooflineError, match=r"pytest-roofline\[reports\]"):
         html.render(sample_run(3))
+
+
+def test_extra_verdicts_are_listed() -> None:
+    run = sample_run(4)
+    run["results"][0]["verdicts"] = [
+        {"metric": "layer:<conv>", "status": "regression", "ratio": 1.3, "message": "conv 1.30x slower"}
+    ]
+    page = html.render(run)
+    assert "Other gate" in page and "layer:&lt;conv&gt;" in page and "1.300x" in page

@@ -142,6 +142,7 @@ def _result_view(index: int, result: dict[str, Any], session_roof: dict[str, Any
         "verdict": verdict, "status": status, "status_class": _STATUS_CLASS.get(status, "info"),
         "outcome": result.get("outcome"), "rows": rows, "folded": len(layers) - len(rows), "by_op": by_op,
         "what_if": what_if, "slower": slower, "data": data, "history": result.get("history") or [],
+        "extra_verdicts": [x for x in result.get("verdicts") or [] if isinstance(x, dict)],
     }
 
 
