@@ -168,26 +168,27 @@ def _is_external(tensor: onnx.TensorProto) -> bool:
 def _weightless(model: onnx.ModelProto, input_shapes: Mapping[str, _Shape]) -> onnx.ModelProto:
     """A copy with inputs fixed to ``input_shapes``, large or external initializers as inputs."""
     source = model.graph
-    graph = onnx.GraphProto(name=source.name)
+    copy = onnx.ModelProto(ir_version=model.ir_version, producer_name=model.producer_name)
+    copy.opset_import.extend(model.opset_import)
+    copy.functions.extend(model.functions)
+    graph = copy.graph
+    graph.name = source.name
     graph.node.extend(source.node)
-    declared = {vi.name for vi in source.input}
+    kept = [init for init in source.initializer if _keep_inline(init)]
+    kept_names = {init.name for init in kept}
+    as_inputs = [init for init in source.initializer if init.name not in kept_names]
+    moved = {init.name for init in as_inputs}
     for vi in source.input:
-        copy = graph.input.add()
-        copy.CopyFrom(vi)
+        if vi.name in moved:
+            continue
+        fixed = graph.input.add()
+        fixed.CopyFrom(vi)
         if vi.name in input_shapes:
-            del copy.type.tensor_type.shape.dim[:]
+            del fixed.type.tensor_type.shape.dim[:]
             for size in input_shapes[vi.name]:
-                copy.type.tensor_type.shape.dim.add().dim_value = size
-    for init in source.initializer:
-        if not _is_external(init) and (
-            _numel(init.dims) <= SMALL_INITIALIZER
-            or (init.data_type == onnx.TensorProto.INT64 and _numel(init.dims) <= SMALL_INT64_INITIALIZER)
-        ):
-            graph.initializer.append(init)
-        else:
-            if init.name in declared:
-                graph.input.remove(next(v for v in graph.input if v.name == init.name))
-            graph.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type, init.dims))
+                fixed.type.tensor_type.shape.dim.add().dim_value = size
+    graph.input.extend(onnx.helper.make_tensor_value_info(i.name, i.data_type, i.dims) for i in as_inputs)
+    graph.initializer.extend(kept)
     graph.sparse_initializer.extend(source.sparse_initializer)
     for vi in source.output:  # keep the types, drop declared shapes that may contradict bindings
         out = graph.output.add()
@@ -196,11 +197,15 @@ def _weightless(model: onnx.ModelProto, input_shapes: Mapping[str, _Shape]) -> o
             out.type.tensor_type.elem_type = vi.type.tensor_type.elem_type
         else:
             out.type.CopyFrom(vi.type)
-    copy = onnx.ModelProto(ir_version=model.ir_version, producer_name=model.producer_name)
-    copy.opset_import.extend(model.opset_import)
-    copy.functions.extend(model.functions)
-    copy.graph.CopyFrom(graph)
     return copy
+
+
+def _keep_inline(init: onnx.TensorProto) -> bool:
+    """Small inline initializers (shape constants, int64 indices) stay; weights become inputs."""
+    if _is_external(init):
+        return False
+    limit = SMALL_INT64_INITIALIZER if init.data_type == onnx.TensorProto.INT64 else SMALL_INITIALIZER
+    return _numel(init.dims) <= limit
 
 
 def _numel(dims: object) -> int:
