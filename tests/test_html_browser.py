@@ -71,7 +71,7 @@ def open_report(pw, path: Path, profile_dir: Path):
     tab.on("pageerror", lambda exc: errors.append(str(exc)))
     try:
         tab.goto(path.as_uri())
-        tab.wait_for_selector("section#r0 svg circle.pt")
+        tab.wait_for_load_state("load")
         yield tab, requests, errors
     finally:
         context.close()
@@ -166,3 +166,33 @@ def test_real_profile_report(pw, tmp_path) -> None:
         assert tab.locator("section#r0 [data-chart=roofline] circle.pt").count() == len(executed)
         assert requests == [] and errors == []
         tab.locator("section#r0 [data-chart=roofline]").screenshot(path="/tmp/roofline-report-real.png")
+
+
+def test_degenerate_results_render_without_errors(pw, tmp_path) -> None:
+    """No roofline, no layers, only zero-FLOP layers, many op types: charts still draw."""
+    pytest.importorskip("jinja2")
+    from dataclasses import replace
+
+    no_roof = model_profile(6, seed=4)
+    no_roof_dict = result(no_roof, "pass")
+    no_roof_dict["profile"]["roofline"] = None
+    empty = result(model_profile(3, seed=5, name="empty"), "new")
+    empty["profile"]["layers"], empty["history"] = [], []
+    data_only = model_profile(4, seed=6, name="moves")
+    moved = tuple(replace(la, flops=0, op_type="Reshape") for la in data_only.layers)
+    data_only = replace(data_only, layers=moved)
+    many = model_profile(30, seed=7, name="many")
+    many = replace(many, layers=tuple(replace(la, op_type=f"Op{i % 15}") for i, la in enumerate(many.layers)))
+    results = run_results(no_roof_dict, empty, result(data_only, "inconclusive"), result(many, "pass"))
+    results["roofline"] = None
+    path = tmp_path / "edge.html"
+    html.write(results, path)
+    with open_report(pw, path, tmp_path / "chromium-profile") as (tab, requests, errors):
+        assert errors == [] and requests == []
+        assert tab.locator("section#r0 circle.pt").count() == 6
+        assert tab.locator("section#r0 line.roof").count() == 0
+        assert tab.locator("section#r1 circle.pt").count() == 0
+        assert tab.locator("section#r2 circle.pt").count() == 4  # all in the no-FLOPs strip
+        assert tab.locator("section#r3 .legend text", has_text="other").count() == 1
+        charts = tab.locator("[data-chart]")
+        assert all(charts.nth(i).locator("svg").count() == 1 for i in range(charts.count()))
