@@ -208,3 +208,61 @@ def test_live_cnn_at_all_fuses_residual_add_into_a_conv_and_reports_reorders():
     assert owner.name.endswith("_nchwc") and any(n.startswith("Conv") for n in owner.onnx_nodes)
     layout = [la for la in layers if la.kind == "layout"]
     assert layout and all(la.serves in {k.name for k in kernels.kernels} for la in layout)
+
+
+def exporter_style_model() -> onnx.ModelProto:
+    """Dynamo-style names, Conv+BatchNorm, unnamed Dropout/Relu, Identity, a Shape-built Reshape."""
+    rng = np.random.default_rng(0)
+
+    def w(name, *shape):
+        return nh.from_array(rng.standard_normal(shape).astype(np.float32), name)
+
+    inits = [w("c1.w", 8, 3, 3, 3), w("bn.s", 8), w("bn.b", 8), w("bn.m", 8),
+             nh.from_array(np.ones(8, np.float32), "bn.v"), w("c2.w", 8, 8, 3, 3), w("c2.b", 8),
+             w("fc.w", 10, 8), w("fc.b", 10), nh.from_array(np.array([0], np.int64), "zero"),
+             nh.from_array(np.array([-1], np.int64), "minus1")]  # fmt: skip
+    node = helper.make_node
+    nodes = [
+        node("Conv", ["x", "c1.w"], ["/conv1/out"], name="/conv1/Conv", pads=[1] * 4),
+        node("BatchNormalization", ["/conv1/out", "bn.s", "bn.b", "bn.m", "bn.v"], ["/bn1/out"],
+             name="/bn1/BatchNormalization"),  # fmt: skip
+        node("Relu", ["/bn1/out"], ["/relu/out"], name="/relu/Relu"),
+        node("Dropout", ["/relu/out"], ["drop"], name=""),
+        node("Conv", ["drop", "c2.w", "c2.b"], ["/conv2/out"], name="/conv2/Conv", pads=[1] * 4),
+        node("Add", ["/conv2/out", "drop"], ["/add/out"], name="/add/Add"),
+        node("Relu", ["/add/out"], ["/relu2/out"], name=""),
+        node("Identity", ["/relu2/out"], ["ident"], name="/id/Identity"),
+        node("GlobalAveragePool", ["ident"], ["gap"], name="/gap/GlobalAveragePool"),
+        node("Shape", ["gap"], ["shp"], name="/Shape"),
+        node("Gather", ["shp", "zero"], ["dim0"], name="/Gather", axis=0),
+        node("Concat", ["dim0", "minus1"], ["newshape"], name="/Concat", axis=0),
+        node("Reshape", ["gap", "newshape"], ["flat"], name="/Reshape"),
+        node("Gemm", ["flat", "fc.w", "fc.b"], ["y"], name="/fc/Gemm", transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes, "exporter_style", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])], inits,
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_exporter_style_model_at_every_level(level):
+    model = exporter_style_model()
+    shapes = bind_input_shapes(model, 2)
+    backend = get_backend("onnxruntime", {"graph_optimization_level": level, "intra_op_threads": "1"})
+    with backend.open(ModelSpec.create(model, 2), make_inputs(model, shapes)) as session:
+        kernels = session.profile(2)
+    analysis = analyze(model, batch=2)
+    layers, fraction = build_layers(analysis, kernels)
+    assert fraction >= 0.99
+    computed = sum(la.flops for la in layers if la.kind == "compute")
+    assert computed == pytest.approx(analysis.total.flops, rel=0.01)
+    owner = {n: k.name for k in kernels.kernels for n in k.onnx_nodes}
+    if level != "disable":
+        assert owner["/bn1/BatchNormalization"] == owner["/conv1/Conv"]  # BN folded into the conv
+        assert {"Dropout_3", "/id/Identity"} <= set(kernels.folded)
+    if level == "all":
+        assert owner["/add/Add"] == owner["Relu_6"] == owner["/conv2/Conv"]  # NCHWc Conv+Add+Relu
