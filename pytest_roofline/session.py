@@ -374,7 +374,7 @@ class RooflineSession:
             baseline = self.store.get(key, node.nodeid)  # a corrupt file fails this test here
 
         if check_outputs:
-            self._check_outputs(model_path, backend_name, check_outputs, inputs)
+            self._check_outputs(model_path, backend_name, check_outputs, inputs, batch_size, dims)
         if settings.disable:
             prof = analysis_only_profile(model_path, backend_name, batch_size, dims)
             verdict = new_verdict(
@@ -501,19 +501,22 @@ class RooflineSession:
             ) from None
         return ModelSpec.create(proto, batch, dims)
 
-    def _check_outputs(self, path: Path, backend: str, others: Any, inputs: Any) -> None:
+    def _check_outputs(
+        self, path: Path, backend: str, others: Any, inputs: Any, batch: int, dims: Mapping[str, int]
+    ) -> None:
+        """``check_outputs=True`` (vs onnxruntime, or openvino when the backend is onnxruntime),
+        a backend name, or a list of names: outputs must match the test's backend's."""
         from .check import check_outputs
 
-        names = [others] if isinstance(others, str) else list(others) if not isinstance(others, bool) else []
-        backends = [backend, *[n for n in names if n != backend]] or [backend]
-        if len(backends) < 2:
-            backends.append("onnxruntime" if backend != "onnxruntime" else "openvino")
-        result = check_outputs(str(path), backends=backends, inputs=inputs)
-        ok = getattr(result, "ok", getattr(result, "passed", True))
-        if not ok:
-            raise RooflineError(
-                getattr(result, "message", f"outputs of {path.name} differ between {backends}")
-            )
+        if isinstance(others, bool):
+            names = ["onnxruntime" if backend != "onnxruntime" else "openvino"]
+        else:
+            names = [others] if isinstance(others, str) else list(others)
+        backends = [backend, *[n for n in names if n != backend]]
+        result = check_outputs(str(path), backends=backends, inputs=inputs, batch=batch, dims=dims or None)
+        if not result.passed:
+            details = "; ".join(c.describe() for c in result.failures[:3])
+            raise RooflineError(f"outputs of {path.name} differ between backends: {details}")
 
     def _layer_verdicts(
         self,

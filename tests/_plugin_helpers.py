@@ -39,9 +39,9 @@ def matmul_chain(path: Path, blocks: int, size: int = 64) -> Path:
     for i in range(blocks):
         inits.append(numpy_helper.from_array(rng.standard_normal((size, size)).astype(np.float32), f"w{i}"))
         nodes.append(helper.make_node("MatMul", [prev, f"w{i}"], [f"m{i}"], name=f"matmul{i}"))
-        nodes.append(helper.make_node("Relu", [f"m{i}"], [f"r{i}"], name=f"relu{i}"))
-        prev = f"r{i}"
-    nodes.append(helper.make_node("Identity", [prev], ["y"], name="out"))
+        out = "y" if i == blocks - 1 else f"r{i}"
+        nodes.append(helper.make_node("Relu", [f"m{i}"], [out], name=f"relu{i}"))
+        prev = out
     graph = helper.make_graph(
         nodes,
         "mm",

@@ -100,6 +100,15 @@ def test_assertion_failures_explain_themselves(project):
     )
 
 
+def test_check_outputs_against_another_backend(project):
+    pytest.importorskip("openvino")
+    project.makepyfile(test_perf="""
+        def test_mm(model_profile):
+            model_profile("mm.onnx", batch_size=2, check_outputs="openvino")
+    """)
+    project.runpytest(*ORT, "--roofline-tolerance", "60").assert_outcomes(passed=1)
+
+
 def _git(cwd, *args):
     subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
 
