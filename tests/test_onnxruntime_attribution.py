@@ -266,3 +266,35 @@ def test_exporter_style_model_at_every_level(level):
         assert {"Dropout_3", "/id/Identity"} <= set(kernels.folded)
     if level == "all":
         assert owner["/add/Add"] == owner["Relu_6"] == owner["/conv2/Conv"]  # NCHWc Conv+Add+Relu
+
+
+def test_control_flow_body_kernels_map_to_subgraph_paths_and_parent_keeps_self_time():
+    node, value = helper.make_node, helper.make_tensor_value_info
+    then_branch = helper.make_graph(
+        [node("MatMul", ["x", "W"], ["t"], name="mm_then"),
+         node("Relu", ["t"], ["out_then"], name="relu_then")],
+        "then", [], [value("out_then", TensorProto.FLOAT, [2, 4])],
+    )  # fmt: skip
+    else_branch = helper.make_graph(
+        [node("Neg", ["x"], ["out_else"], name="neg_else")], "else", [],
+        [value("out_else", TensorProto.FLOAT, [2, 4])],
+    )  # fmt: skip
+    graph = helper.make_graph(
+        [node("ReduceSum", ["x"], ["s"], name="sum", keepdims=0),
+         node("Greater", ["s", "zero"], ["c"], name="gt"),
+         node("If", ["c"], ["y"], name="branch", then_branch=then_branch, else_branch=else_branch)],
+        "if_model", [value("x", TensorProto.FLOAT, [2, 4])], [value("y", TensorProto.FLOAT, [2, 4])],
+        [nh.from_array(np.ones((4, 4), np.float32), "W"), nh.from_array(np.array(0, np.float32), "zero")],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    backend = get_backend("onnxruntime", {"graph_optimization_level": "disable"})
+    with backend.open(ModelSpec.create(model), {"x": np.ones((2, 4), np.float32)}) as session:
+        kernels = session.profile(2)
+    mapped = {k.name: k for k in kernels.kernels}
+    assert mapped["mm_then"].onnx_nodes == ("branch/then_branch/mm_then",)
+    assert mapped["relu_then"].onnx_nodes == ("branch/then_branch/relu_then",)
+    events = kernel_events(kernels.trace_events, skip_runs=1)
+    total_if = next(k for k in events if k.name == "branch").times
+    assert all(own <= total for own, total in zip(mapped["branch"].times, total_if, strict=True))
+    analysis = analyze(model)
+    assert build_layers(analysis, kernels)[1] == pytest.approx(1.0)

@@ -42,6 +42,7 @@ __all__ = [
 LAYOUT_OPS = frozenset({"ReorderInput", "ReorderOutput", "Reorder", "MemcpyToHost", "MemcpyFromHost"})
 ELIDED_OPS = frozenset({"Identity", "Dropout"})
 SHAPE_OPS = frozenset({"Shape", "Size", "Constant"})
+CONTROL_FLOW_OPS = frozenset({"If", "Loop", "Scan"})
 # ops a kernel may absorb after its anchor (activation / bias / residual epilogues)
 EPILOGUE_OPS = frozenset({
     "Add", "Sub", "Mul", "Div", "Sum", "Max", "Min", "Relu", "Clip", "Sigmoid", "Tanh", "LeakyRelu",
@@ -174,6 +175,21 @@ class _Graph:
                 self.consumers.setdefault(tensor, []).append(name)
         self.outputs = {o.name for o in model.graph.output}
         self.constant = self._constant_nodes({init.name for init in model.graph.initializer})
+        self.nested = _nested_names(model.graph)
+
+    def position(self, name: str) -> int:
+        """Topological position; subgraph nodes after the main graph, in discovery order."""
+        if name in self.index:
+            return self.index.position(name)
+        return len(self.names) + self._nested_order.get(name, 0)
+
+    @property
+    def _nested_order(self) -> dict[str, int]:
+        return {full: i for i, full in enumerate(self.nested.values())}
+
+    def knows(self, name: str) -> bool:
+        """Whether ``name`` is a main-graph node or a control-flow subgraph node's full path."""
+        return name in self.index or name in self.nested.values()
 
     def _constant_nodes(self, known: set[str]) -> set[str]:
         """Nodes computable at load time: shape queries and anything fed only by constants."""
@@ -188,6 +204,31 @@ class _Graph:
     def op(self, name: str) -> str:
         """Op type of original node ``name``."""
         return self.index.op_types[name]
+
+
+def _nested_names(graph: onnx.GraphProto, prefix: str = "") -> dict[str, str]:
+    """Subgraph nodes (If/Loop/Scan bodies): local name -> ``<parent>/<attr>/<local>`` path.
+
+    The path is the analyzer's naming; a local name used in two subgraphs maps to nothing.
+    """
+    found: dict[str, str] = {}
+    ambiguous: set[str] = set()
+    for index, node in enumerate(graph.node):
+        parent = f"{prefix}{node.name or f'{node.op_type}_{index}'}"
+        for attr in node.attribute:
+            bodies = [attr.g] if attr.HasField("g") else list(attr.graphs)
+            for body in bodies:
+                path = f"{parent}/{attr.name}/"
+                for inner_index, inner in enumerate(body.node):
+                    local = inner.name or f"{inner.op_type}_{inner_index}"
+                    if local in found:
+                        ambiguous.add(local)
+                    found[local] = path + local
+                for local, full in _nested_names(body, path).items():
+                    if local in found:
+                        ambiguous.add(local)
+                    found[local] = full
+    return {k: v for k, v in found.items() if k not in ambiguous}
 
 
 def attribute(
@@ -216,17 +257,21 @@ def attribute(
     layout = {k.name for k in kernels if k.op_type in LAYOUT_OPS or _op(opt_nodes.get(k.name)) in LAYOUT_OPS}
 
     def claim(node: str, kernel: str) -> bool:
-        if node in owner or node not in graph.index:
+        if node in owner or not graph.knows(node):
             return False
         owner[node] = kernel
         claims[kernel].append(node)
         return True
 
     compute = [k for k in kernels if k.name not in layout]
+    opt_main = {n.name for n in optimized.graph.node} if optimized is not None else set()
     for kernel in compute:  # anchors by name
         for candidate in _name_candidates(kernel.name):
             if candidate in graph.index:
                 claim(candidate, kernel.name)
+                break
+            if candidate in graph.nested and candidate not in opt_main:  # a control-flow body's node
+                claim(graph.nested[candidate], kernel.name)
                 break
             if candidate.endswith("_nchwc") and candidate[:-6] in graph.producer:
                 claim(graph.producer[candidate[:-6]], kernel.name)
@@ -242,16 +287,17 @@ def attribute(
                 claim(source, kernel.name)
     if optimized is not None:
         _absorb(graph, compute, claims, claim, owner, materialized)
+    self_times = _self_times(kernels, claims)
     records = []
     for kernel in kernels:
-        nodes = tuple(sorted(claims.get(kernel.name, ()), key=graph.index.position))
+        nodes = tuple(sorted(claims.get(kernel.name, ()), key=graph.position))
         is_layout = kernel.name in layout
         records.append(
             KernelRecord(
                 name=kernel.name,
                 op_type=kernel.op_type or _op(opt_nodes.get(kernel.name)),
                 onnx_nodes=() if is_layout else nodes,
-                times=kernel.times,
+                times=self_times.get(kernel.name, kernel.times),
                 kind="layout" if is_layout else "compute",
                 serves=_serves(kernel.name, opt_nodes) if is_layout else None,
                 extra={"provider": kernel.provider, "bytes": kernel.io_bytes} if is_layout else
@@ -260,6 +306,24 @@ def attribute(
         )
     folded = tuple(name for name in graph.names if name not in owner)
     return KernelProfile(kernels=tuple(records), folded=folded, iterations=iterations)
+
+
+def _self_times(
+    kernels: Sequence[KernelEvents], claims: dict[str, list[str]]
+) -> dict[str, tuple[float, ...]]:
+    """Times of control-flow kernels without the body kernels ORT also reports inside them."""
+    result: dict[str, tuple[float, ...]] = {}
+    for parent in kernels:
+        if parent.op_type not in CONTROL_FLOW_OPS or not claims.get(parent.name):
+            continue
+        prefix = claims[parent.name][0] + "/"
+        own = list(parent.times)
+        for child in kernels:
+            if child is not parent and any(n.startswith(prefix) for n in claims.get(child.name, ())):
+                if len(child.times) == len(own):
+                    own = [max(a - b, 0.0) for a, b in zip(own, child.times, strict=True)]
+        result[parent.name] = tuple(own)
+    return result
 
 
 def _op(node: onnx.NodeProto | None) -> str:
@@ -276,7 +340,7 @@ def _absorb(graph: _Graph, compute: Iterable[KernelEvents], claims, claim, owner
     while changed:
         changed = False
         for kernel in compute:  # forward: epilogues of a producer whose output vanished
-            stack = list(claims[kernel.name])
+            stack = [n for n in claims[kernel.name] if n in graph.index]  # main graph only
             while stack:
                 node = stack.pop()
                 for tensor in graph.index.node_outputs[node]:
@@ -290,7 +354,7 @@ def _absorb(graph: _Graph, compute: Iterable[KernelEvents], claims, claim, owner
                             stack.append(users[0])
                             changed = True
         for kernel in compute:  # backward: the body between a fused kernel's surviving tensors
-            stack = list(claims[kernel.name])
+            stack = [n for n in claims[kernel.name] if n in graph.index]  # main graph only
             while stack:
                 node = stack.pop()
                 for tensor in graph.index.node_inputs[node]:
