@@ -131,11 +131,11 @@
     var svg = f.svg, x = f.x, y = f.y;
     var roofs = el("g", {"clip-path": "url(#clip-" + result.id + ")"}, svg);
     var labels = el("g", {"class": "roof-labels"}, svg);
-    function memoryRoof(name, bw, colour, dashed) {
+    function memoryRoof(name, bw, colour, dashed, slot) {
       var xEnd = peakMax ? peakMax / bw : xdom[1];
       el("line", {"class": "roof memory", x1: x(xdom[0]), y1: y(xdom[0] * bw), x2: x(Math.min(xEnd, xdom[1])),
         y2: y(Math.min(xEnd, xdom[1]) * bw), stroke: colour, "stroke-dasharray": dashed ? "6 4" : null}, roofs);
-      var lx = xdom[0] * Math.pow(xEnd / xdom[0], 0.18), ly = lx * bw;
+      var lx = xdom[0] * Math.pow(xEnd / xdom[0], 0.12 + 0.14 * slot), ly = lx * bw;  // stagger labels
       if (ly > ydom[0] * 1.5) {
         var angle = Math.atan2(y(lx * 10) - y(lx), x(lx * 10) - x(lx)) * 180 / Math.PI;
         el("text", {x: x(lx), y: y(ly) - 6, fill: colour, transform: "rotate(" + angle + " " + x(lx) + " " + (y(ly) - 6) + ")"},
@@ -144,13 +144,17 @@
     }
     if (roof && roof.bw) {
       var caches = roof.caches.slice().sort(function (a, b) { return b[1] - a[1]; });
-      caches.forEach(function (c, i) { if (c[1] !== roof.bw) memoryRoof(c[0], c[1], ROOF_COLOURS[(i + 1) % ROOF_COLOURS.length], true); });
-      memoryRoof("DRAM", roof.bw, ROOF_COLOURS[0], false);
+      caches.forEach(function (c, i) { if (c[1] !== roof.bw) memoryRoof(c[0], c[1], ROOF_COLOURS[(i + 1) % ROOF_COLOURS.length], true, (i + 1) % 4); });
+      memoryRoof("DRAM", roof.bw, ROOF_COLOURS[0], false, 0);
+      var lastLabel = -Infinity;  // peaks descend, so labels go down the chart; keep them 13px apart
       peaks.forEach(function (p, i) {
         var x0 = p[1] / roof.bw, main = p[0] === roof.dtype, colour = main ? ROOF_COLOURS[0] : "#6a3d9a";
         el("line", {"class": "roof compute", x1: x(Math.max(x0, xdom[0])), y1: y(p[1]), x2: x(xdom[1]), y2: y(p[1]),
           stroke: colour, "stroke-dasharray": main ? null : "6 4"}, roofs);
-        el("text", {x: x(xdom[1]) - 6, y: y(p[1]) - 6, "text-anchor": "end", fill: colour}, labels, p[0] + " peak " + si(p[1], "FLOP/s"));
+        var ly = y(p[1]) - 6;
+        if (ly < lastLabel + 13) ly = Math.max(y(p[1]) + 14, lastLabel + 13);
+        lastLabel = ly;
+        el("text", {x: x(xdom[1]) - 6, y: ly, "text-anchor": "end", fill: colour}, labels, p[0] + " peak " + si(p[1], "FLOP/s"));
       });
       if (roof.ridge) {
         var peak = roof.peaks[roof.dtype] || peakMax;
