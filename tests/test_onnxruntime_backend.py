@@ -114,3 +114,17 @@ def test_model_onnxruntime_rejects_is_a_one_line_backend_error():
     message = str(info.value)
     assert message.startswith("onnxruntime cannot load broken:") and "NoSuchOp" in message
     assert "\n" not in message
+
+
+def test_precision_is_read_from_the_weights_and_ops():
+    from pytest_roofline.backends.onnxruntime import _precision
+
+    assert _precision(linear_model()) == "fp32"
+    half = linear_model()
+    for init in half.graph.initializer:
+        init.CopyFrom(nh.from_array(nh.to_array(init).astype(np.float16), init.name))
+    assert _precision(half) == "fp16"
+    half.graph.initializer.append(nh.from_array(np.ones(2, np.float32), "extra"))
+    assert _precision(half) == "mixed"
+    half.graph.node.append(helper.make_node("MatMulInteger", ["a", "b"], ["c"]))
+    assert _precision(half) == "int8"

@@ -302,7 +302,7 @@ class OnnxRuntimeSession(BackendSession):
             kernels=result.kernels,
             folded=result.folded,
             iterations=iterations,
-            precision=_precision(self.inputs),
+            precision=_precision(original),
             trace_events=tuple(events),
         )
 
@@ -317,9 +317,25 @@ class OnnxRuntimeSession(BackendSession):
         self._feeds = {}
 
 
-def _precision(inputs: Mapping[str, np.ndarray]) -> str:
-    floats = {a.dtype for a in inputs.values() if np.issubdtype(a.dtype, np.floating)}
-    return "fp16" if floats == {np.dtype(np.float16)} else "fp32"
+_QUANTIZED_OPS = frozenset({
+    "QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger", "DynamicQuantizeLinear", "MatMulNBits",
+})
+
+
+def _precision(model: Any) -> str:
+    """fp32 | fp16 | int8 | mixed, from the model's float weights and quantized ops."""
+    import onnx
+
+    if any(node.op_type in _QUANTIZED_OPS for node in model.graph.node):
+        return "int8"
+    floats = {init.data_type for init in model.graph.initializer} & {
+        onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE,
+    }
+    if floats == {onnx.TensorProto.FLOAT16}:
+        return "fp16"
+    if floats == {onnx.TensorProto.BFLOAT16}:
+        return "bf16"
+    return "mixed" if len(floats) > 1 else "fp32"
 
 
 def _shape_text(shape: list[Any]) -> str:
