@@ -94,6 +94,18 @@ def test_engine_is_built_once_and_cached(fake, resnet18: Path) -> None:
     assert len(list(engine_cache_dir().glob("resnet18-*.engine"))) == 2
 
 
+def test_one_trtexec_run_serves_many_small_time_calls(fake, resnet18: Path) -> None:
+    fake("8601")
+    backend = get_backend("trtexec", {"chunk": "30"})
+    with _session(backend, resnet18) as session:
+        samples = [session.time(1)[0] for _ in range(45)]
+    runs = [c for c in fake.calls() if "--help" not in c]
+    assert len(runs) == 2 and all("--iterations=30" in c for c in runs)  # 30 + 30 >= 45
+    recorded = [r["computeMs"] * 1e-3 for r in json.loads((DATA / RECORDED[2]).read_text())]
+    # the fake cycles its 20 records; the second run starts over
+    assert samples == pytest.approx(recorded + recorded[:10] + recorded[:15])
+
+
 def test_trt11_precision_is_ignored_with_a_warning(fake, resnet18: Path) -> None:
     fake("110100")
     backend = get_backend("trtexec", {"precision": "fp16"})
@@ -149,8 +161,11 @@ def test_import_mode_needs_no_trtexec(resnet18: Path, monkeypatch: pytest.Monkey
                "times": str(DATA / RECORDED[2])}
     backend = get_backend("trtexec", options)
     assert backend.version() == "imported"
+    recorded = backend.imported_times(0)
+    assert len(recorded) == 20
     with _session(backend, resnet18) as session:
-        assert len(session.time(100)) == 20
+        assert session.time(15) == recorded[:15]
+        assert session.time(10) == recorded[15:] + recorded[:5]  # replayed in order, cycling
         profile = session.profile(1)
     index = GraphIndex.from_model(load_model(resnet18))
     assert attributed_fraction(profile, index.order) >= 0.95
@@ -187,6 +202,7 @@ def test_explicit_trtexec_path(fake, resnet18: Path, monkeypatch: pytest.MonkeyP
 @pytest.mark.parametrize(
     ("options", "match"),
     [({"precision": "fp8"}, "precision"), ({"timeout": "-1"}, "timeout"), ({"metric": "gpu"}, "metric"),
+     ({"chunk": "0"}, "chunk"),
      ({"layer_info": "x.json"}, "import mode"), ({"args": "'unclosed"}, "args")],
 )
 def test_bad_options(options: dict[str, str], match: str) -> None:

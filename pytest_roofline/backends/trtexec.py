@@ -129,6 +129,7 @@ class TrtexecBackend(Backend):
         "timeout": "seconds before a trtexec run is killed (default 600)",
         "metric": "what time() returns: compute (GPU compute time, default) or latency (with copies)",
         "args": "extra trtexec arguments, shell-quoted",
+        "chunk": "inferences timed per trtexec run, served to later time() calls (default 100)",
         "profile": "import mode: an existing --exportProfile JSON",
         "layer_info": "import mode: an existing --exportLayerInfo JSON",
         "times": "import mode: an existing --exportTimes JSON",
@@ -154,7 +155,25 @@ class TrtexecBackend(Backend):
             raise OptionError(
                 "trtexec import mode needs profile=FILE or times=FILE (layer_info alone has no times)"
             )
+        self.chunk = int(self._number("chunk", 100.0))
         self._version: TrtVersion | None = None
+        self._imported: list[float] | None = None
+        self._cursor = 0
+
+    def imported_times(self, iterations: int) -> list[float]:
+        """The next ``iterations`` samples of the imported ``--exportTimes`` file, cycling."""
+        if "times" not in self.imports:
+            raise BackendError("import mode without times=FILE has no end-to-end times")
+        if self._imported is None:
+            self._imported = parse_times(read_json(self.imports["times"], "--exportTimes"), self.metric)
+            if not self._imported:
+                raise BackendError(f"{self.imports['times']}: no inference records")
+        if iterations <= 0:
+            return list(self._imported)
+        count = len(self._imported)
+        samples = [self._imported[(self._cursor + i) % count] for i in range(iterations)]
+        self._cursor = (self._cursor + iterations) % count
+        return samples
 
     def _number(self, key: str, default: float) -> float:
         text = self.options.get(key)
@@ -267,6 +286,7 @@ class TrtexecSession(BackendSession):
         self._engine: Path | None = None
         self._workdir = Path(tempfile.mkdtemp(prefix="roofline-trtexec-"))
         self._model_file: Path | None = None
+        self._buffer: list[float] = []
 
     # -- engine ------------------------------------------------------------------------------
     def _model_path(self) -> str:
@@ -333,17 +353,22 @@ class TrtexecSession(BackendSession):
 
     # -- protocol ------------------------------------------------------------------------------
     def time(self, iterations: int) -> list[float]:
-        """Seconds per inference from ``--exportTimes`` (profiling off)."""
+        """Seconds per inference from ``--exportTimes`` (profiling off).
+
+        Starting trtexec costs seconds (engine load), so one run times at least ``chunk``
+        inferences and later calls are served from them; a fresh session starts a fresh run.
+        Import mode replays the recorded samples in order, cycling (``time(0)``: all of them).
+        """
         backend = self._backend
         if backend.import_mode:
-            if "times" not in backend.imports:
-                raise BackendError("import mode without times=FILE has no end-to-end times")
-            samples = parse_times(read_json(backend.imports["times"], "--exportTimes"), backend.metric)
-            return samples[:iterations] if iterations > 0 else samples
-        path = self._run(iterations, times=True, profile=False)["times"]
-        if not path.exists():
-            raise BackendError("trtexec wrote no --exportTimes file (profiling without a separate run?)")
-        return parse_times(read_json(path, "--exportTimes"), backend.metric)
+            return backend.imported_times(iterations)
+        while len(self._buffer) < iterations:
+            path = self._run(max(iterations, backend.chunk), times=True, profile=False)["times"]
+            if not path.exists():
+                raise BackendError("trtexec wrote no --exportTimes file (profiling without a separate run?)")
+            self._buffer.extend(parse_times(read_json(path, "--exportTimes"), backend.metric))
+        samples, self._buffer = self._buffer[:iterations], self._buffer[iterations:]
+        return samples
 
     def profile(self, iterations: int) -> KernelProfile:
         """Per-layer times from ``--exportProfile``, attributed with ``--exportLayerInfo``."""
