@@ -191,7 +191,7 @@ def format_table(profile: ModelProfile, top: int = 15, sort: str = "time", by_ty
         f"profiled kernel time {_ms(profile.kernel_time)} over {len(profile.layers) - len(folded)} layers; "
         f"attributed {100 * profile.attributed_fraction:.1f}%"
         + (f", {len(unattributed)} unattributed" if unattributed else "")
-        + f"; {len(folded)} ONNX nodes folded at load"
+        + f"; {len(folded)} ONNX nodes folded at load ({sum(la.flops for la in folded) / 1e6:.2f} MFLOPs)"
     )
     lines.append("")
     if by_type:
