@@ -155,34 +155,37 @@ def cache_levels(points: list[Probe], caches: list[tuple[str, int]] | None = Non
                  drop: float = 0.7, dram: float | None = None) -> tuple[CacheLevel, ...]:
     """Plateaus of the bandwidth-vs-working-set curve as cache levels, the last one DRAM.
 
-    Points are walked from the smallest working set up; a new level starts where bandwidth falls
-    below ``drop`` × the best of the current level (a rise is overhead amortizing, not a new
-    level).  A level's bandwidth is its best point (each point is itself a sustained median), its
-    size the largest working set it holds.  Levels are named after the smallest host cache that
-    holds that working set (``caches``, from sysfs) when known; the last level is DRAM with
-    size 0 and bandwidth ``dram`` when given (the figure :func:`dram_bandwidth` chose).
+    DRAM is the points :func:`dram_bandwidth` uses (working sets ≥ 4 × the last-level cache, or
+    the two largest), with bandwidth ``dram`` when given.  The points that fit in the last-level
+    cache (all the others when no cache is known) are walked from the smallest working set up; a
+    new level starts where bandwidth falls below ``drop`` × the best of the current level (a rise
+    is overhead amortizing, not a new level).  A level's bandwidth is its best point (each point
+    is itself a sustained median), its size the largest working set it holds; it is named after
+    the smallest host cache that holds that working set (``caches``, from sysfs) when known.
+    Points between the last-level cache and DRAM sizes are the transition and form no level.
     """
     ordered = sorted((p for p in points if p.kind == "memory"), key=lambda p: p.size)
     if not ordered:
         return ()
-    segments: list[list[Probe]] = [[ordered[0]]]
-    for point in ordered[1:]:
-        if point.value < drop * max(p.value for p in segments[-1]):
-            segments.append([point])
-        else:
+    last_level = caches[-1][1] if caches else 0
+    dram_points = _dram_points(ordered, last_level)
+    cached = [p for p in ordered if p not in dram_points and (not last_level or p.size <= last_level)]
+    segments: list[list[Probe]] = []
+    for point in cached:
+        if segments and point.value >= drop * max(p.value for p in segments[-1]):
             segments[-1].append(point)
+        else:
+            segments.append([point])
     levels: list[CacheLevel] = []
     for index, segment in enumerate(segments):
         bandwidth = max(p.value for p in segment)
         size = max(p.size for p in segment)
-        if index == len(segments) - 1 and len(segments) > 1:
-            levels.append(CacheLevel("DRAM", 0, bandwidth if dram is None else dram))
-            continue
         name = _cache_holding(size, caches) if caches else f"L{index + 1}"
         if levels and levels[-1].name == name:  # two plateaus near one cache: keep one level
             previous = levels.pop()
             bandwidth, size = max(bandwidth, previous.bandwidth), max(size, previous.size)
         levels.append(CacheLevel(name, size, bandwidth))
+    levels.append(CacheLevel("DRAM", 0, max(p.value for p in dram_points) if dram is None else dram))
     return tuple(levels)
 
 

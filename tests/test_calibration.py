@@ -24,7 +24,7 @@ from pytest_roofline.calibration import (
 from pytest_roofline.cli import main
 from pytest_roofline.device import CpuInfo
 from pytest_roofline.errors import BackendError, OptionError
-from pytest_roofline.roofline import DeviceRoofline, Probe
+from pytest_roofline.roofline import CacheLevel, DeviceRoofline, Probe
 
 ROOFLINE = [sys.executable, "-c", "import sys; from pytest_roofline.cli import main; sys.exit(main())"]
 
@@ -263,11 +263,19 @@ def test_cache_levels_from_plateaus() -> None:
     caches = [("L1", 48 * kib), ("L2", 1 * mib), ("L3", 32 * mib)]
     levels = cp.cache_levels(points, caches)
     assert [(lv.name, lv.size) for lv in levels] == [("L2", 256 * kib), ("L3", 4 * mib), ("DRAM", 0)]
-    assert [lv.bandwidth for lv in levels] == [95e9, 50e9, 20e9]
+    assert [lv.bandwidth for lv in levels] == [95e9, 50e9, 19e9]  # 64 MiB: transition, no level
     assert [lv.name for lv in cp.cache_levels(points)] == ["L1", "L2", "DRAM"]
     assert cp.dram_bandwidth(points, 32 * mib) == 19e9  # working sets >= 4 x LLC only: 256 MiB
     assert cp.dram_bandwidth(points) == 20e9  # two largest without a known LLC
     assert cp.cache_levels(points, caches, dram=19.5e9)[-1].bandwidth == 19.5e9
+    assert cp.cache_levels(points[-2:], caches) == (CacheLevel("DRAM", 0, 19e9),)  # 64 MiB: transition
+
+
+def test_confirmation_reruns_the_float32_winner_and_the_dram_probes() -> None:
+    specs = cp.plan_probes(("float32", "int8"), "full")
+    probes = [Probe(s.name, s.kind, s.dtype, s.size, float(s.size), 1.0) for s in specs]  # biggest wins
+    names = [s.name for s in cp.confirmation_specs(specs, probes, 32 * cp.MIB)]
+    assert names == ["gemm-2048-float32", "stream-128MiB", "stream-256MiB"]
 
 
 def test_theoretical_peak_from_flags() -> None:
