@@ -449,7 +449,16 @@ class RooflineSession:
         history = list(baseline.history) + [baseline.history_point()] if baseline else []
         self._record(ProfileRecord(node.nodeid, key, prof, verdict, extra, entry, history))
         self._judge(node.nodeid, key, prof, [verdict, *extra])
+        self._junit_properties(node, prof, verdict)
         return prof
+
+    @staticmethod
+    def _junit_properties(node: pytest.Item, prof: ModelProfile, verdict: Verdict) -> None:
+        """Figures for ``--junitxml`` (``<property name="roofline_..."/>``)."""
+        from .report.junit import properties
+
+        result = {"profile": prof.to_dict(include_samples=False), "verdict": verdict.to_dict()}
+        node.user_properties.extend(properties(result))
 
     def _marker_settings(self, marker: pytest.Mark | None) -> tuple[float, float, list[str]]:
         kwargs = dict(marker.kwargs) if marker else {}

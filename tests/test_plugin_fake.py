@@ -348,3 +348,15 @@ def test_spans_are_reported_beside_the_model(project):
     result.stdout.fnmatch_lines(["*span preprocess: median * (n=3) beside model*"])
     spans = json.loads((project.path / "r.json").read_text())["results"][0]["profile"]["spans"]
     assert spans["preprocess"]["n"] == 3
+
+
+def test_junit_properties_and_other_report_formats(project):
+    result = project.runpytest(
+        *FAKE, "--junitxml", "j.xml", "--roofline-report", "r.md", "--roofline-report", "r.csv"
+    )
+    result.assert_outcomes(passed=1)
+    xml = (project.path / "j.xml").read_text()
+    assert 'name="roofline_verdict" value="new"' in xml
+    assert (project.path / "r.md").read_text().strip()
+    assert (project.path / "r.csv").read_text().strip()
+    result.stdout.fnmatch_lines(["*report written: r.md*", "*report written: r.csv*"])
