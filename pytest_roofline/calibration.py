@@ -164,7 +164,8 @@ def _measure(backend: Backend, fingerprint: dict[str, Any], dtypes: tuple[str, .
         probe = _run(backend, spec, plan, f"calibrate [{index}/{len(specs)}] {spec.name}", progress)
         if probe is not None:
             probes.append(probe)
-    caches = cp.system_caches()
+    on_cpu = _runs_on_cpu(fingerprint)
+    caches = cp.system_caches() if on_cpu else []  # host caches say nothing about a GPU's
     last_level = caches[-1][1] if caches else 0
     # A second session for the probes that set the float32 and DRAM roofs: a shared machine slows
     # a whole session at a time, so the better of two session medians is the sustained figure.
@@ -181,7 +182,7 @@ def _measure(backend: Backend, fingerprint: dict[str, Any], dtypes: tuple[str, .
     levels = cp.cache_levels(probes, caches, dram=bandwidth)
     info = cpu_info()
     threads = _threads(fingerprint, info.cores)
-    theoretical = cp.theoretical_peak_flops(info, threads, cp.clock_hz())
+    theoretical = cp.theoretical_peak_flops(info, threads, cp.clock_hz()) if on_cpu else {}
     return DeviceRoofline(
         peak_flops=peak_flops,
         peak_bandwidth=bandwidth,
@@ -226,10 +227,23 @@ def _dtypes(dtypes: Iterable[str] | None) -> tuple[str, ...]:
     return tuple(d for d in DTYPES if d in chosen)
 
 
+def _runs_on_cpu(fingerprint: dict[str, Any]) -> bool:
+    """Whether the backend computes on the host CPU (the CPU's caches and peak then apply)."""
+    providers = fingerprint.get("providers")
+    if isinstance(providers, list) and providers:
+        return providers[0] == "CPUExecutionProvider"
+    device = fingerprint.get("device")
+    if isinstance(device, str):
+        return device.upper() == "CPU"
+    return fingerprint.get("backend") != "trtexec"
+
+
 def _threads(fingerprint: dict[str, Any], cores: int) -> int:
-    for key in ("threads", "intra_op_threads", "num_threads", "inference_num_threads"):
+    config = fingerprint.get("config")
+    nested = config if isinstance(config, dict) else {}
+    for key in ("threads", "intra_op_threads", "num_threads", "INFERENCE_NUM_THREADS"):
         try:
-            value = int(fingerprint.get(key) or 0)
+            value = int(fingerprint.get(key) or nested.get(key) or 0)
         except (TypeError, ValueError):
             continue
         if value > 0:

@@ -223,8 +223,20 @@ def test_openvino_calibrates_through_the_same_protocol(tmp_path: Any) -> None:
     backend = Counting(get_backend("openvino"))
     roofline = calibrate(backend, cache_dir=tmp_path, quick=True, dtypes=["float32"])
     assert roofline.fingerprint["backend"] == "openvino"
+    assert bool(roofline.theoretical_peak_flops) == bool(cp.clock_hz())  # OpenVINO on CPU: host peak applies
     assert roofline.peak > 0 and roofline.peak_bandwidth > 0
     assert len(set(backend.opened)) == len(cp.plan_probes(("float32",), "quick"))
+
+
+def test_host_peak_and_threads_only_where_the_backend_computes_on_the_cpu() -> None:
+    from pytest_roofline.calibration import _runs_on_cpu, _threads
+
+    assert _runs_on_cpu({"providers": ["CPUExecutionProvider"]})
+    assert not _runs_on_cpu({"providers": ["CUDAExecutionProvider", "CPUExecutionProvider"]})
+    assert _runs_on_cpu({"device": "CPU"}) and not _runs_on_cpu({"device": "GPU"})
+    assert not _runs_on_cpu({"backend": "trtexec"})
+    assert _threads({"intra_op_threads": 0}, 8) == 8 and _threads({"intra_op_threads": 3}, 8) == 3
+    assert _threads({"config": {"INFERENCE_NUM_THREADS": "2"}}, 8) == 2
 
 
 # --- roofs from figures: the arithmetic -----------------------------------------------------------
