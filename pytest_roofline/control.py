@@ -9,6 +9,7 @@ model interleaved with the model at a git reference.  Either way, when the gate 
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,11 +23,11 @@ from .gate import LayerDelta, Verdict, compare, session_ratios
 if TYPE_CHECKING:
     import onnx
 
-    from .backends.base import BackendSession
+    from .backends.base import Backend, BackendSession
 
-__all__ = ["GateDesign", "GateRun", "probe_model", "run_gate"]
+__all__ = ["GateDesign", "GateRun", "fit_probe_blocks", "probe_model", "probe_opener", "run_gate"]
 
-PROBE_NAME = "control-probe-v1"
+PROBE_NAME = "control-probe-v2"
 
 
 @dataclass(frozen=True)
@@ -50,35 +51,69 @@ class GateRun:
     control_p25: float
     seconds: float
     verdict: Verdict | None = None
+    probe_blocks: int = 0
 
 
-@lru_cache(maxsize=1)
-def probe_model() -> onnx.ModelProto:
-    """The control probe: Conv-Relu-Conv-Relu-GlobalAveragePool-Gemm on a 1×32×28×28 input."""
+@lru_cache(maxsize=8)
+def probe_model(blocks: int = 1) -> onnx.ModelProto:
+    """The control probe: ``blocks`` × (3×3 Conv 32→32 + Relu) on 1×32×28×28, then GAP and Gemm.
+
+    Its size is fitted to the model once (:func:`fit_probe_blocks`) and stored in the baseline,
+    so probe and model take similar time and share the machine's drift.
+    """
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(1234)
 
     def init(name: str, shape: tuple[int, ...]) -> onnx.TensorProto:
-        return numpy_helper.from_array((rng.standard_normal(shape) * 0.1).astype(np.float32), name)
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.05).astype(np.float32), name)
 
-    nodes = [
-        helper.make_node("Conv", ["x", "w1"], ["c1"], name="probe_conv1", pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["c1"], ["r1"], name="probe_relu1"),
-        helper.make_node("Conv", ["r1", "w2"], ["c2"], name="probe_conv2", pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["c2"], ["r2"], name="probe_relu2"),
-        helper.make_node("GlobalAveragePool", ["r2"], ["g"], name="probe_pool"),
+    nodes, inits, prev = [], [], "x"
+    for i in range(blocks):
+        inits.append(init(f"w{i}", (32, 32, 3, 3)))
+        nodes.append(
+            helper.make_node("Conv", [prev, f"w{i}"], [f"c{i}"], name=f"probe_conv{i}", pads=[1] * 4)
+        )
+        nodes.append(helper.make_node("Relu", [f"c{i}"], [f"r{i}"], name=f"probe_relu{i}"))
+        prev = f"r{i}"
+    inits.append(init("wg", (32, 256)))
+    nodes += [
+        helper.make_node("GlobalAveragePool", [prev], ["g"], name="probe_pool"),
         helper.make_node("Flatten", ["g"], ["f"], name="probe_flatten"),
-        helper.make_node("Gemm", ["f", "w3"], ["y"], name="probe_gemm"),
+        helper.make_node("Gemm", ["f", "wg"], ["y"], name="probe_gemm"),
     ]
     graph = helper.make_graph(
         nodes,
         PROBE_NAME,
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 28, 28])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 256])],
-        [init("w1", (32, 32, 3, 3)), init("w2", (32, 32, 3, 3)), init("w3", (32, 256))],
+        inits,
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def probe_opener(backend: Backend, blocks: int) -> Callable[[], BackendSession]:
+    """A callable opening a fresh session of the ``blocks``-block probe on ``backend``."""
+    from .model import ModelSpec, bind_input_shapes, make_inputs
+
+    probe = probe_model(blocks)
+    spec = ModelSpec.create(probe)
+    feeds = make_inputs(probe, bind_input_shapes(probe))
+    return lambda: backend.open(spec, feeds)
+
+
+def fit_probe_blocks(backend: Backend, target: float, max_blocks: int = 256) -> int:
+    """The probe size whose time is closest to ``target`` seconds (two short measurements)."""
+    times = {}
+    for blocks in (1, 5):
+        with probe_opener(backend, blocks)() as session:
+            session.time(3)
+            times[blocks] = float(np.percentile(session.time(15), 25))
+    per_block = max((times[5] - times[1]) / 4.0, 1e-12)
+    fixed = max(times[1] - per_block, 0.0)
+    if not math.isfinite(target) or target <= 0:
+        return 1
+    return int(min(max(round((target - fixed) / per_block), 1), max_blocks))
 
 
 def _p25(samples: Sequence[Sequence[float]]) -> float:

@@ -388,6 +388,7 @@ class RooflineSession:
 
         spec, feeds = self._spec_and_inputs(model_path, batch_size, dims, inputs)
         design = GateDesign(budget=budget)
+        stale_probe = False
         with measure_lock():
             roofline = self.roofline_for(backend_name, engine)
             prof = profile_model(
@@ -408,23 +409,31 @@ class RooflineSession:
                     design,
                 )
             else:
-                from .control import probe_model
-                from .model import ModelSpec, bind_input_shapes, make_inputs
+                from .control import PROBE_NAME, fit_probe_blocks, probe_opener
 
-                probe = probe_model()
-                probe_spec = ModelSpec.create(probe)
-                probe_feeds = make_inputs(probe, bind_input_shapes(probe))
+                if baseline is not None and baseline.probe.get("name") == PROBE_NAME:
+                    blocks = int(baseline.probe.get("blocks") or 1)
+                else:
+                    stale_probe = baseline is not None
+                    baseline = None
+                    blocks = fit_probe_blocks(engine, prof.latency.p25)
                 decide = stored_decider(
                     baseline.sessions if baseline else None,
                     baseline.latency.get("gate_p25") if baseline else None,
                     tolerance,
                 )
                 run = run_gate(
-                    [lambda: engine.open(spec, feeds), lambda: engine.open(probe_spec, probe_feeds)],
+                    [lambda: engine.open(spec, feeds), probe_opener(engine, blocks)],
                     decide,
                     design,
                 )
+                run = dataclasses.replace(run, probe_blocks=blocks)
         verdict = run.verdict or new_verdict(run.figures, tolerance=tolerance)
+        if stale_probe:
+            verdict = new_verdict(
+                run.figures, tolerance=tolerance, status="not-compared",
+                message="baseline measured with another control probe; rewrite it with --roofline-update",
+            )  # fmt: skip
         if baseline is not None and verdict.mode == "stored":
             from .control import layer_deltas
 
@@ -584,7 +593,7 @@ class RooflineSession:
             device_class=device_class(prof.fingerprint or {}),
             figure=float(np.median(run.figures)),
             sessions=tuple(run.figures),
-            probe={"name": PROBE_NAME, "p25": run.control_p25},
+            probe={"name": PROBE_NAME, "p25": run.control_p25, "blocks": run.probe_blocks},
             latency={
                 "median": lat.median,
                 "mean": lat.mean,
