@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import onnx
@@ -127,7 +129,7 @@ def test_profile_attributes_every_kernel_and_node(build) -> None:
         profile = session.profile(3)
     index = GraphIndex.from_model(model)
     assert profile.iterations == 3
-    assert all(len(k.times) == 3 for k in profile.kernels)
+    assert all(len(k.times) == 1 and k.times[0] >= 0 for k in profile.kernels)  # mean of the 3
     assert attributed_fraction(profile, index.order) >= 0.95
     executed = {n for k in profile.kernels for n in k.onnx_nodes}
     assert executed.isdisjoint(profile.folded)
@@ -149,6 +151,38 @@ def test_cnn_fusions_and_fully_connected_boundary() -> None:
     layouts = [k for k in kernels.values() if k.kind == "layout"]
     assert layouts and all(k.onnx_nodes == () for k in layouts)
     assert "Conv_0/WithoutBiases" in {k.serves for k in layouts}
+
+
+class _AveragingRequest:
+    """Replays the CPU plugin's counter semantics: whole-µs running averages since the first run."""
+
+    def __init__(self, durations_us: list[int]) -> None:
+        self.durations_us, self.runs = durations_us, 1  # _compile ran the warm-up
+
+    def infer(self) -> None:
+        self.runs += 1
+
+    def get_profiling_info(self) -> list[SimpleNamespace]:
+        total = sum(self.durations_us[: self.runs])
+        average = timedelta(microseconds=total // self.runs)
+        return [SimpleNamespace(node_name="Conv_0/WithoutBiases", node_type="Convolution",
+                                exec_type="jit", status="Status.EXECUTED", real_time=average)]
+
+
+def test_profile_reports_the_mean_of_its_own_iterations() -> None:
+    """Counters average every inference since the first: a profile must isolate its own."""
+    session, _ = _open(residual_cnn(), threads="1")
+    with session:
+        compiled, _ = session._compile(profiling=True)
+        # warm-up 900 µs (JIT), then 10 µs per inference, then 30 µs
+        session._profiled = (compiled, _AveragingRequest([900] + [10] * 4 + [30] * 3))
+        session._profiled_count = 1
+        first, second = session.profile(4), session.profile(3)
+    (conv1,) = [k for k in first.kernels if k.name == "Conv_0/WithoutBiases"]
+    (conv2,) = [k for k in second.kernels if k.name == "Conv_0/WithoutBiases"]
+    assert conv1.times[0] == pytest.approx(10e-6, abs=2e-6)
+    assert conv2.times[0] == pytest.approx(30e-6, abs=3e-6)
+    assert conv1.extra["statistic"] == "mean" and second.iterations == 3
 
 
 def test_time_and_outputs() -> None:

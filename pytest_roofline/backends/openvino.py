@@ -1,7 +1,9 @@
 """OpenVINO backend: compile once without profiling (timing), once with PERF_COUNT (profile).
 
-Per-node counters of ``InferRequest.get_profiling_info()`` cover only the last inference
-(reference/FORMATS.md §2.1), so they are read after every profiled inference.  Attribution uses the
+Per-node counters of ``InferRequest.get_profiling_info()`` are running averages over all of the
+request's inferences in whole microseconds (measured with 2026.4.1; reference/FORMATS.md §2.1
+says "last inference only", which the numbers contradict), so a profile reads them before and
+after its iterations and reports each primitive's mean over exactly those iterations.  Attribution uses the
 runtime model: each executed primitive's rt_info ``originalLayersNames`` names the ONNX nodes it
 runs, completed by tensor boundaries where that list is short (a FullyConnected named after its
 output tensor omits its MatMul, §2.2).  Inserted reorders are layout kernels serving the primitive
@@ -159,7 +161,7 @@ def attribute_runtime_model(
         if op.is_reorder or (op.name in ran and not resolved[op.name] and op.layer_type == "Convert"):
             # inserted reorders, and precision conversions of the plugin's own (i64 ids → i32)
             kind[op.name], nodes[op.name] = "layout", ()
-            serves[op.name] = _served(op.name, by_name, consumers)
+            serves[op.name] = _served(op.name, by_name, consumers, ran if executed is not None else None)
         else:
             kind[op.name], nodes[op.name], serves[op.name] = "compute", resolved[op.name], None
     return Attribution(nodes, kind, serves)
@@ -193,8 +195,13 @@ def _split_off(
     return ()
 
 
-def _served(name: str, by_name: dict[str, RuntimeOp], consumers: dict[str, list[str]]) -> str | None:
-    """The first non-reorder runtime op downstream of the reorder ``name``."""
+def _served(
+    name: str,
+    by_name: dict[str, RuntimeOp],
+    consumers: dict[str, list[str]],
+    ran: set[str] | None = None,
+) -> str | None:
+    """The first non-reorder runtime op downstream of the reorder ``name`` (that ran, if known)."""
     frontier, seen = list(consumers.get(name, ())), {name}
     while frontier:
         current = frontier.pop(0)
@@ -202,7 +209,7 @@ def _served(name: str, by_name: dict[str, RuntimeOp], consumers: dict[str, list[
             continue
         seen.add(current)
         op = by_name.get(current)
-        if op is not None and not op.is_reorder:
+        if op is not None and not op.is_reorder and (ran is None or current in ran):
             return current
         frontier.extend(consumers.get(current, ()))
     # No connectivity: the name ends with the destination, ``<src>_<from>_<to>_<dst>`` (§2.2).
@@ -314,6 +321,7 @@ class OpenVinoSession(BackendSession):
         self._model = model
         self._timed = self._compile(profiling=False)
         self._profiled: tuple[Any, Any] | None = None
+        self._profiled_count = 0
 
     def _compile(self, profiling: bool) -> tuple[Any, Any]:
         config = dict(self._backend.config, PERF_COUNT=profiling)
@@ -340,27 +348,31 @@ class OpenVinoSession(BackendSession):
         return samples
 
     def profile(self, iterations: int) -> KernelProfile:
-        """Per-primitive times of ``iterations`` inferences, attributed to ONNX nodes."""
+        """Mean per-primitive time over ``iterations`` inferences, attributed to ONNX nodes.
+
+        The CPU plugin's counters are running averages over every inference of the request,
+        truncated to whole microseconds (checked with 2026.4.1: ``i * counter`` tracks the
+        cumulative time exactly).  The mean of just these iterations is therefore
+        ``(n1 * avg1 - n0 * avg0) / iterations``, one value per kernel, accurate to about 1 µs.
+        """
         if self._profiled is None:
             self._profiled = self._compile(profiling=True)
+            self._profiled_count = 1  # the warm-up inference of _compile
         compiled, request = self._profiled
-        runs: list[dict[str, float]] = []
-        info: dict[str, tuple[str, str]] = {}
-        for _ in range(max(1, iterations)):
+        iterations = max(1, iterations)
+        before, _ = _counters(request)
+        for _ in range(iterations):
             request.infer()
-            run: dict[str, float] = {}
-            for row in request.get_profiling_info():
-                status = str(row.status).rsplit(".", 1)[-1]
-                if status != "EXECUTED":  # NOT_RUN / OPTIMIZED_OUT: fused away, see folded
-                    continue
-                run[row.node_name] = run.get(row.node_name, 0.0) + row.real_time.total_seconds()
-                info[row.node_name] = (row.node_type, row.exec_type)
-            runs.append(run)
-        # a primitive may skip some inferences (e.g. a Subgraph run inline): 0 s there
-        times = {name: [run.get(name, 0.0) for run in runs] for name in info}
+        after, info = _counters(request)
+        n0, n1 = self._profiled_count, self._profiled_count + iterations
+        self._profiled_count = n1
+        times = {
+            name: [max(0.0, (n1 * avg - n0 * before.get(name, 0.0)) / iterations)]
+            for name, avg in after.items()
+        }
         return build_kernel_profile(
             read_runtime_ops(compiled), GraphIndex.from_model(self._proto), times, info,
-            iterations=max(1, iterations),
+            iterations=iterations,
         )
 
     def outputs(self) -> dict[str, np.ndarray]:
@@ -372,6 +384,25 @@ class OpenVinoSession(BackendSession):
     def close(self) -> None:
         """Drop the compiled models and requests."""
         self._timed = self._profiled = None  # type: ignore[assignment]
+
+
+def _counters(request: Any) -> tuple[dict[str, float], dict[str, tuple[str, str]]]:
+    """Executed primitives' running-average times (s) and their (node_type, exec_type).
+
+    A primitive whose average truncates to 0 µs is reported NOT_RUN although it ran (seen on
+    sub-microsecond Subgraph/MVN primitives, differently from run to run); it keeps its
+    implementation's ``exec_type``.  Only rows without one (``undef``, ``unknown_*``: fused into
+    another primitive, or no-op reshapes) are left out, their nodes then counting as folded.
+    """
+    averages: dict[str, float] = {}
+    info: dict[str, tuple[str, str]] = {}
+    for row in request.get_profiling_info():
+        executed = str(row.status).rsplit(".", 1)[-1] == "EXECUTED"
+        if not executed and (row.exec_type == "undef" or row.exec_type.startswith("unknown")):
+            continue
+        averages[row.node_name] = averages.get(row.node_name, 0.0) + row.real_time.total_seconds()
+        info[row.node_name] = (row.node_type, row.exec_type)
+    return averages, info
 
 
 def build_kernel_profile(
@@ -399,7 +430,7 @@ def build_kernel_profile(
                 times=tuple(samples),
                 kind=kind,
                 serves=attribution.serves.get(name),
-                extra={"exec_type": exec_type, "precision": op.precision if op else ""},
+                extra={"exec_type": exec_type, "precision": op.precision if op else "", "statistic": "mean"},
             )
         )
     executed = {n for k in kernels for n in k.onnx_nodes}  # the rest was fused or folded away
