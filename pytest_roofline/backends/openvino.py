@@ -379,7 +379,12 @@ class OpenVinoSession(BackendSession):
         """One inference of the timing compilation; outputs by their ONNX names."""
         compiled, request = self._timed
         request.infer()
-        return {out.get_any_name(): request.get_tensor(out).data.copy() for out in compiled.outputs}
+        onnx_names = [o.name for o in self._proto.graph.output]
+        result = {}
+        for out in compiled.outputs:  # a tensor can carry several names: prefer the graph's
+            name = next((n for n in onnx_names if n in out.get_names()), out.get_any_name())
+            result[name] = request.get_tensor(out).data.copy()
+        return result
 
     def close(self) -> None:
         """Drop the compiled models and requests."""
