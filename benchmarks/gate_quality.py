@@ -3,7 +3,7 @@
 Every repeat runs separate pytest processes on a generated project (the way CI runs), for:
 
 * stored mode: a baseline recorded in one process, then an unchanged run and a run of a variant
-  ~8 % slower (the same net with extra conv blocks in front), each in a fresh process;
+  ~8 % slower (the same net with extra 1x1 conv blocks in front), each in a fresh process;
   pytest-roofline (probe-normalized, ``--roofline-tolerance 5``) beside pytest-benchmark
   (``--benchmark-compare-fail=median:5%`` against its saved run of the unchanged model);
 * paired mode: ``--roofline-compare-ref HEAD`` on a git repo whose HEAD holds the unchanged
@@ -64,7 +64,7 @@ def base_model(quick: bool) -> onnx.ModelProto:
 
 
 def with_extra_blocks(model: onnx.ModelProto, blocks: int) -> onnx.ModelProto:
-    """The same net with ``blocks`` extra 3x3 conv blocks (channels kept) in front of it."""
+    """The same net with ``blocks`` extra 1x1 conv blocks (channels kept) in front of it."""
     variant = onnx.ModelProto()
     variant.CopyFrom(model)
     graph = variant.graph
@@ -75,13 +75,13 @@ def with_extra_blocks(model: onnx.ModelProto, blocks: int) -> onnx.ModelProto:
     prev = first.name
     new_nodes = []
     for i in range(blocks):
-        weight = np.zeros((channels, channels, 3, 3), np.float32)
+        weight = np.zeros((channels, channels, 1, 1), np.float32)
         for c in range(channels):
-            weight[c, c, 1, 1] = 1.0
+            weight[c, c, 0, 0] = 1.0
         weight += rng.standard_normal(weight.shape).astype(np.float32) * 1e-3
         graph.initializer.append(numpy_helper.from_array(weight, f"extra_w{i}"))
         out = f"extra_block{i}"
-        new_nodes.append(helper.make_node("Conv", [prev, f"extra_w{i}"], [out], name=out, pads=[1, 1, 1, 1]))
+        new_nodes.append(helper.make_node("Conv", [prev, f"extra_w{i}"], [out], name=out))
         prev = out
     for node in graph.node:
         for k, name in enumerate(node.input):
@@ -146,17 +146,24 @@ def pytest_run(project: Path, *args: str) -> tuple[int, dict | None, float]:
     return proc.returncode, data, seconds
 
 
-def roofline_verdict(project: Path, *args: str) -> tuple[str, float, float]:
-    """(status, ratio, measuring seconds) of one pytest-roofline run of the project's test."""
+def roofline_verdict(project: Path, *args: str) -> tuple[str, float, float, float]:
+    """(status, ratio, measuring seconds, noise) of one pytest-roofline run of the project's test."""
     code, data, _ = pytest_run(
         project, "--roofline-backend", "onnxruntime", "--roofline-option", f"intra_op_threads={THREADS}",
         "--roofline-report", "results.json", *args,
     )  # fmt: skip
     if not data or not data["results"]:
-        return f"error({code})", float("nan"), float("nan")
+        return f"error({code})", float("nan"), float("nan"), float("nan")
     item = data["results"][0]
     gate = item["profile"]["extra"].get("gate", {})
-    return item["verdict"]["status"], item["verdict"].get("ratio") or float("nan"), gate.get("seconds", 0.0)
+    verdict = item["verdict"]
+    noise = verdict.get("noise")
+    return (
+        verdict["status"],
+        verdict.get("ratio") or float("nan"),
+        gate.get("seconds", 0.0),
+        float("nan") if noise is None else noise,
+    )
 
 
 def benchmark_alarm(project: Path, threshold: str) -> bool:
@@ -213,23 +220,23 @@ def main(argv: list[str] | None = None) -> int:
             # stored mode: fresh baseline, unchanged run, slower run, each its own process
             project = new_project(work, "stored", ROOFLINE_TEST, work / "base.onnx")
             roofline_verdict(project, "--roofline-update")
-            status, ratio, secs = roofline_verdict(project, "--roofline-tolerance", "5")
-            note("stored", "unchanged", (status, ratio, secs))
+            result = roofline_verdict(project, "--roofline-tolerance", "5")
+            note("stored", "unchanged", result)
             shutil.copy(stored_variant, project / "model.onnx")
-            status, ratio, secs = roofline_verdict(project, "--roofline-tolerance", "5")
-            note("stored", "slower", (status, ratio, secs))
+            result = roofline_verdict(project, "--roofline-tolerance", "5")
+            note("stored", "slower", result)
             # paired mode
             project = new_project(work, "paired", ROOFLINE_TEST, work / "base.onnx")
             for cmd in (["init", "-q"], ["add", "model.onnx"], ["commit", "-qm", "model"]):
                 subprocess.run(["git", "-c", "user.email=b@b", "-c", "user.name=b", *cmd], cwd=project,
                                check=True, capture_output=True)  # fmt: skip
-            status, ratio, secs = roofline_verdict(project, "--roofline-compare-ref", "HEAD",
+            result = roofline_verdict(project, "--roofline-compare-ref", "HEAD",
                                                    "--roofline-tolerance", "2")  # fmt: skip
-            note("paired", "unchanged", (status, ratio, secs))
+            note("paired", "unchanged", result)
             shutil.copy(paired_variant, project / "model.onnx")
-            status, ratio, secs = roofline_verdict(project, "--roofline-compare-ref", "HEAD",
+            result = roofline_verdict(project, "--roofline-compare-ref", "HEAD",
                                                    "--roofline-tolerance", "2")  # fmt: skip
-            note("paired", "slower", (status, ratio, secs))
+            note("paired", "slower", result)
             if has_benchmark:
                 test = BENCHMARK_TEST.format(threads=THREADS)
                 project = new_project(work, "bench", test, work / "base.onnx")
@@ -271,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
                 ratios = ", ".join(f"{s[1]:.3f}" for s in same)
                 print(f"    unchanged ratios: {ratios}")
                 print(f"    slower ratios:    {', '.join(f'{s[1]:.3f}' for s in slow)}")
+                print(f"    noise (CI half-width): {', '.join(f'{s[3] * 100:.1f}%' for s in same + slow)}")
             else:
                 print(f"{labels[cell]:<48}{sum(same):>9}/{len(same):<4}{'-':>10}    "
                       f"{sum(slow):>8}/{len(slow):<3}{'-':>9}")  # fmt: skip

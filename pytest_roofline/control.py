@@ -39,7 +39,7 @@ class GateDesign:
     iterations: int = 1
     warmup: int = 3
     budget: float = 10.0  # seconds of measuring before an inconclusive answer stands
-    max_batches: int = 4
+    max_batches: int = 8
 
 
 @dataclass(frozen=True)

@@ -387,7 +387,7 @@ class RooflineSession:
         from .control import GateDesign, paired_decider, run_gate, stored_decider
 
         spec, feeds = self._spec_and_inputs(model_path, batch_size, dims, inputs)
-        design = GateDesign(budget=budget)
+        design = GateDesign(budget=budget * 0.7)  # the profile's own latency gets the rest
         stale_probe = False
         with measure_lock():
             roofline = self.roofline_for(backend_name, engine)
@@ -399,7 +399,7 @@ class RooflineSession:
                 inputs=inputs,
                 roofline=roofline,
                 sessions=3,
-                budget=budget / 2,
+                budget=budget * 0.3,
             )
             if settings.compare_ref:
                 ref_spec = self._reference_spec(model_path, batch_size, dims)

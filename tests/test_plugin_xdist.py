@@ -80,3 +80,17 @@ def test_two_concurrent_pytest_processes_lose_no_entry(project):
         out, _ = proc.communicate(timeout=120)
         assert proc.returncode == 0, out.decode()
     assert len(entries(project)) == 6
+
+
+def test_measurements_of_two_workers_never_overlap(project):
+    log = project.path / "timing.log"
+    result = project.runpytest_subprocess(*FAKE, "-n", "2", "--roofline-option", f"log={log}")
+    result.assert_outcomes(passed=6)
+    spans = sorted(
+        (float(start), float(end), pid)
+        for pid, start, end in (line.split() for line in log.read_text().splitlines())
+    )
+    assert len({pid for _, _, pid in spans}) == 2  # both workers measured
+    for (_, end, pid), (start, _, other) in zip(spans, spans[1:], strict=False):
+        if pid != other:
+            assert start >= end  # another worker starts only after this one stopped

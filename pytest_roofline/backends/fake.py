@@ -9,6 +9,8 @@ seeded per-session noise.  Nothing sleeps.  Enable it with ``-p pytest_roofline.
 from __future__ import annotations
 
 import itertools
+import os
+import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -31,8 +33,11 @@ _SESSION_SEED = itertools.count()
 class FakeSession(BackendSession):
     """A fake opened model: times derive from the node count."""
 
-    def __init__(self, nodes: list[tuple[str, str]], unit: float, jitter: float, seed: int) -> None:
+    def __init__(
+        self, nodes: list[tuple[str, str]], unit: float, jitter: float, seed: int, log: str | None = None
+    ) -> None:
         self.nodes = nodes
+        self.log = log
         self.unit = unit
         rng = np.random.default_rng(seed)
         self.factor = 1.0 + (jitter * float(rng.standard_normal()) if jitter else 0.0)
@@ -41,6 +46,11 @@ class FakeSession(BackendSession):
 
     def time(self, iterations: int) -> list[float]:
         """Seconds per inference: ``unit × nodes × session factor`` (± small jitter)."""
+        if self.log:
+            start = time.time()
+            time.sleep(0.001)
+            with open(self.log, "a", encoding="utf-8") as handle:
+                handle.write(f"{os.getpid()} {start} {time.time()}\n")
         base = self.unit * max(len(self.nodes), 1) * max(self.factor, 0.05)
         if not self.jitter:
             return [base] * iterations
@@ -69,6 +79,7 @@ class FakeBackend(Backend):
         "jitter": "relative per-session noise (default 0)",
         "fail": "raise a BackendError when opening a model (any value)",
         "device": "device class reported in the fingerprint",
+        "log": "append 'pid start end' of every time() call to this file",
     }
 
     @classmethod
@@ -94,7 +105,7 @@ class FakeBackend(Backend):
         ]
         unit = float(self.options.get("unit", 1e-4))
         jitter = float(self.options.get("jitter", 0.0))
-        return FakeSession(nodes, unit, jitter, next(_SESSION_SEED))
+        return FakeSession(nodes, unit, jitter, next(_SESSION_SEED), self.options.get("log"))
 
 
 class FakeMissingBackend(FakeBackend):
