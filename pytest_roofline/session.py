@@ -671,8 +671,14 @@ class RooflineSession:
 
     # -- session end -----------------------------------------------------------------------------
 
-    def finish(self) -> RunResults:
-        """Write baselines (controller only) and reports; returns the run's results."""
+    def finish(self) -> RunResults | None:
+        """Write baselines (controller only) and reports; returns the run's results.
+
+        A run that profiled nothing, has no baseline directory and asked for no report costs
+        nothing (no git calls): None.
+        """
+        if not self.records and not self.settings.reports and not self.settings.baseline_dir.is_dir():
+            return None
         for record in self.records:
             record.outcome = self.outcomes.get(record.test, record.outcome)
         if not self.is_worker:
@@ -686,7 +692,7 @@ class RooflineSession:
             data = results.to_dict()
             try:
                 self.reports_written = write_reports(data, list(self.settings.reports))
-            except RooflineError as exc:
+            except (RooflineError, OSError) as exc:
                 self.errors.append(str(exc))
         return results
 
