@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,9 +25,9 @@ if TYPE_CHECKING:
 
     from .backends.base import Backend, BackendSession
 
-__all__ = ["GateDesign", "GateRun", "fit_probe_blocks", "probe_model", "probe_opener", "run_gate"]
+__all__ = ["GateDesign", "GateRun", "fit_probe", "memory_share", "probe_model", "probe_opener", "run_gate"]
 
-PROBE_NAME = "control-probe-v2"
+PROBE_NAME = "control-probe-v3"
 
 
 @dataclass(frozen=True)
@@ -51,15 +51,17 @@ class GateRun:
     control_p25: float
     seconds: float
     verdict: Verdict | None = None
-    probe_blocks: int = 0
+    probe_blocks: dict[str, int] | None = None
 
 
 @lru_cache(maxsize=8)
-def probe_model(blocks: int = 1) -> onnx.ModelProto:
-    """The control probe: ``blocks`` × (3×3 Conv 32→32 + Relu) on 1×32×28×28, then GAP and Gemm.
+def probe_model(compute: int = 1, memory: int = 0) -> onnx.ModelProto:
+    """The control probe, shaped like the model it normalizes.
 
-    Its size is fitted to the model once (:func:`fit_probe_blocks`) and stored in the baseline,
-    so probe and model take similar time and share the machine's drift.
+    ``compute`` × (3×3 Conv 32→32 + Relu) on 1×32×28×28 (compute-bound) and ``memory`` ×
+    (3×3 depthwise Conv + Relu) on 1×32×112×112 (memory-bound); both branches pooled, added and
+    fed to a Gemm.  :func:`fit_probe` picks the counts so the probe's time and its compute/memory
+    split match the model's; the counts are stored in the baseline and reused.
     """
     from onnx import TensorProto, helper, numpy_helper
 
@@ -68,52 +70,87 @@ def probe_model(blocks: int = 1) -> onnx.ModelProto:
     def init(name: str, shape: tuple[int, ...]) -> onnx.TensorProto:
         return numpy_helper.from_array((rng.standard_normal(shape) * 0.05).astype(np.float32), name)
 
-    nodes, inits, prev = [], [], "x"
-    for i in range(blocks):
-        inits.append(init(f"w{i}", (32, 32, 3, 3)))
-        nodes.append(
-            helper.make_node("Conv", [prev, f"w{i}"], [f"c{i}"], name=f"probe_conv{i}", pads=[1] * 4)
-        )
-        nodes.append(helper.make_node("Relu", [f"c{i}"], [f"r{i}"], name=f"probe_relu{i}"))
-        prev = f"r{i}"
+    nodes, inits = [], []
+
+    def chain(prev: str, count: int, tag: str, shape: tuple[int, ...], group: int) -> str:
+        for i in range(count):
+            inits.append(init(f"{tag}_w{i}", shape))
+            conv = helper.make_node(
+                "Conv", [prev, f"{tag}_w{i}"], [f"{tag}_c{i}"], name=f"probe_{tag}_conv{i}", pads=[1] * 4,
+                group=group,
+            )  # fmt: skip
+            nodes.extend(
+                [
+                    conv,
+                    helper.make_node("Relu", [f"{tag}_c{i}"], [f"{tag}_r{i}"], name=f"probe_{tag}_relu{i}"),
+                ]
+            )
+            prev = f"{tag}_r{i}"
+        nodes.append(helper.make_node("GlobalAveragePool", [prev], [f"{tag}_g"], name=f"probe_{tag}_pool"))
+        return f"{tag}_g"
+
+    left = chain("x", compute, "compute", (32, 32, 3, 3), 1)
+    right = chain("m", memory, "memory", (32, 1, 3, 3), 32)
     inits.append(init("wg", (32, 256)))
     nodes += [
-        helper.make_node("GlobalAveragePool", [prev], ["g"], name="probe_pool"),
-        helper.make_node("Flatten", ["g"], ["f"], name="probe_flatten"),
+        helper.make_node("Add", [left, right], ["s"], name="probe_add"),
+        helper.make_node("Flatten", ["s"], ["f"], name="probe_flatten"),
         helper.make_node("Gemm", ["f", "wg"], ["y"], name="probe_gemm"),
     ]
     graph = helper.make_graph(
         nodes,
         PROBE_NAME,
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 28, 28])],
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 28, 28]),
+            helper.make_tensor_value_info("m", TensorProto.FLOAT, [1, 32, 112, 112]),
+        ],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 256])],
         inits,
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
-def probe_opener(backend: Backend, blocks: int) -> Callable[[], BackendSession]:
-    """A callable opening a fresh session of the ``blocks``-block probe on ``backend``."""
+def probe_opener(backend: Backend, compute: int, memory: int = 0) -> Callable[[], BackendSession]:
+    """A callable opening a fresh session of the probe of that shape on ``backend``."""
     from .model import ModelSpec, bind_input_shapes, make_inputs
 
-    probe = probe_model(blocks)
+    probe = probe_model(compute, memory)
     spec = ModelSpec.create(probe)
     feeds = make_inputs(probe, bind_input_shapes(probe))
     return lambda: backend.open(spec, feeds)
 
 
-def fit_probe_blocks(backend: Backend, target: float, max_blocks: int = 256) -> int:
-    """The probe size whose time is closest to ``target`` seconds (two short measurements)."""
-    times = {}
-    for blocks in (1, 5):
-        with probe_opener(backend, blocks)() as session:
-            session.time(3)
-            times[blocks] = float(np.percentile(session.time(15), 25))
-    per_block = max((times[5] - times[1]) / 4.0, 1e-12)
-    fixed = max(times[1] - per_block, 0.0)
+def _probe_time(backend: Backend, compute: int, memory: int) -> float:
+    with probe_opener(backend, compute, memory)() as session:
+        session.time(3)
+        return float(np.percentile(session.time(15), 25))
+
+
+def fit_probe(
+    backend: Backend, target: float, memory_share: float = 0.0, max_blocks: int = 256
+) -> dict[str, int]:
+    """Probe block counts whose time is about ``target`` seconds, ``memory_share`` of it memory-bound.
+
+    Three short measurements: 1 and 5 compute blocks, and 1 compute + 5 memory blocks.
+    """
+    base = _probe_time(backend, 1, 0)
+    per_compute = max((_probe_time(backend, 5, 0) - base) / 4.0, 1e-12)
+    per_memory = max((_probe_time(backend, 1, 5) - base) / 5.0, 1e-12) if memory_share > 0 else 1.0
     if not math.isfinite(target) or target <= 0:
-        return 1
-    return int(min(max(round((target - fixed) / per_block), 1), max_blocks))
+        return {"compute": 1, "memory": 0}
+    fixed = max(base - per_compute, 0.0)
+    budget = max(target - fixed, 0.0)
+    share = min(max(memory_share, 0.0), 1.0)
+    compute = int(min(max(round(budget * (1 - share) / per_compute), 1), max_blocks))
+    memory = int(min(max(round(budget * share / per_memory), 0), max_blocks)) if share > 0 else 0
+    return {"compute": compute, "memory": memory}
+
+
+def memory_share(layers: Sequence[Any]) -> float:
+    """Share of the layers' time spent in memory-bound layers (0 when bounds are unknown)."""
+    total = sum(la.time for la in layers if la.bound)
+    memory = sum(la.time for la in layers if la.bound == "memory")
+    return memory / total if total > 0 else 0.0
 
 
 def _p25(samples: Sequence[Sequence[float]]) -> float:

@@ -409,21 +409,21 @@ class RooflineSession:
                     design,
                 )
             else:
-                from .control import PROBE_NAME, fit_probe_blocks, probe_opener
+                from .control import PROBE_NAME, fit_probe, memory_share, probe_opener
 
                 if baseline is not None and baseline.probe.get("name") == PROBE_NAME:
-                    blocks = int(baseline.probe.get("blocks") or 1)
+                    blocks = {k: int(v) for k, v in (baseline.probe.get("blocks") or {"compute": 1}).items()}
                 else:
                     stale_probe = baseline is not None
                     baseline = None
-                    blocks = fit_probe_blocks(engine, prof.latency.p25)
+                    blocks = fit_probe(engine, prof.latency.p25, memory_share(prof.layers))
                 decide = stored_decider(
                     baseline.sessions if baseline else None,
                     baseline.latency.get("gate_p25") if baseline else None,
                     tolerance,
                 )
                 run = run_gate(
-                    [lambda: engine.open(spec, feeds), probe_opener(engine, blocks)],
+                    [lambda: engine.open(spec, feeds), probe_opener(engine, **blocks)],
                     decide,
                     design,
                 )

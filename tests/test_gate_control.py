@@ -1,0 +1,83 @@
+"""The gate's sampling loop and control probe (fake backend, injected sampler: no timing)."""
+
+from __future__ import annotations
+
+import onnx
+import pytest
+
+from pytest_roofline.backends.fake import FakeBackend
+from pytest_roofline.control import (
+    GateDesign,
+    fit_probe,
+    memory_share,
+    paired_decider,
+    probe_model,
+    run_gate,
+    stored_decider,
+)
+from pytest_roofline.profile import Layer
+
+
+def test_probe_is_a_valid_model_of_the_requested_shape():
+    model = probe_model(3, 2)
+    onnx.checker.check_model(model)
+    convs = [n for n in model.graph.node if n.op_type == "Conv"]
+    assert len(convs) == 5
+    assert sum(1 for n in convs for a in n.attribute if a.name == "group" and a.i == 32) == 2
+
+
+def test_memory_share_from_layer_bounds():
+    layers = [
+        Layer("a", "Conv", ("a",), 3.0, 1, 1, bound="compute"),
+        Layer("b", "Add", ("b",), 1.0, 1, 1, bound="memory"),
+        Layer("c", "Reorder", ("c",), 5.0, 0, 1, kind="layout"),
+    ]
+    assert memory_share(layers) == pytest.approx(0.25)
+    assert memory_share([]) == 0.0
+
+
+def test_fit_probe_matches_target_time_with_the_fake_backend():
+    # fake time = unit × nodes; probe(c, m) has 2c + 2m + 5 nodes
+    backend = FakeBackend({"unit": "1e-4"})
+    blocks = fit_probe(backend, target=2.5e-3, memory_share=0.4)
+    total = 2 * blocks["compute"] + 2 * blocks["memory"] + 5
+    assert total * 1e-4 == pytest.approx(2.5e-3, rel=0.1)
+    assert blocks["memory"] / (blocks["compute"] + blocks["memory"]) == pytest.approx(0.4, abs=0.1)
+    assert fit_probe(backend, target=float("nan")) == {"compute": 1, "memory": 0}
+
+
+def fake_sampler(subject: float, spread: float):
+    """A sample_interleaved stand-in: per session, subject ratio alternates ±spread around ``subject``."""
+    calls = []
+
+    def sample(openers, *, sessions, rounds, iterations, warmup):
+        calls.append(sessions)
+        k = len(calls)
+        subj = [[subject * (1 + spread * (-1) ** (i + k))] * rounds for i in range(sessions)]
+        ctrl = [[1.0] * rounds for _ in range(sessions)]
+        return [subj, ctrl]
+
+    return sample, calls
+
+
+def test_inconclusive_samples_more_batches_then_stops():
+    sampler, calls = fake_sampler(1.0, 0.3)
+    run = run_gate([None, None], paired_decider(0.02), GateDesign(max_batches=3, budget=60), sampler=sampler)
+    assert run.verdict.status == "inconclusive"
+    assert len(calls) == 3 and len(run.figures) == 15
+
+
+def test_clear_answer_stops_after_one_batch():
+    sampler, calls = fake_sampler(1.10, 0.001)
+    run = run_gate([None, None], paired_decider(0.02), GateDesign(), sampler=sampler)
+    assert run.verdict.status == "regression" and len(calls) == 1
+    assert run.verdict.raw == {"baseline": 1.0, "current": pytest.approx(1.10, rel=0.01)}
+
+
+def test_stored_decider_compares_with_baseline_sessions():
+    sampler, _ = fake_sampler(2.0, 0.001)
+    run = run_gate([None, None], stored_decider([2.0] * 5, 0.01, 0.05), GateDesign(), sampler=sampler)
+    assert run.verdict.status == "pass"
+    assert run.verdict.raw["baseline"] == 0.01
+    new = run_gate([None, None], stored_decider(None, None, 0.05), GateDesign(), sampler=sampler)
+    assert new.verdict.status == "new"
