@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     import pytest
 
     from .backends.base import Backend
+    from .gitref import GitInfo
     from .roofline import DeviceRoofline
 
 __all__ = [
@@ -325,6 +326,7 @@ class RooflineSession:
         self.reports_written: list[str] = []
         self.errors: list[str] = []
         self.last_results: RunResults | None = None
+        self._git: GitInfo | None = None
 
     # -- fixtures --------------------------------------------------------------------------------
 
@@ -368,10 +370,15 @@ class RooflineSession:
         backend_name, engine = self.backend(backend, options)
         rel = relative_to_root(model_path, self.rootdir)
         fingerprint = engine.fingerprint()
-        key = entry_key(node.nodeid, rel, batch_size, dims, backend_name, device_class(fingerprint))
+        device = device_class(fingerprint)
+        key = entry_key(node.nodeid, rel, batch_size, dims, backend_name, device)
         baseline = None
-        if not settings.disable and not settings.compare_ref and not settings.update:
-            baseline = self.store.get(key, node.nodeid)  # a corrupt file fails this test here
+        if not settings.disable and not settings.compare_ref:
+            try:
+                baseline = self.store.get(key, node.nodeid)  # a corrupt file fails this test here
+            except BaselineError:
+                if not settings.update:  # --roofline-update rewrites the file
+                    raise
 
         if check_outputs:
             self._check_outputs(model_path, backend_name, check_outputs, inputs, batch_size, dims)
@@ -454,7 +461,7 @@ class RooflineSession:
         )
         entry = None
         if not settings.compare_ref and run.figures:
-            entry = self._entry(key, node.nodeid, rel, batch_size, dims, backend_name, prof, run)
+            entry = self._entry(key, node.nodeid, rel, batch_size, dims, backend_name, device, prof, run)
         history = list(baseline.history) + [baseline.history_point()] if baseline else []
         self._record(ProfileRecord(node.nodeid, key, prof, verdict, extra, entry, history))
         self._judge(node.nodeid, key, prof, [verdict, *extra])
@@ -576,11 +583,11 @@ class RooflineSession:
         batch: int,
         dims: Mapping[str, int],
         backend: str,
+        device: str,
         prof: ModelProfile,
         run: Any,
     ) -> BaselineEntry:
         from .control import PROBE_NAME
-        from .gitref import git_info
 
         lat = prof.latency
         return BaselineEntry(
@@ -590,7 +597,7 @@ class RooflineSession:
             batch=batch,
             dims=dict(dims),
             backend=backend,
-            device_class=device_class(prof.fingerprint or {}),
+            device_class=device,
             figure=float(np.median(run.figures)),
             sessions=tuple(run.figures),
             probe={"name": PROBE_NAME, "p25": run.control_p25, "blocks": run.probe_blocks},
@@ -610,7 +617,7 @@ class RooflineSession:
             backend_version=prof.backend_version,
             options=dict(prof.options),
             model_hash=prof.model_hash,
-            commit=git_info(self.rootdir).commit,
+            commit=self.git().commit,
             time=_now(),
         )
 
@@ -619,6 +626,8 @@ class RooflineSession:
 
     def _judge(self, test: str, key: str, prof: ModelProfile, verdicts: Sequence[Verdict]) -> None:
         messages = self.failures.setdefault(test, [])
+        if self.settings.update:  # the run's figures are being accepted
+            return
         for verdict in verdicts:
             head = f"roofline {verdict.status}: {prof.model_name} (batch {prof.batch}) {verdict.message}"
             if verdict.status == "regression":
@@ -696,11 +705,17 @@ class RooflineSession:
                 self.errors.append(str(exc))
         return results
 
+    def git(self) -> GitInfo:
+        """Commit, branch and dirtiness of the rootdir's repository (asked once per run)."""
+        if self._git is None:
+            from .gitref import git_info
+
+            self._git = git_info(self.rootdir)
+        return self._git
+
     def results(self) -> RunResults:
         """The run's results as a value."""
-        from .gitref import git_info
-
-        info = git_info(self.rootdir)
+        info = self.git()
         roofline = next((r for r in self.rooflines.values() if r is not None), None)
         if roofline is None:
             roofline = next((r.profile.roofline for r in self.records if r.profile.roofline), None)
