@@ -38,7 +38,7 @@ def test_table_states_totals_convention_and_method(
     assert main(["analyze", str(transformer_path), "--batch", "1", "--dim", "seq=16", "--top", "3"]) == 0
     out = capsys.readouterr().out
     assert "GFLOPs" in out and "GMACs" in out and "FLOPs = 2 x MACs" in out
-    assert "shapes resolved by: onnx+symbolic" in out
+    assert "shapes resolved by: onnx+fold" in out
     assert "top 3 nodes by FLOPs" in out and "by op type" in out
 
 

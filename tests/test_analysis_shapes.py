@@ -29,7 +29,7 @@ def test_static_cnn_resolves_with_onnx_inference() -> None:
     assert [n.name for n in result.nodes[:3]] == ["Conv_0", "Relu_1", "MaxPool_2"]
 
 
-def test_shape_chains_need_symbolic_inference() -> None:
+def test_shape_chains_need_folding() -> None:
     model = zoo.tiny_transformer()
     plain = onnx.shape_inference.infer_shapes(model)
     assert any(
@@ -38,7 +38,7 @@ def test_shape_chains_need_symbolic_inference() -> None:
         for d in vi.type.tensor_type.shape.dim
     )
     result = analyze(model, batch=2, dims={"seq": 8})
-    assert "symbolic" in result.shape_method
+    assert result.shape_method == "onnx+fold"
     assert result.tensors["last_hidden_state"].shape == (2, 8, 64)
     assert all(
         all(isinstance(d, int) and d > 0 for d in t.shape) or t.shape == () for t in result.tensors.values()

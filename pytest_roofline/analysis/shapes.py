@@ -4,9 +4,11 @@ Resolution runs in order and stops when nothing is unknown:
 
 1. ``onnx``: ``onnx.shape_inference`` with data propagation on a weightless copy of the model
    whose inputs are fixed to the bound shapes (large initializers become typed inputs).
-2. ``symbolic``: onnxruntime's ``SymbolicShapeInference`` on the same copy; it folds
+2. ``fold``: (1) again after folding ``Shape`` of known tensors and nodes of constants into
+   constants, repeated while something folds (exporters' ``Div``/``Cast``/``Mod`` shape arithmetic).
+3. ``symbolic``: onnxruntime's ``SymbolicShapeInference`` on the same copy; it folds
    Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains that defeat (1).
-3. ``onnxruntime``: one run on onnxruntime with every intermediate exposed as an output; only
+4. ``onnxruntime``: one run on onnxruntime with every intermediate exposed as an output; only
    when the weights are inline or their external data files are present.
 """
 
@@ -15,6 +17,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
+import os
+import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +29,7 @@ import onnx
 from pytest_roofline.errors import ShapeError
 from pytest_roofline.model import graph_inputs, make_inputs
 
+from .folding import fold_and_infer
 from .types import TensorInfo
 
 __all__ = [
@@ -279,9 +284,22 @@ def _onnx_inference(skeleton: onnx.ModelProto) -> dict[str, _Partial]:
 def _symbolic_inference(skeleton: onnx.ModelProto) -> dict[str, _Partial]:
     from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
 
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), _in_temp_dir():
         inferred = SymbolicShapeInference.infer_shapes(skeleton, auto_merge=True, guess_output_rank=False)
     return _collect(inferred) if inferred is not None else {}
+
+
+@contextlib.contextmanager
+def _in_temp_dir() -> Iterator[None]:
+    """Run in a scratch directory: on failure the symbolic inference saves its partial model
+    (``sym_shape_infer_temp.onnx`` + a uuid-named data file) into the working directory."""
+    previous = os.getcwd()
+    with tempfile.TemporaryDirectory(prefix="roofline-sym-") as scratch:
+        os.chdir(scratch)
+        try:
+            yield
+        finally:
+            os.chdir(previous)
 
 
 def _weights_available(model: onnx.ModelProto, base_dir: Path | None) -> bool:
@@ -381,6 +399,7 @@ def _resolve(
     methods: list[str] = []
     steps = [
         ("onnx", lambda: _onnx_inference(skeleton)),
+        ("fold", lambda: fold_and_infer(skeleton, _onnx_inference)),
         ("symbolic", lambda: _symbolic_inference(skeleton)),
         ("onnxruntime", lambda: _onnxruntime_run(model, input_shapes, base_dir)),
     ]
