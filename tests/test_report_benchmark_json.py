@@ -38,7 +38,10 @@ def _keys(obj: dict) -> set[str]:
     return set(obj)
 
 
-def test_keys_match_a_real_benchmark_json(pytester: pytest.Pytester, tmp_path: Path) -> None:
+def test_keys_match_a_real_benchmark_json(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # pytest-benchmark disables itself under xdist
     pytester.makepyfile("def test_sum(benchmark):\n    benchmark(sum, range(50))\n")
     real_path = tmp_path / "real.json"
     pytester.runpytest("-p", "no:xdist", f"--benchmark-json={real_path}").assert_outcomes(passed=1)

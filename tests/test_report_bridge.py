@@ -39,7 +39,8 @@ def test_plain_benchmark(benchmark):
 
 
 @pytest.fixture
-def project(pytester: pytest.Pytester) -> pytest.Pytester:
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # pytest-benchmark disables itself under xdist
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_perf=TESTS)
     return pytester
