@@ -38,9 +38,9 @@ def runtime_shapes(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict
 
 
 def reference_macs(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, int]:
-    """Conv, Gemm and MatMul MACs per op type, counted from runtime shapes."""
+    """Conv, Gemm, MatMul and (ONNX, opset 23) Attention MACs per op type, from runtime shapes."""
     shapes = runtime_shapes(model, feeds)
-    totals = {"Conv": 0, "Gemm": 0, "MatMul": 0}
+    totals = {"Conv": 0, "Gemm": 0, "MatMul": 0, "Attention": 0}
     for node in model.graph.node:
         if node.op_type not in totals:
             continue
@@ -52,6 +52,19 @@ def reference_macs(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict
         elif node.op_type == "Gemm":
             trans_a = any(attr.name == "transA" and attr.i for attr in node.attribute)
             totals["Gemm"] += out * (a[0] if trans_a else a[1])
+        elif node.op_type == "Attention":
+            # Y is (B, Hq, Sq, Dv) or (B, Sq, Hq*Dv); every Y element sums over the key sequence
+            # (QK^T: Dqk MACs per score; scores = Y elements / Dv * Skv)
+            key, value = shapes[node.input[1]], shapes[node.input[2]]
+            heads = next((attr.i for attr in node.attribute if attr.name == "q_num_heads"), 0)
+            kv_heads = next((attr.i for attr in node.attribute if attr.name == "kv_num_heads"), heads)
+            if len(a) == 4:
+                d_qk, d_v, kv_seq = a[3], value[3], key[2]
+            else:
+                d_qk, d_v, kv_seq = a[2] // heads, value[2] // kv_heads, key[1]
+            if len(node.output) > 1 and node.output[1]:
+                kv_seq = shapes[node.output[1]][2]  # present_key: past + new keys
+            totals["Attention"] += out // d_v * kv_seq * (d_qk + d_v)
         else:
             totals["MatMul"] += out * a[-1]
     return totals

@@ -12,9 +12,11 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from reference_macs import reference_macs
 
 from pytest_roofline.analysis import analyze, published_macs
 from pytest_roofline.analysis.shapes import _symbolic_inference, _weightless
+from pytest_roofline.model import bind_input_shapes, make_inputs
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
 
@@ -195,3 +197,30 @@ def test_dynamo_style_graph_is_fully_costed() -> None:
     assert result.uncosted == ()
     assert published_macs(result) == 3 * (hidden * 16 * 2 + hidden * 4)
     assert result.node("node_Gelu_2").flops > 0 and result.node("node_layer_norm").flops > 0
+
+
+@pytest.mark.parametrize("layout", ["4d", "3d"])
+def test_onnx_attention_op_counts_both_matmuls(layout: str) -> None:
+    """opset 23 ``Attention`` (dynamo exporter's SDPA): QK^T and softmax(.)V MACs, as published."""
+    heads, q_seq, kv_seq, d_qk, d_v = 4, 8, 10, 16, 12
+    if layout == "4d":
+        dims = [["batch", heads, q_seq, d_qk], ["batch", heads, kv_seq, d_qk], ["batch", heads, kv_seq, d_v]]
+        attrs: dict = {}
+    else:
+        dims = [
+            ["batch", q_seq, heads * d_qk],
+            ["batch", kv_seq, heads * d_qk],
+            ["batch", kv_seq, heads * d_v],
+        ]
+        attrs = {"q_num_heads": heads, "kv_num_heads": heads}
+    inputs = [helper.make_tensor_value_info(n, F, d) for n, d in zip("qkv", dims, strict=True)]
+    node = helper.make_node("Attention", ["q", "k", "v", "mask"], ["y"], name="node_attention", **attrs)
+    mask = numpy_helper.from_array(np.zeros((q_seq, kv_seq), np.float32), "mask")
+    graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", F, None)], [mask])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    result = analyze(model, batch=2)
+    expected = 2 * heads * q_seq * kv_seq * (d_qk + d_v)
+    assert result.uncosted == () and published_macs(result) == expected
+    assert result.node("node_attention").flops == 2 * expected + 6 * 2 * heads * q_seq * kv_seq
+    feeds = make_inputs(model, bind_input_shapes(model, 2))
+    assert reference_macs(model, feeds)["Attention"] == expected

@@ -48,6 +48,7 @@ MAC_OP_TYPES = frozenset(
         "Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "FusedConv",
         "Gemm", "MatMul", "MatMulInteger", "QLinearMatMul", "FusedMatMul", "FusedGemm", "Einsum",
         "QGemm", "MatMulNBits", "MatMulIntegerToFloat", "DynamicQuantizeMatMul",
+        "Attention", "MultiHeadAttention",  # fused QK^T and softmax(.)V matmuls (+ projections)
     }
 )  # fmt: skip
 
@@ -308,6 +309,29 @@ def _attention(ctx: CostContext) -> OpCost:
     heads = ctx.attr("num_heads", 1)
     softmax = 5 * batch * heads * seq * seq
     return mac_cost(proj + scores, (batch * seq * projected if ctx.has_input(2) else 0) + softmax)
+
+
+@rule("Attention")
+def _onnx_attention(ctx: CostContext) -> OpCost:
+    """ONNX ``Attention`` (opset 23; the dynamo exporter's ``scaled_dot_product_attention``).
+
+    Q, K, V are 4-D (batch, heads, seq, head_size) or 3-D (batch, seq, heads * head_size) with
+    ``q_num_heads``/``kv_num_heads``; ``past_key`` (input 4) extends the key sequence.
+    """
+    q, k, v = ctx.inp(0), ctx.inp(1), ctx.inp(2)
+    if len(q.shape) == 4:
+        batch, heads, q_seq, head_size = q.shape
+        kv_seq, v_head = k.shape[2], v.shape[3]
+    else:
+        batch, q_seq, q_hidden = q.shape
+        heads = int(ctx.attr("q_num_heads"))
+        kv_heads = int(ctx.attr("kv_num_heads", heads))
+        head_size, kv_seq, v_head = q_hidden // heads, k.shape[1], v.shape[2] // kv_heads
+    past = ctx.inp(4)
+    kv_seq += past.shape[2] if past is not None else 0
+    scores = batch * heads * q_seq * kv_seq
+    mask = scores if ctx.has_input(3) else 0
+    return mac_cost(scores * (head_size + v_head), 5 * scores + mask)
 
 
 @rule("MultiHeadAttention", domain=MS)
