@@ -93,7 +93,7 @@ def with_extra_blocks(model: onnx.ModelProto, blocks: int) -> onnx.ModelProto:
     return variant
 
 
-def paired_slowdown(base: Path, variant: Path, sessions: int = 7, rounds: int = 30) -> float:
+def paired_slowdown(base: Path, variant: Path, sessions: int = 9, rounds: int = 40) -> float:
     """Median over fresh sessions of p25(variant)/p25(base), interleaved (the true slowdown)."""
     from pytest_roofline.backends.base import get_backend
     from pytest_roofline.gate import session_ratios

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .gate import LayerDelta, Verdict, compare, session_ratios
+from .gate import LayerDelta, Verdict, compare, needs_more, session_ratios
 
 if TYPE_CHECKING:
     import onnx
@@ -198,7 +198,7 @@ def run_gate(
         verdict = decide(figures, _p25(subject), _p25(control))
         elapsed = time.perf_counter() - start
         per_batch = elapsed / (len(subject) / design.sessions)
-        if verdict.status != "inconclusive" or elapsed + per_batch > design.budget:
+        if not needs_more(verdict) or elapsed + per_batch > design.budget:
             break
     return GateRun(
         figures=tuple(session_ratios(subject, control)),

@@ -34,6 +34,7 @@ __all__ = [
     "Verdict",
     "bootstrap_ratio_ci",
     "compare",
+    "needs_more",
     "new_verdict",
     "session_ratios",
     "verdict_table",
@@ -256,18 +257,36 @@ def new_verdict(
     status: str = "new",
     message: str = "no baseline yet; this run's figure becomes the baseline",
 ) -> Verdict:
-    """The verdict of a figure with nothing to compare against (``new`` or ``not-compared``)."""
-    figure = float(np.median(current)) if len(current) else math.nan
+    """The verdict of a figure with nothing to compare against (``new`` or ``not-compared``).
+
+    ``noise`` is the half-width of the figure's own bootstrap CI, relative (None below 2 sessions):
+    a new baseline is sampled until it is well inside the tolerance.
+    """
+    values = [float(x) for x in current if math.isfinite(x)]
+    figure = float(np.median(values)) if values else math.nan
+    noise = None
+    if len(values) >= 2 and figure > 0:
+        low, high = bootstrap_ratio_ci(values, None)
+        noise = (high - low) / 2.0 / figure
     return Verdict(
         status=status,
         mode="stored",
         metric=metric,
         current=figure,
         tolerance=tolerance,
+        noise=noise,
         message=f"{metric}: {message}",
         raw=dict(raw or {}),
-        sessions=len(current),
+        sessions=len(values),
     )
+
+
+def needs_more(verdict: Verdict) -> bool:
+    """Whether sampling more sessions could sharpen ``verdict``: inconclusive, or a new baseline
+    whose own noise exceeds half the tolerance."""
+    if verdict.status == "inconclusive":
+        return True
+    return verdict.status == "new" and verdict.noise is not None and verdict.noise > verdict.tolerance / 2
 
 
 def verdict_table(verdict: Verdict) -> list[str]:

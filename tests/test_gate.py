@@ -122,3 +122,14 @@ def test_verdict_round_trips_and_table_names_every_column():
     text = "\n".join(verdict_table(verdict))
     for word in ("metric", "baseline", "current", "ratio", "95% CI", "noise", "raw seconds", "conv1"):
         assert word in text
+
+
+def test_new_baseline_with_noisy_sessions_asks_for_more_samples():
+    from pytest_roofline.gate import needs_more, new_verdict
+
+    steady = new_verdict(_sessions(25.0, 0.002), tolerance=0.05)
+    noisy = new_verdict(_sessions(25.0, 0.3), tolerance=0.05)
+    assert steady.noise < 0.01 and not needs_more(steady)
+    assert noisy.noise > 0.025 and needs_more(noisy)
+    assert needs_more(compare(_sessions(25.0, 0.2, seed=1), _sessions(25.0, 0.2), tolerance=0.05))
+    assert not needs_more(compare(_sessions(25.0, 0.002, seed=1), _sessions(25.0, 0.002), tolerance=0.05))

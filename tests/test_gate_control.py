@@ -81,3 +81,9 @@ def test_stored_decider_compares_with_baseline_sessions():
     assert run.verdict.raw["baseline"] == 0.01
     new = run_gate([None, None], stored_decider(None, None, 0.05), GateDesign(), sampler=sampler)
     assert new.verdict.status == "new"
+
+
+def test_noisy_new_baseline_is_sampled_until_the_batches_run_out():
+    sampler, calls = fake_sampler(2.0, 0.3)
+    run = run_gate([None, None], stored_decider(None, None, 0.05), GateDesign(max_batches=3), sampler=sampler)
+    assert run.verdict.status == "new" and len(calls) == 3
