@@ -198,8 +198,8 @@ def apply_roofline(layer: Layer, roofline: DeviceRoofline | None) -> Layer:
     return replace(
         layer,
         roofline_fraction=roofline.fraction(layer.flops, layer.bytes, layer.time),
-        bound=roofline.bound(intensity) if layer.flops else "memory",
-        attainable_flops=roofline.attainable(intensity) if layer.flops else None,
+        bound=roofline.bound(intensity, layer.bytes) if layer.flops else "memory",
+        attainable_flops=roofline.attainable(intensity, working_set=layer.bytes) if layer.flops else None,
     )
 
 

@@ -61,26 +61,42 @@ class DeviceRoofline:
         """Intensity (FLOP/byte) where the memory roof meets the compute roof."""
         return self.peak / self.peak_bandwidth
 
-    def attainable(self, intensity: float, dtype: str | None = None) -> float:
-        """Attainable FLOP/s at ``intensity``: min(peak, intensity × DRAM bandwidth)."""
-        peak = self.peak_flops.get(dtype or self.dtype, self.peak)
-        return min(peak, intensity * self.peak_bandwidth)
+    def bandwidth_for(self, working_set: float | None = None) -> float:
+        """Memory roof for a kernel moving ``working_set`` bytes (hierarchical roofline).
 
-    def bound(self, intensity: float) -> str:
-        """``"compute"`` at or above the ridge point, else ``"memory"``."""
-        return "compute" if intensity >= self.ridge_point else "memory"
+        The fastest measured level that holds the working set; DRAM when it is unknown or larger
+        than every measured cache.
+        """
+        if working_set is None:
+            return self.peak_bandwidth
+        holding = [lvl.bandwidth for lvl in self.cache_levels if lvl.size and working_set <= lvl.size]
+        return max([self.peak_bandwidth, *holding])
+
+    def attainable(
+        self, intensity: float, dtype: str | None = None, working_set: float | None = None
+    ) -> float:
+        """Attainable FLOP/s at ``intensity``: min(peak, intensity × bandwidth).
+
+        The bandwidth is DRAM's, or the roof of the cache level holding ``working_set`` bytes.
+        """
+        peak = self.peak_flops.get(dtype or self.dtype, self.peak)
+        return min(peak, intensity * self.bandwidth_for(working_set))
+
+    def bound(self, intensity: float, working_set: float | None = None) -> str:
+        """``"compute"`` at or above the ridge point of the level holding ``working_set``."""
+        return "compute" if intensity >= self.peak / self.bandwidth_for(working_set) else "memory"
 
     def fraction(self, flops: float, nbytes: float, seconds: float, dtype: str | None = None) -> float:
-        """Roofline fraction of a kernel: achieved / attainable.
+        """Roofline fraction of a kernel: achieved / attainable, against the level holding ``nbytes``.
 
-        A kernel without FLOPs is judged on bandwidth: achieved byte/s over the memory roof.
+        A kernel without FLOPs is judged on bandwidth: achieved byte/s over its memory roof.
         """
         if seconds <= 0:
             return 0.0
         if flops <= 0:
-            return (nbytes / seconds) / self.peak_bandwidth if nbytes else 0.0
+            return (nbytes / seconds) / self.bandwidth_for(nbytes) if nbytes else 0.0
         intensity = flops / nbytes if nbytes else float("inf")
-        return (flops / seconds) / self.attainable(intensity, dtype)
+        return (flops / seconds) / self.attainable(intensity, dtype, working_set=nbytes)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the ``roofline calibrate --format json`` contract)."""

@@ -1,0 +1,52 @@
+"""Roofline arithmetic of DeviceRoofline, flat and hierarchical."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_roofline.roofline import CacheLevel, DeviceRoofline
+
+GB = 1e9
+
+
+@pytest.fixture
+def roof() -> DeviceRoofline:
+    return DeviceRoofline(
+        peak_flops={"float32": 400 * GB},
+        peak_bandwidth=25 * GB,
+        fingerprint={},
+        cache_levels=(CacheLevel("L2", 1 << 20, 100 * GB), CacheLevel("L3", 32 << 20, 50 * GB),
+                      CacheLevel("DRAM", 0, 25 * GB)),
+    )
+
+
+def test_flat_roof_without_a_working_set(roof: DeviceRoofline) -> None:
+    assert roof.ridge_point == pytest.approx(16.0)
+    assert roof.attainable(4.0) == pytest.approx(100 * GB)
+    assert roof.attainable(100.0) == pytest.approx(400 * GB)
+    assert roof.bound(4.0) == "memory" and roof.bound(16.0) == "compute"
+
+
+def test_the_level_holding_the_working_set_sets_the_memory_roof(roof: DeviceRoofline) -> None:
+    assert roof.bandwidth_for(512 << 10) == pytest.approx(100 * GB)  # fits L2
+    assert roof.bandwidth_for(8 << 20) == pytest.approx(50 * GB)  # fits L3 only
+    assert roof.bandwidth_for(256 << 20) == pytest.approx(25 * GB)  # DRAM
+    assert roof.attainable(2.0, working_set=512 << 10) == pytest.approx(200 * GB)
+    # intensity 8 is memory-bound against DRAM (ridge 16) but compute-bound out of L2 (ridge 4)
+    assert roof.bound(8.0, working_set=256 << 20) == "memory"
+    assert roof.bound(8.0, working_set=512 << 10) == "compute"
+
+
+def test_fraction_judges_a_cache_resident_kernel_against_its_cache_roof(roof: DeviceRoofline) -> None:
+    # 1 MFLOP over 512 KiB in 10 us: 100 GFLOP/s at intensity ~1.9; L2 roof ~191 GFLOP/s
+    flops, nbytes, seconds = 1e6, 512 << 10, 10e-6
+    assert roof.fraction(flops, nbytes, seconds) == pytest.approx(
+        (flops / seconds) / (flops / nbytes * 100 * GB)
+    )
+    assert roof.fraction(flops, nbytes, seconds) < 1.0
+    # a copy with no FLOPs is judged on bandwidth
+    assert roof.fraction(0, 64 << 20, 64 * (1 << 20) / (25 * GB)) == pytest.approx(1.0)
+
+
+def test_round_trip(roof: DeviceRoofline) -> None:
+    assert DeviceRoofline.from_dict(roof.to_dict()) == roof
