@@ -131,19 +131,31 @@ def fit_probe(
 ) -> dict[str, int]:
     """Probe block counts whose time is about ``target`` seconds, ``memory_share`` of it memory-bound.
 
-    Three short measurements: 1 and 5 compute blocks, and 1 compute + 5 memory blocks.
+    Short measurements: 1 and 5 compute blocks (and 1 compute + 5 memory blocks) give a first
+    estimate; the probe of that size is then timed and its counts rescaled to the target (twice).
     """
-    base = _probe_time(backend, 1, 0)
-    per_compute = max((_probe_time(backend, 5, 0) - base) / 4.0, 1e-12)
-    per_memory = max((_probe_time(backend, 1, 5) - base) / 5.0, 1e-12) if memory_share > 0 else 1.0
     if not math.isfinite(target) or target <= 0:
         return {"compute": 1, "memory": 0}
-    fixed = max(base - per_compute, 0.0)
-    budget = max(target - fixed, 0.0)
+    base = _probe_time(backend, 1, 0)
+    per_compute = max((_probe_time(backend, 5, 0) - base) / 4.0, 1e-12)
     share = min(max(memory_share, 0.0), 1.0)
-    compute = int(min(max(round(budget * (1 - share) / per_compute), 1), max_blocks))
-    memory = int(min(max(round(budget * share / per_memory), 0), max_blocks)) if share > 0 else 0
-    return {"compute": compute, "memory": memory}
+    per_memory = max((_probe_time(backend, 1, 5) - base) / 5.0, 1e-12) if share > 0 else 1.0
+    fixed = max(base - per_compute, 0.0)
+
+    def counts(scale: float) -> dict[str, int]:
+        work = max(target - fixed, 0.0) * scale
+        compute = int(min(max(round(work * (1 - share) / per_compute), 1), max_blocks))
+        memory = int(min(max(round(work * share / per_memory), 0), max_blocks)) if share > 0 else 0
+        return {"compute": compute, "memory": memory}
+
+    scale, blocks = 1.0, counts(1.0)
+    for _ in range(2):  # rescale by what the probe of that size takes
+        if blocks["compute"] + blocks["memory"] <= 5:
+            break
+        measured = _probe_time(backend, blocks["compute"], blocks["memory"])
+        scale *= max(target - fixed, 0.0) / max(measured - fixed, 1e-12)
+        blocks = counts(scale)
+    return blocks
 
 
 def memory_share(layers: Sequence[Any]) -> float:
