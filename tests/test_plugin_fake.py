@@ -360,3 +360,17 @@ def test_junit_properties_and_other_report_formats(project):
     assert (project.path / "r.md").read_text().strip()
     assert (project.path / "r.csv").read_text().strip()
     result.stdout.fnmatch_lines(["*report written: r.md*", "*report written: r.csv*"])
+
+
+def test_ini_option_lines_reach_the_backend(project):
+    project.makeini("""
+        [pytest]
+        roofline_backend = fake
+        roofline_option =
+            unit=2e-4
+            device=ci-runner
+    """)
+    project.runpytest("-p", "pytest_roofline.backends.fake").assert_outcomes(passed=1)
+    (entry,) = baseline(project)["entries"].values()
+    assert entry["device_class"] == "ci-runner"
+    assert entry["latency"]["median"] == pytest.approx(2e-4 * 4)
