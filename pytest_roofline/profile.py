@@ -17,7 +17,7 @@ from .stats import LatencyStats
 
 if TYPE_CHECKING:
     from .analysis.types import ModelAnalysis
-    from .backends.base import KernelProfile
+    from .backends.base import KernelProfile, KernelRecord
 
 __all__ = ["Layer", "LayerNotFound", "ModelProfile", "OpTypeSummary", "build_layers"]
 
@@ -150,8 +150,14 @@ def build_layers(
     Layout kernels carry no FLOPs (their bytes are what they move, from the backend's record
     when given in ``extra["bytes"]``).  Nodes of the analysis that no kernel executes and that
     the backend reported as folded become ``folded`` layers with zero time.
+
+    A node several kernels execute (a backend's helper kernels list the node they help) counts
+    its FLOPs once: in the first kernel that lists it outside its ``extra["shared"]`` (the
+    backend's choice of main kernel), else in the first kernel listing it.  The others get 0
+    FLOPs from it but its bytes, since they do move its tensors.
     """
     known = {node.name for node in analysis.nodes}
+    owner = _flop_owners(kernels, known)
     total_time = sum(float(np.median(k.times)) if k.times else 0.0 for k in kernels.kernels)
     layers: list[Layer] = []
     attributed = 0.0
@@ -164,6 +170,9 @@ def build_layers(
         elif nodes:
             group = analysis.group(nodes)
             cost_flops, cost_bytes, kind = group.flops, group.bytes, "compute"
+            own = tuple(n for n in nodes if owner[n] is kernel)
+            if len(own) < len(nodes):
+                cost_flops = analysis.group(own).flops if own else 0
         else:
             cost_flops, cost_bytes, kind = 0, int(kernel.extra.get("bytes", 0)), "unattributed"
         if kind != "unattributed":
@@ -188,6 +197,21 @@ def build_layers(
             layers.append(Layer(name, node.op_type, (name,), 0.0, node.flops, node.bytes, kind="folded"))
     fraction = attributed / total_time if total_time > 0 else 0.0
     return layers, fraction
+
+
+def _flop_owners(kernels: KernelProfile, known: set[str]) -> dict[str, KernelRecord]:
+    """ONNX node -> the compute kernel whose layer carries the node's FLOPs (see build_layers)."""
+    owner: dict[str, KernelRecord] = {}
+    fallback: dict[str, KernelRecord] = {}
+    for kernel in kernels.kernels:
+        if kernel.kind == "layout":
+            continue
+        shared = set(kernel.extra.get("shared", ()))
+        for name in kernel.onnx_nodes:
+            if name in known:
+                target = fallback if name in shared else owner
+                target.setdefault(name, kernel)
+    return {**fallback, **owner}
 
 
 def apply_roofline(layer: Layer, roofline: DeviceRoofline | None) -> Layer:

@@ -298,3 +298,82 @@ def test_control_flow_body_kernels_map_to_subgraph_paths_and_parent_keeps_self_t
     assert all(own <= total for own, total in zip(mapped["branch"].times, total_if, strict=True))
     analysis = analyze(model)
     assert build_layers(analysis, kernels)[1] == pytest.approx(1.0)
+
+
+def _int64(name, value):
+    return nh.from_array(np.array(value, np.int64), name)
+
+
+def shape_of_transpose_model() -> onnx.ModelProto:
+    """Case A (BERT/ViT legacy exports): ``Shape(Transpose(x))`` feeding a Reshape's target.
+
+    ORT's transpose optimizer rewrites it to ``Shape(x)`` + a new ``Gather(perm)`` that writes the
+    Shape node's original output tensor ``shp``.
+    """
+    node = helper.make_node
+    nodes = [
+        node("Transpose", ["x"], ["xt"], name="node_transpose", perm=[0, 2, 1]),
+        node("Shape", ["xt"], ["shp"], name="node_Shape_1"),
+        node("Slice", ["shp", "s0", "s2"], ["head"], name="node_Slice_2"),
+        node("Concat", ["head", "m1"], ["target"], name="node_Concat_3", axis=0),
+        node("Reshape", ["xt", "target"], ["r"], name="node_Reshape_4"),
+        node("MatMul", ["r", "w"], ["y"], name="node_MatMul_5"),
+    ]
+    inits = [_int64("s0", [0]), _int64("s2", [2]), _int64("m1", [-1]),
+             nh.from_array(np.ones((16, 4), np.float32), "w")]  # fmt: skip
+    graph = helper.make_graph(
+        nodes, "a", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits,
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def qkv_select_model() -> onnx.ModelProto:
+    """Case B (ViT dynamo export): ``Gather(qkv, 0/1/2)`` selecting q, k and v.
+
+    At level all ``GatherSliceToSplitFusion`` makes them one ``Split`` named after the last
+    Gather plus one ``Squeeze`` per output, each writing an original ``select_<i>`` tensor.
+    """
+    node = helper.make_node
+    nodes = [node("MatMul", ["x", "wqkv"], ["qkv_flat"], name="node_MatMul_0"),
+             node("Reshape", ["qkv_flat", "shape3"], ["qkv3"], name="node_Reshape_1"),
+             node("Transpose", ["qkv3"], ["qkv"], name="node_permute", perm=[2, 0, 1, 3])]  # fmt: skip
+    nodes += [node("Gather", ["qkv", f"i{i}"], [f"select_{i}"], name=f"node_select_{i}", axis=0)
+              for i in range(3)]  # fmt: skip
+    nodes += [node("MatMul", ["select_0", "select_1"], ["qk"], name="node_MatMul_2"),
+              node("Add", ["qk", "select_2"], ["y"], name="node_add")]  # fmt: skip
+    inits = [_int64(f"i{i}", i) for i in range(3)]
+    inits += [nh.from_array(np.ones((8, 24), np.float32), "wqkv"), _int64("shape3", [1, 8, 3, 8])]
+    graph = helper.make_graph(
+        nodes, "b", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits,
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+@pytest.mark.parametrize("level", ["basic", "all"])
+@pytest.mark.parametrize("builder", [shape_of_transpose_model, qkv_select_model], ids=["A-shape", "B-split"])
+def test_kernels_writing_an_owned_nodes_tensor_share_that_node(builder, level):
+    model = builder()
+    analysis, kernels, layers, fraction = _live(model, level)
+    assert fraction >= 0.99
+    compute = [la for la in layers if la.kind == "compute"]
+    assert not [la.name for la in layers if la.kind == "unattributed"]
+    assert compute and all(la.onnx_nodes for la in compute)
+    assert sum(la.flops for la in compute) == pytest.approx(analysis.total.flops, rel=0.01)
+    helpers = [k for k in kernels.kernels if k.extra.get("shared")]
+    for helper_kernel in helpers:  # each shared node also has one main kernel that owns it
+        for name in helper_kernel.extra["shared"]:
+            owners = [k for k in kernels.kernels
+                      if name in k.onnx_nodes and name not in k.extra.get("shared", ())]  # fmt: skip
+            assert len(owners) == 1 and owners[0] is not helper_kernel
+    by_name = {k.name: k for k in kernels.kernels}
+    if builder is shape_of_transpose_model:  # the transpose optimizer's Gather(perm)
+        assert by_name["Gather"].onnx_nodes == ("node_Shape_1",)
+        assert by_name["Gather"].extra["shared"] == ("node_Shape_1",)
+    if builder is qkv_select_model and level == "all":
+        squeezes = [k for k in kernels.kernels if k.op_type == "Squeeze"]
+        assert len(squeezes) == 3
+        assert sorted(n for k in squeezes for n in k.onnx_nodes) == [f"node_select_{i}" for i in range(3)]
+        split = next(k for k in kernels.kernels if k.op_type == "Split")
+        assert "node_select_2" in split.onnx_nodes and "shared" not in split.extra  # the main kernel

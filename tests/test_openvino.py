@@ -254,3 +254,85 @@ def test_fingerprint_names_device_and_config() -> None:
     fingerprint = OpenVinoBackend({"hint": "throughput", "streams": "2"}).fingerprint()
     assert fingerprint["device"] == "CPU" and fingerprint["version"]
     assert fingerprint["config"] == {"NUM_STREAMS": "2", "PERFORMANCE_HINT": "THROUGHPUT"}
+
+
+def mask_cast_model() -> onnx.ModelProto:
+    """Case C (BERT exports): ``Cast(int64 mask -> bool)`` feeding a Where.
+
+    The CPU plugin lowers the Cast to ``Convert(i64)`` -> ``Abs``+``Clamp`` (one Eltwise named
+    ``Abs_<n>``, no ONNX name) -> ``Convert`` named after the Cast.
+    """
+    nodes = [
+        helper.make_node("Cast", ["mask"], ["mask_b"], name="node__to_copy", to=TensorProto.BOOL),
+        helper.make_node("Where", ["mask_b", "x", "zero"], ["y"], name="node_where"),
+    ]
+    graph = helper.make_graph(
+        nodes, "c", [helper.make_tensor_value_info("mask", TensorProto.INT64, ["batch", 512, 512]),
+                     helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 512, 512])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.zeros((), np.float32), "zero")],
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def attention_op_model() -> onnx.ModelProto:
+    """Case D (dynamo exports at opset 23): one ONNX ``Attention`` node with a boolean mask.
+
+    The frontend decomposes it into Multiply (scale on K), Transpose,
+    ``ScaledDotProductAttention_<n>``, ``IsNaN_<n>`` and a Select named after the output tensor.
+    """
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", 4, 128, 32]) for n in "qkv"]
+    inputs.append(helper.make_tensor_value_info("m", TensorProto.BOOL, ["batch", 1, 128, 128]))
+    node = helper.make_node("Attention", [*"qkvm"], ["y"], name="node_scaled_dot_product_attention")
+    output = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    graph = helper.make_graph([node], "d", inputs, [output])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+
+
+@pytest.mark.parametrize(
+    ("build", "node"),
+    [(mask_cast_model, "node__to_copy"), (attention_op_model, "node_scaled_dot_product_attention")],
+    ids=["C-cast", "D-attention"],
+)
+def test_kernels_inside_one_nodes_decomposition_share_that_node(build, node) -> None:
+    from pytest_roofline.analysis import analyze
+    from pytest_roofline.profile import build_layers
+
+    model = build()
+    session, _ = _open(model)
+    with session:
+        profile = session.profile(5)  # whole-µs counters: large enough tensors to read > 0
+    compute = [k for k in profile.kernels if k.kind == "compute"]
+    assert compute and all(k.onnx_nodes for k in compute)
+    assert attributed_fraction(profile, GraphIndex.from_model(model).order) == 1.0
+    executing = [k for k in compute if node in k.onnx_nodes]
+    assert len(executing) >= 2  # the node's main kernel and its helpers (Abs / IsNaN, SDPA, ...)
+    main = [k for k in executing if node not in k.extra.get("shared", ())]
+    assert len(main) == 1
+    assert main[0].times[0] == max(k.times[0] for k in executing)  # the longest carries the cost
+    analysis = analyze(model, batch=1)
+    layers, fraction = build_layers(analysis, profile)
+    assert fraction == 1.0
+    flops = {la.name: la.flops for la in layers if la.kind == "compute"}
+    assert sum(flops.values()) == pytest.approx(analysis.total.flops, rel=0.01)
+    if build is attention_op_model:  # counted once, in one layer, not once per helper
+        assert analysis.node(node).flops > 0
+        assert [name for name, f in flops.items() if f] == [main[0].name]
+
+
+def test_enclosing_nodes_of_an_unmapped_kernel() -> None:
+    from pytest_roofline.backends.attribution import enclosing_nodes
+
+    feeders = {"a": ("in",), "h1": ("a",), "r": ("h1",), "h2": ("r",), "b": ("h2",), "c": ("b",),
+               "tail": ("c",), "fork": ("in",), "x": ("fork",), "y": ("fork",)}  # fmt: skip
+    feeds: dict[str, list[str]] = {}
+    for name, sources in feeders.items():
+        for source in sources:
+            feeds.setdefault(source, []).append(name)
+    nodes = {"a": ("A", "B"), "b": ("B",), "c": ("C",), "x": ("X",), "y": ("Y",)}
+    order = ["A", "B", "C", "X", "Y"].index
+    # between two kernels of node B, through another helper and a reorder
+    assert enclosing_nodes("h1", feeds, feeders, nodes, order) == ("B",)
+    assert enclosing_nodes("h2", feeds, feeders, nodes, order) == ("B",)
+    assert enclosing_nodes("tail", feeds, feeders, nodes, order) == ("C",)  # feeds only outputs
+    assert enclosing_nodes("fork", feeds, feeders, nodes, order) == ()  # feeds two nodes: ambiguous

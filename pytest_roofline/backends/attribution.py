@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from pytest_roofline.analysis.types import GroupCost
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable, Mapping
 
     import onnx
 
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "GraphIndex",
     "attributed_fraction",
+    "enclosing_nodes",
     "group_cost_at_precision",
     "node_name",
     "precision_itemsize",
@@ -138,6 +139,54 @@ class GraphIndex:
             return ()
         lo, hi = sorted((self.position(a), self.position(b)))
         return self.order[lo : hi + 1]
+
+
+def enclosing_nodes(
+    name: str,
+    feeds: Mapping[str, Iterable[str]],
+    feeders: Mapping[str, Iterable[str]],
+    nodes: Mapping[str, tuple[str, ...]],
+    order: Callable[[str], int],
+) -> tuple[str, ...]:
+    """The ONNX nodes an unmapped runtime kernel helps to execute, from its runtime neighbours.
+
+    A backend decomposes one ONNX node into several kernels, some with names of its own that are
+    absent from the ONNX graph (OpenVINO's ``Abs``+``Clamp`` inside ``Cast(int64->bool)``, the
+    ``IsNaN`` of ``Attention``; ORT's helper ``Gather``).  Such a kernel belongs to the node
+    whose kernels enclose it: walking the runtime graph from ``name`` through kernels without
+    nodes (reorders, unmapped helpers), the nearest mapped kernels upstream and downstream are
+    collected.  Nodes on both sides win; else the single node everything downstream reads; else,
+    for a kernel feeding only graph outputs, the single node upstream.  () when ambiguous.
+
+    Args:
+        name: the unmapped kernel.
+        feeds: kernel -> the kernels consuming its outputs.
+        feeders: kernel -> the kernels producing its inputs.
+        nodes: kernel -> its ONNX nodes (empty or missing: looked through).
+        order: topological position of an ONNX node (sorts the result).
+    """
+
+    def nearest(edges: Mapping[str, Iterable[str]]) -> set[str]:
+        found: set[str] = set()
+        frontier, seen = list(edges.get(name, ())), {name}
+        while frontier:
+            current = frontier.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            if nodes.get(current):
+                found.update(nodes[current])
+            else:
+                frontier.extend(edges.get(current, ()))
+        return found
+
+    up, down = nearest(feeders), nearest(feeds)
+    chosen = up & down
+    if not chosen and len(down) == 1:
+        chosen = down
+    if not chosen and not down and len(up) == 1:
+        chosen = up
+    return tuple(sorted(chosen, key=order))
 
 
 def attributed_fraction(profile: KernelProfile, known: Iterable[str] | None = None) -> float:

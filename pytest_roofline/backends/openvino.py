@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_roofline.errors import BackendError, OptionError
 from pytest_roofline.model import load_model
 
-from .attribution import GraphIndex
+from .attribution import GraphIndex, enclosing_nodes
 from .base import Backend, BackendSession, KernelProfile, KernelRecord
 
 if TYPE_CHECKING:
@@ -101,6 +101,12 @@ def attribute_runtime_model(
        FullyConnected named ``y`` gains the MatMul its list omits).
     4. Ops still unmapped that the plugin split off a node (``Multiply_10147``: the attention
        scale moved onto K) share the node of their type found downstream.
+    5. Ops still unmapped (other than precision Converts) that sit inside one node's
+       decomposition share that node (:func:`~.attribution.enclosing_nodes`): ``Abs_<n>`` of
+       ``Cast(int64->bool)``, ``IsNaN_<n>`` and ``ScaledDotProductAttention_<n>`` of ``Attention``.
+
+    A node listed by several ops is executed by all of them; :func:`build_kernel_profile`
+    counts its cost once, in the longest-running one.
 
     Only ``executed`` ops (default: all) take nodes by boundary: constant subgraphs never run.
     """
@@ -152,6 +158,11 @@ def attribute_runtime_model(
     for op in compute:
         if not resolved[op.name]:
             resolved[op.name] = _split_off(op, by_name, consumers, resolved, index)
+    mapped = dict(resolved)  # rule 5 sees rules 1-4 only: independent of the ops' order
+    feeders = {op.name: op.inputs for op in ops}
+    for op in compute:
+        if not resolved[op.name] and op.layer_type != "Convert":
+            resolved[op.name] = enclosing_nodes(op.name, consumers, feeders, mapped, index.position)
 
     ran = {op.name for op in compute}
     nodes: dict[str, tuple[str, ...]] = {}
@@ -420,6 +431,7 @@ def build_kernel_profile(
     """Join per-iteration counters with the runtime model's attribution (pure, testable offline)."""
     attribution = attribute_runtime_model(ops, index, executed=set(times))
     by_name = {op.name: op for op in ops}
+    owners = _node_owners(attribution, times)
     kernels = []
     for name, samples in times.items():
         op = by_name.get(name)
@@ -427,21 +439,41 @@ def build_kernel_profile(
         kind = attribution.kind.get(name, "compute")
         if op is None and node_type == "Reorder":
             kind = "layout"
+        nodes = attribution.nodes.get(name, ()) if kind == "compute" else ()
+        extra = {"exec_type": exec_type, "precision": op.precision if op else "", "statistic": "mean"}
+        shared = tuple(n for n in nodes if owners[n] != name)
+        if shared:
+            extra["shared"] = shared
         kernels.append(
             KernelRecord(
                 name=name,
                 op_type=node_type,
-                onnx_nodes=attribution.nodes.get(name, ()) if kind == "compute" else (),
+                onnx_nodes=nodes,
                 times=tuple(samples),
                 kind=kind,
                 serves=attribution.serves.get(name),
-                extra={"exec_type": exec_type, "precision": op.precision if op else "", "statistic": "mean"},
+                extra=extra,
             )
         )
     executed = {n for k in kernels for n in k.onnx_nodes}  # the rest was fused or folded away
     folded = [n for n in index.order if n not in executed]
     precisions = {op.precision for op in ops if op.name in times and not op.is_reorder}
     return KernelProfile(tuple(kernels), tuple(folded), iterations, _precision_name(precisions))
+
+
+def _node_owners(attribution: Attribution, times: Mapping[str, list[float]]) -> dict[str, str]:
+    """ONNX node -> the executed compute op that carries its cost: the longest-running of those
+    listing it (the others are helpers, ``extra["shared"]``); ties go to the first listed."""
+    owners: dict[str, str] = {}
+    best: dict[str, float] = {}
+    for name, samples in times.items():
+        if attribution.kind.get(name, "compute") != "compute":
+            continue
+        mean = sum(samples) / len(samples) if samples else 0.0
+        for node in attribution.nodes.get(name, ()):
+            if node not in owners or mean > best[node]:
+                owners[node], best[node] = name, mean
+    return owners
 
 
 def _first_line(exc: BaseException) -> str:

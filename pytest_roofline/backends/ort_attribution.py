@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_roofline.backends.attribution import GraphIndex
+from pytest_roofline.backends.attribution import GraphIndex, enclosing_nodes
 from pytest_roofline.backends.base import KernelProfile, KernelRecord
 
 if TYPE_CHECKING:
@@ -287,11 +287,18 @@ def attribute(
                 claim(source, kernel.name)
     if optimized is not None:
         _absorb(graph, compute, claims, claim, owner, materialized)
+    shared = _helpers(graph, compute, opt_nodes, claims, owner)
     self_times = _self_times(kernels, claims)
     records = []
     for kernel in kernels:
-        nodes = tuple(sorted(claims.get(kernel.name, ()), key=graph.position))
+        helped = shared.get(kernel.name, ())
+        nodes = tuple(sorted({*claims.get(kernel.name, ()), *helped}, key=graph.position))
         is_layout = kernel.name in layout
+        extra: dict[str, Any] = {"provider": kernel.provider}
+        if is_layout:
+            extra["bytes"] = kernel.io_bytes
+        elif helped:
+            extra["shared"] = helped
         records.append(
             KernelRecord(
                 name=kernel.name,
@@ -300,8 +307,7 @@ def attribute(
                 times=self_times.get(kernel.name, kernel.times),
                 kind="layout" if is_layout else "compute",
                 serves=_serves(kernel.name, opt_nodes) if is_layout else None,
-                extra={"provider": kernel.provider, "bytes": kernel.io_bytes} if is_layout else
-                {"provider": kernel.provider},
+                extra=extra,
             )
         )
     folded = tuple(name for name in graph.names if name not in owner)
@@ -369,6 +375,48 @@ def _absorb(graph: _Graph, compute: Iterable[KernelEvents], claims, claim, owner
                     if claim(source, kernel.name):
                         stack.append(source)
                         changed = True
+
+
+def _helpers(
+    graph: _Graph,
+    compute: Sequence[KernelEvents],
+    opt_nodes: dict[str, onnx.NodeProto],
+    claims: dict[str, list[str]],
+    owner: dict[str, str],
+) -> dict[str, tuple[str, ...]]:
+    """Nodes that kernels help another kernel execute (listed, cost counted in the owner's layer).
+
+    A node has one owner, but ORT may run it in several kernels: the transpose optimizer turns
+    ``Shape(Transpose(x))`` into ``Shape(x)`` + a ``Gather`` writing the Shape node's original
+    output; ``GatherSliceToSplitFusion`` turns ``Gather(qkv, i)`` into a ``Split`` + one
+    ``Squeeze`` per original output.  A kernel that writes an original tensor of a node owned
+    elsewhere shares that node.  A kernel still without nodes shares the node whose kernels
+    enclose it in the optimized graph (:func:`~.attribution.enclosing_nodes`).
+    """
+    shared: dict[str, tuple[str, ...]] = {}
+    for kernel in compute:
+        node = opt_nodes.get(kernel.name)
+        found = {graph.producer[t] for t in (node.output if node is not None else ()) if t in graph.producer}
+        found = {n for n in found if owner.get(n, kernel.name) != kernel.name}
+        if found:
+            shared[kernel.name] = tuple(sorted(found, key=graph.position))
+    kernel_of = {id(node): name for name, node in opt_nodes.items()}
+    producer: dict[str, str] = {}
+    for name, node in opt_nodes.items():
+        for tensor in node.output:
+            producer[tensor] = name
+    feeders = {name: [producer[t] for t in node.input if t in producer] for name, node in opt_nodes.items()}
+    feeds: dict[str, list[str]] = {}
+    for name, sources in feeders.items():
+        for source in sources:
+            feeds.setdefault(source, []).append(name)
+    mapped = {name: (*claims.get(name, ()), *shared.get(name, ())) for name in kernel_of.values()}
+    for kernel in compute:
+        if kernel.name in opt_nodes and not mapped.get(kernel.name):
+            found_nodes = enclosing_nodes(kernel.name, feeds, feeders, mapped, graph.position)
+            if found_nodes:
+                shared[kernel.name] = found_nodes
+    return shared
 
 
 def _optimized_nodes(
