@@ -11,7 +11,13 @@ generic ``LayerNormalization_token_3``), so attribution works on the two graphs:
    was fused: forward into the kernel of its single producer chain (epilogues such as
    Add/Relu), else backward into the kernel consuming it (LayerNorm, Gelu, attention bodies whose
    surviving input and output tensors delimit the region);
-3. what is left is *folded*: constant or shape subgraphs computed at load time, and eliminated
+3. *helpers*: a node has one owner, but ORT may run it in several kernels (the transpose
+   optimizer's ``Gather`` writing a Shape node's output, ``Split`` + ``Squeeze`` of
+   ``GatherSliceToSplitFusion``).  A kernel writing an original tensor of a node owned elsewhere,
+   or still without nodes but enclosed by one node's kernels in the optimized graph, lists that
+   node too and names it in ``extra["shared"]``: its FLOPs stay with the owner
+   (:func:`pytest_roofline.profile.build_layers` counts a node once);
+4. what is left is *folded*: constant or shape subgraphs computed at load time, and eliminated
    ``Identity``/``Dropout`` nodes.  Reorder kernels are ``layout`` work serving the neighbouring
    layer.  A kernel whose nodes cannot be found keeps empty ``onnx_nodes``.
 """
