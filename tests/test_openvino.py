@@ -336,3 +336,34 @@ def test_enclosing_nodes_of_an_unmapped_kernel() -> None:
     assert enclosing_nodes("h2", feeds, feeders, nodes, order) == ("B",)
     assert enclosing_nodes("tail", feeds, feeders, nodes, order) == ("C",)  # feeds only outputs
     assert enclosing_nodes("fork", feeds, feeders, nodes, order) == ()  # feeds two nodes: ambiguous
+
+
+def test_fully_connected_named_after_its_matmul_takes_the_bias_add() -> None:
+    """ViT dynamo export, OpenVINO 2026.4: the in-proj FullyConnected is named ``node_MatMul_13``
+    with originalLayersNames ``node_MatMul_13`` only, yet runs the bias ``Add`` (its third input
+    is the bias constant); the Add must not be reported folded (runtime ops as recorded there)."""
+    node, value = helper.make_node, helper.make_tensor_value_info
+    graph = helper.make_graph(
+        [node("MatMul", ["x", "w"], ["val_15"], name="node_MatMul_13"),
+         node("Add", ["val_15", "bias"], ["linear"], name="node_linear"),
+         node("Unsqueeze", ["linear", "axes"], ["u"], name="node_unsqueeze"),
+         node("Relu", ["u"], ["y"], name="node_relu")],
+        "vit_in_proj", [value("x", TensorProto.FLOAT, [4, 8])], [value("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.ones((8, 24), np.float32), "w"),
+         numpy_helper.from_array(np.ones(24, np.float32), "bias"),
+         numpy_helper.from_array(np.array([0], np.int64), "axes")],
+    )  # fmt: skip
+    index = GraphIndex.from_model(helper.make_model(graph))
+    ops = [
+        RuntimeOp("x", "Input", ("x",), "f32", ()),
+        RuntimeOp("Constant_57452", "Const", ("Constant_57452",), "bf16", ()),
+        RuntimeOp("node_MatMul_13", "FullyConnected", ("node_MatMul_13",), "bf16", ("x", "Constant_57452")),
+        RuntimeOp("node_unsqueeze", "Reshape", ("node_unsqueeze",), "bf16", ("node_MatMul_13",)),
+        RuntimeOp("node_relu", "Eltwise", ("node_relu",), "f32", ("node_unsqueeze",)),
+    ]
+    times = {"node_MatMul_13": [5e-6], "node_relu": [1e-6]}
+    info = {"node_MatMul_13": ("FullyConnected", "brgemm"), "node_relu": ("Eltwise", "jit")}
+    profile = build_kernel_profile(ops, index, times, info, iterations=1)
+    kernels = {k.name: k for k in profile.kernels}
+    assert kernels["node_MatMul_13"].onnx_nodes == ("node_MatMul_13", "node_linear")
+    assert "node_linear" not in profile.folded and "node_unsqueeze" in profile.folded

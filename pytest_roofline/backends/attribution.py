@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .base import KernelProfile
 
 __all__ = [
+    "EPILOGUE_OPS",
     "GraphIndex",
     "attributed_fraction",
     "enclosing_nodes",
@@ -38,6 +39,12 @@ __all__ = [
     "rescale_group_cost",
 ]
 
+# ops a kernel may absorb after its anchor (activation / bias / residual epilogues)
+EPILOGUE_OPS = frozenset({
+    "Add", "Sub", "Mul", "Div", "Sum", "Max", "Min", "Relu", "Clip", "Sigmoid", "Tanh", "LeakyRelu",
+    "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus", "PRelu", "Erf", "Gelu", "Sqrt", "Pow",
+    "Exp", "Log", "Neg", "Abs", "Cast", "BatchNormalization", "QuantizeLinear", "DequantizeLinear",
+})
 # Suffixes frontends append to an original node's name when they split or rename it.
 _NAME_SUFFIXES = ("/WithoutBiases", "/MatMulAddFusion", "/sink_port_0", "_nchwc")
 _TOKEN_SUFFIX = re.compile(r"_token_\d+$")

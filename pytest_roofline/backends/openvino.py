@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_roofline.errors import BackendError, OptionError
 from pytest_roofline.model import load_model
 
-from .attribution import GraphIndex, enclosing_nodes
+from .attribution import EPILOGUE_OPS, GraphIndex, enclosing_nodes
 from .base import Backend, BackendSession, KernelProfile, KernelRecord
 
 if TYPE_CHECKING:
@@ -99,6 +99,8 @@ def attribute_runtime_model(
        take the unclaimed nodes between their input tensors and the tensors their consumers read.
     3. Named ops take the unclaimed nodes between their input tensors and their outputs (a
        FullyConnected named ``y`` gains the MatMul its list omits).
+    3b. Named ops take the unclaimed elementwise epilogues of their nodes whose other operands
+       are weights (the bias ``Add`` a FullyConnected named after its MatMul runs).
     4. Ops still unmapped that the plugin split off a node (``Multiply_10147``: the attention
        scale moved onto K) share the node of their type found downstream.
     5. Ops still unmapped (other than precision Converts) that sit inside one node's
@@ -155,6 +157,14 @@ def attribute_runtime_model(
     for op in compute:
         if resolved[op.name]:
             fill(op, {t for n in resolved[op.name] for t in index.node_outputs[n]})
+    readers: dict[str, list[str]] = {}
+    for node in index.order:
+        for tensor in index.node_inputs[node]:
+            readers.setdefault(tensor, []).append(node)
+    for op in compute:
+        if resolved[op.name]:
+            extra = _epilogues(resolved[op.name], readers, claimed, index)
+            resolved[op.name] = tuple(sorted({*resolved[op.name], *extra}, key=index.position))
     for op in compute:
         if not resolved[op.name]:
             resolved[op.name] = _split_off(op, by_name, consumers, resolved, index)
@@ -176,6 +186,26 @@ def attribute_runtime_model(
         else:
             kind[op.name], nodes[op.name], serves[op.name] = "compute", resolved[op.name], None
     return Attribution(nodes, kind, serves)
+
+
+def _epilogues(
+    nodes: tuple[str, ...], readers: dict[str, list[str]], claimed: set[str], index: GraphIndex
+) -> list[str]:
+    """Unclaimed single-reader elementwise nodes after ``nodes`` whose other inputs are weights."""
+    found: list[str] = []
+    frontier = [t for n in nodes for t in index.node_outputs[n]]
+    while frontier:
+        tensor = frontier.pop()
+        users = readers.get(tensor, [])
+        if len(users) != 1 or users[0] in claimed or index.op_types[users[0]] not in EPILOGUE_OPS:
+            continue
+        user = users[0]
+        if any(t != tensor and t not in index.sources for t in index.node_inputs[user]):
+            continue
+        claimed.add(user)
+        found.append(user)
+        frontier.extend(index.node_outputs[user])
+    return found
 
 
 _OV_TO_ONNX = {"Multiply": "Mul", "Add": "Add", "Subtract": "Sub", "Divide": "Div", "Power": "Pow",

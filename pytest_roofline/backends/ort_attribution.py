@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_roofline.backends.attribution import GraphIndex, enclosing_nodes
+from pytest_roofline.backends.attribution import EPILOGUE_OPS, GraphIndex, enclosing_nodes
 from pytest_roofline.backends.base import KernelProfile, KernelRecord
 
 if TYPE_CHECKING:
@@ -49,12 +49,6 @@ LAYOUT_OPS = frozenset({"ReorderInput", "ReorderOutput", "Reorder", "MemcpyToHos
 ELIDED_OPS = frozenset({"Identity", "Dropout"})
 SHAPE_OPS = frozenset({"Shape", "Size", "Constant"})
 CONTROL_FLOW_OPS = frozenset({"If", "Loop", "Scan"})
-# ops a kernel may absorb after its anchor (activation / bias / residual epilogues)
-EPILOGUE_OPS = frozenset({
-    "Add", "Sub", "Mul", "Div", "Sum", "Max", "Min", "Relu", "Clip", "Sigmoid", "Tanh", "LeakyRelu",
-    "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus", "PRelu", "Erf", "Gelu", "Sqrt", "Pow",
-    "Exp", "Log", "Neg", "Abs", "Cast", "BatchNormalization", "QuantizeLinear", "DequantizeLinear",
-})
 _KERNEL_SUFFIX = "_kernel_time"
 _TOKEN = re.compile(r"(_token_\d+)+$")
 _UNNAMED = re.compile(r"^(?P<op>[A-Za-z][A-Za-z0-9]*)_(?P<index>\d+)$")
