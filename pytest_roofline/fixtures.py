@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -69,7 +70,7 @@ def model_profile(request: pytest.FixtureRequest) -> Callable[..., ModelProfile]
     ) -> ModelProfile:
         __tracebackhide__ = True
         try:
-            return session.profile(
+            prof = session.profile(
                 request.node,
                 path,
                 batch_size=batch_size,
@@ -79,6 +80,9 @@ def model_profile(request: pytest.FixtureRequest) -> Callable[..., ModelProfile]
                 options=options,
                 check_outputs=check_outputs,
             )
+            spans = request.node.stash.get(SPANS_KEY, None)
+            # spans recorded so far are visible to the test; the full set is attached after the call
+            return dataclasses.replace(prof, spans=spans.stats()) if spans else prof
         except BackendUnavailable as exc:
             skipped, message = True, str(exc)
         except RooflineError as exc:

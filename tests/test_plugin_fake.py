@@ -374,3 +374,22 @@ def test_ini_option_lines_reach_the_backend(project):
     (entry,) = baseline(project)["entries"].values()
     assert entry["device_class"] == "ci-runner"
     assert entry["latency"]["median"] == pytest.approx(2e-4 * 4)
+
+
+def test_spans_recorded_before_profiling_are_on_the_returned_profile(project):
+    project.makepyfile(
+        test_perf="""
+        def test_model(model_profile, roofline_span):
+            for _ in range(4):
+                with roofline_span("decode"):
+                    sum(range(1000))
+            prof = model_profile("chain.onnx")
+            assert prof.spans["decode"].n == 4
+            with roofline_span("encode"):
+                pass
+    """
+    )
+    result = project.runpytest(*FAKE, "--roofline-report", "r.json")
+    result.assert_outcomes(passed=1)
+    spans = json.loads((project.path / "r.json").read_text())["results"][0]["profile"]["spans"]
+    assert spans["decode"]["n"] == 4 and spans["encode"]["n"] == 1
