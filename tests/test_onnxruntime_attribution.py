@@ -20,7 +20,7 @@ from onnx import numpy_helper as nh
 from pytest_roofline import zoo
 from pytest_roofline.analysis import analyze
 from pytest_roofline.backends.base import get_backend
-from pytest_roofline.backends.ort_attribution import attribute, kernel_events, load_trace
+from pytest_roofline.backends.ort_attribution import KernelEvents, attribute, kernel_events, load_trace
 from pytest_roofline.model import ModelSpec, bind_input_shapes, make_inputs
 from pytest_roofline.profile import build_layers
 
@@ -377,3 +377,26 @@ def test_kernels_writing_an_owned_nodes_tensor_share_that_node(builder, level):
         assert sorted(n for k in squeezes for n in k.onnx_nodes) == [f"node_select_{i}" for i in range(3)]
         split = next(k for k in kernels.kernels if k.op_type == "Split")
         assert "node_select_2" in split.onnx_nodes and "shared" not in split.extra  # the main kernel
+
+
+def test_kernel_with_names_of_its_own_between_two_nodes_shares_the_node_it_feeds():
+    """An optimized-graph node ORT inserted (own name, new tensors only) helps the node it feeds."""
+    node, value = helper.make_node, helper.make_tensor_value_info
+    original = helper.make_model(helper.make_graph(
+        [node("MatMul", ["x", "w"], ["h"], name="mm"), node("Relu", ["h"], ["y"], name="relu")],
+        "g", [value("x", TensorProto.FLOAT, [2, 4])], [value("y", TensorProto.FLOAT, [2, 4])],
+        [nh.from_array(np.ones((4, 4), np.float32), "w")],
+    ))  # fmt: skip
+    optimized = helper.make_model(helper.make_graph(
+        [node("MatMul", ["x", "w"], ["t1"], name="mm"),
+         node("Cast", ["t1"], ["t2"], name="InsertedCast_7", to=1),
+         node("Relu", ["t2"], ["y"], name="relu")], "opt", [], [],
+    ))  # fmt: skip
+    ops = (("mm", "MatMul"), ("InsertedCast_7", "Cast"), ("relu", "Relu"))
+    events = [KernelEvents(name, op, "CPUExecutionProvider", (1e-6,), i) for i, (name, op) in enumerate(ops)]
+    profile = attribute(original, optimized, events)
+    kernels = {k.name: k for k in profile.kernels}
+    assert kernels["InsertedCast_7"].onnx_nodes == ("relu",)
+    assert kernels["InsertedCast_7"].extra["shared"] == ("relu",)
+    assert kernels["relu"].onnx_nodes == ("relu",) and "shared" not in kernels["relu"].extra
+    assert kernels["mm"].onnx_nodes == ("mm",)

@@ -400,7 +400,6 @@ def _helpers(
         found = {n for n in found if owner.get(n, kernel.name) != kernel.name}
         if found:
             shared[kernel.name] = tuple(sorted(found, key=graph.position))
-    kernel_of = {id(node): name for name, node in opt_nodes.items()}
     producer: dict[str, str] = {}
     for name, node in opt_nodes.items():
         for tensor in node.output:
@@ -410,7 +409,7 @@ def _helpers(
     for name, sources in feeders.items():
         for source in sources:
             feeds.setdefault(source, []).append(name)
-    mapped = {name: (*claims.get(name, ()), *shared.get(name, ())) for name in kernel_of.values()}
+    mapped = {name: (*claims.get(name, ()), *shared.get(name, ())) for name in opt_nodes}
     for kernel in compute:
         if kernel.name in opt_nodes and not mapped.get(kernel.name):
             found_nodes = enclosing_nodes(kernel.name, feeds, feeders, mapped, graph.position)
