@@ -5,6 +5,9 @@ from __future__ import annotations
 from .analysis import analyze
 from .analysis.types import ModelAnalysis, NodeCost
 from .api import profile_model, profile_sweep
+from .backends.base import Backend, get_backend
+from .calibration import calibrate
+from .check import check_outputs
 from .errors import RooflineError
 from .profile import Layer, ModelProfile
 from .roofline import DeviceRoofline
@@ -13,6 +16,7 @@ from .stats import LatencyStats
 __version__ = "0.1.0"
 
 __all__ = [
+    "Backend",
     "DeviceRoofline",
     "Layer",
     "LatencyStats",
@@ -22,6 +26,9 @@ __all__ = [
     "RooflineError",
     "__version__",
     "analyze",
+    "calibrate",
+    "check_outputs",
+    "get_backend",
     "profile_model",
     "profile_sweep",
 ]

@@ -5,17 +5,9 @@ from __future__ import annotations
 import onnx
 
 from .builder import GraphBuilder, Weights
-from .layers import conv
+from .layers import classifier_head, conv, inverted_residuals
 
 __all__ = ["mobilenet_v2", "resnet50", "tiny_cnn"]
-
-
-def _head(b: GraphBuilder, x: str, features: int, classes: int, batch: int | None) -> str:
-    """GlobalAveragePool -> Flatten -> Gemm (torchvision's avgpool + fc)."""
-    flat = b.op("Flatten", [b.op("GlobalAveragePool", [x])], axis=1)
-    w = b.weight("fc.weight", [classes, features], fan_in=features)
-    bias = b.weight("fc.bias", [classes], fan_in=classes * 100)
-    return b.output(b.op("Gemm", [flat, w, bias], transB=1), "output", [batch or "N", classes])
 
 
 def tiny_cnn(
@@ -36,7 +28,7 @@ def tiny_cnn(
     y = conv(b, y, 16, 16, 3)
     x = b.op("Relu", [b.op("Add", [y, x])])
     x = conv(b, x, 16, 32, 3, stride=2, act="relu")
-    _head(b, x, 32, 10, batch)
+    classifier_head(b, x, 32, 10, batch)
     return b.build()
 
 
@@ -64,7 +56,7 @@ def resnet50(
             shortcut = conv(b, x, cin, 4 * width, 1, stride=s) if index == 0 else x
             x = b.op("Relu", [b.op("Add", [y, shortcut])])
             cin = 4 * width
-    _head(b, x, 2048, 1000, batch)
+    classifier_head(b, x, 2048, 1000, batch)
     return b.build()
 
 
@@ -92,16 +84,7 @@ def mobilenet_v2(
     b = GraphBuilder("mobilenet_v2", weights=weights, external_data=external_data)
     x = b.input("input", [batch or "N", 3, 224, 224])
     x = conv(b, x, 3, 32, 3, stride=2, act="relu6")
-    cin = 32
-    for expand, cout, repeats, stride in _MOBILENET_V2:
-        for index in range(repeats):
-            s = stride if index == 0 else 1
-            hidden = cin * expand
-            y = conv(b, x, cin, hidden, 1, act="relu6") if expand != 1 else x
-            y = conv(b, y, hidden, hidden, 3, stride=s, groups=hidden, act="relu6")
-            y = conv(b, y, hidden, cout, 1)
-            x = b.op("Add", [x, y]) if s == 1 and cin == cout else y
-            cin = cout
+    x, cin = inverted_residuals(b, x, 32, _MOBILENET_V2)
     x = conv(b, x, cin, 1280, 1, act="relu6")
-    _head(b, x, 1280, 1000, batch)
+    classifier_head(b, x, 1280, 1000, batch)
     return b.build()

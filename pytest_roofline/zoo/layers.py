@@ -6,7 +6,10 @@ import math
 
 from .builder import GraphBuilder
 
-__all__ = ["attention", "conv", "dim_of", "gelu_erf", "layer_norm", "linear", "shape_of"]
+__all__ = [
+    "attention", "classifier_head", "conv", "dim_of", "gelu_erf", "inverted_residuals", "layer_norm",
+    "linear", "shape_of",
+]
 
 
 def conv(
@@ -25,6 +28,32 @@ def conv(
     elif act == "relu6":
         y = b.op("Clip", [y, b.const(f"{tag}.min", 0.0), b.const(f"{tag}.max", 6.0)])
     return y
+
+
+def inverted_residuals(
+    b: GraphBuilder, x: str, cin: int, stages: tuple[tuple[int, int, int, int], ...]
+) -> tuple[str, int]:
+    """MobileNetV2 inverted-residual stages ``(expand, cout, repeats, stride)``; returns (x, channels)."""
+    for expand, cout, repeats, stride in stages:
+        for index in range(repeats):
+            s = stride if index == 0 else 1
+            hidden = cin * expand
+            y = conv(b, x, cin, hidden, 1, act="relu6") if expand != 1 else x
+            y = conv(b, y, hidden, hidden, 3, stride=s, groups=hidden, act="relu6")
+            y = conv(b, y, hidden, cout, 1)
+            x = b.op("Add", [x, y]) if s == 1 and cin == cout else y
+            cin = cout
+    return x, cin
+
+
+def classifier_head(
+    b: GraphBuilder, x: str, features: int, classes: int, batch: int | None, output: str = "output"
+) -> str:
+    """GlobalAveragePool -> Flatten -> Gemm (torchvision's avgpool + fc), as graph output ``output``."""
+    flat = b.op("Flatten", [b.op("GlobalAveragePool", [x])], axis=1)
+    w = b.weight("fc.weight", [classes, features], fan_in=features)
+    bias = b.weight("fc.bias", [classes], fan_in=classes * 100)
+    return b.output(b.op("Gemm", [flat, w, bias], transB=1), output, [batch or "N", classes])
 
 
 def linear(b: GraphBuilder, x: str, fan_in: int, fan_out: int, prefix: str) -> str:
