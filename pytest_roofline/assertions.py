@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .fmt import fmt_seconds_fixed as format_seconds
 from .profile import Layer, ModelProfile
-from .report.terminal import format_seconds
 from .stats import LatencyStats
 
 __all__ = ["assert_efficiency", "assert_fraction", "assert_latency", "describe", "explain_compare"]

@@ -28,6 +28,9 @@ from typing import Any
 
 import numpy as np
 
+from pytest_roofline.fmt import fmt_pct, text_table
+from pytest_roofline.fmt import fmt_seconds_fixed as _sec
+
 __all__ = [
     "DEFAULT_DRIFT",
     "LayerDelta",
@@ -293,8 +296,8 @@ def verdict_table(verdict: Verdict) -> list[str]:
     """The lines of a regression table: metric, baseline, current, ratio, CI, noise (+ layers)."""
     ci = f"[{verdict.ci[0]:.3f}, {verdict.ci[1]:.3f}]" if verdict.ci else "-"
     base = "1 (reference)" if verdict.mode == "paired" else _num(verdict.baseline)
+    header = ("metric", "baseline", "current", "ratio", "95% CI", "noise", "tolerance")
     rows = [
-        ("metric", "baseline", "current", "ratio", "95% CI", "noise", "tolerance"),
         (
             verdict.metric,
             base,
@@ -307,9 +310,10 @@ def verdict_table(verdict: Verdict) -> list[str]:
     ]
     raw = verdict.raw or {}
     if raw.get("baseline") is not None or raw.get("current") is not None:
-        rows.append(("raw seconds", _sec(raw.get("baseline")), _sec(raw.get("current")), "", "", "", ""))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)).rstrip() for row in rows]
+        rows.append(
+            ("raw seconds", _sec(raw.get("baseline")), _sec(raw.get("current")), "", "", "", "")
+        )
+    lines = text_table(header, rows, left=len(header))
     for layer in sorted(verdict.layers, key=lambda la: la.ratio, reverse=True)[:10]:
         lines.append(
             f"  layer {layer.name}: {_sec(layer.baseline_time)} -> {_sec(layer.current_time)} "
@@ -319,21 +323,8 @@ def verdict_table(verdict: Verdict) -> list[str]:
 
 
 def _pct(value: float | None) -> str:
-    if value is None:
-        return "-"
-    text = f"{value * 100:.2f}".rstrip("0").rstrip(".")
-    return f"{text}%"
+    return fmt_pct(value, 2, missing="-", trim=True)
 
 
 def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
-
-
-def _sec(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if value >= 1:
-        return f"{value:.3f} s"
-    if value >= 1e-3:
-        return f"{value * 1e3:.3f} ms"
-    return f"{value * 1e6:.1f} us"

@@ -11,6 +11,7 @@ import sys
 from pytest_roofline.analysis import ModelAnalysis, analyze, by_op_type, published_macs
 from pytest_roofline.cli.common import add_model_arguments
 from pytest_roofline.errors import OptionError
+from pytest_roofline.fmt import fmt_bytes_fixed, text_table
 
 __all__ = ["add_parser", "format_csv", "format_table", "run"]
 
@@ -90,7 +91,7 @@ def format_table(result: ModelAnalysis, top: int = 15) -> str:
         f"model {result.model_name}  inputs {inputs}  shapes resolved by: {result.shape_method}",
         f"total: {total.flops / 1e9:.3f} GFLOPs, {total.macs / 1e9:.3f} GMACs "
         f"(conv+gemm+matmul {published_macs(result) / 1e9:.3f} GMACs, the published-table convention), "
-        f"{total.params / 1e6:.3f} M params, {_bytes(total.bytes)} moved, {len(result.nodes)} nodes",
+        f"{total.params / 1e6:.3f} M params, {fmt_bytes_fixed(total.bytes)} moved, {len(result.nodes)} nodes",
         f"convention: {CONVENTION}",
         "",
     ]
@@ -103,13 +104,13 @@ def format_table(result: ModelAnalysis, top: int = 15) -> str:
                 n.op_type,
                 f"{n.flops / 1e6:.2f}",
                 f"{n.macs / 1e6:.2f}",
-                _bytes(n.bytes),
+                fmt_bytes_fixed(n.bytes),
                 f"{n.intensity:.1f}",
                 f"{n.params}",
             )
             for n in nodes
         ]
-        lines += _grid(("node", "op", "MFLOPs", "MMACs", "bytes", "FLOP/B", "params"), rows, left=2)
+        lines += text_table(("node", "op", "MFLOPs", "MMACs", "bytes", "FLOP/B", "params"), rows, left=2)
         lines.append("")
     lines.append("by op type")
     rows = [
@@ -119,31 +120,14 @@ def format_table(result: ModelAnalysis, top: int = 15) -> str:
             f"{t.flops / 1e6:.2f}",
             f"{100 * t.flops / total.flops if total.flops else 0:.1f}%",
             f"{t.macs / 1e6:.2f}",
-            _bytes(t.bytes),
+            fmt_bytes_fixed(t.bytes),
         )
         for op, (count, t) in by_op_type(result).items()
     ]
-    lines += _grid(("op", "nodes", "MFLOPs", "share", "MMACs", "bytes"), rows)
+    lines += text_table(("op", "nodes", "MFLOPs", "share", "MMACs", "bytes"), rows)
     if result.uncosted:
         lines += [
             "",
             "no cost rule (bytes only): " + ", ".join(f"{op} x{count}" for op, count in result.uncosted),
         ]
     return "\n".join(lines) + "\n"
-
-
-def _grid(header: tuple[str, ...], rows: list[tuple[str, ...]], left: int = 1) -> list[str]:
-    """Columns padded to their widest cell; the first ``left`` left-aligned, the rest right."""
-    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=False)]
-    fmt = lambda row: "  ".join(  # noqa: E731
-        str(cell).ljust(w) if i < left else str(cell).rjust(w)
-        for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-    )
-    return [fmt(header), *(fmt(row) for row in rows)]
-
-
-def _bytes(count: int) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if count >= scale:
-            return f"{count / scale:.2f} {unit}"
-    return f"{count} B"

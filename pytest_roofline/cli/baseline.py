@@ -10,8 +10,8 @@ from typing import Any
 
 from pytest_roofline.baseline import BaselineEntry, BaselineStore
 from pytest_roofline.errors import BaselineError, RooflineError
+from pytest_roofline.fmt import fmt_seconds_fixed, text_table
 from pytest_roofline.gate import compare, verdict_table
-from pytest_roofline.report.terminal import format_seconds
 from pytest_roofline.session import parse_percent
 
 __all__ = ["add_parser", "run"]
@@ -126,12 +126,11 @@ def _show(args: argparse.Namespace, store: BaselineStore) -> int:
         e = entries[key]
         rows.append((
             e.test, e.model, str(e.batch), e.backend, e.device_class, f"{e.figure:.4g}",
-            format_seconds(e.latency.get("median")), str(len(e.sessions)), str(len(e.history)),
+            fmt_seconds_fixed(e.latency.get("median")), str(len(e.sessions)), str(len(e.history)),
             (e.commit or "-")[:10],
         ))  # fmt: skip
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    for line in text_table(rows[0], rows[1:], left=len(rows[0])):
+        print(line)
     return 0
 
 

@@ -9,7 +9,7 @@ import sys
 from pytest_roofline.calibration import calibrate
 from pytest_roofline.calibration_probes import DTYPES, size_label
 from pytest_roofline.cli.common import parse_key_value
-from pytest_roofline.report.view import fmt_pct, fmt_rate, fmt_seconds
+from pytest_roofline.fmt import fmt_pct, fmt_rate, fmt_seconds
 from pytest_roofline.roofline import DeviceRoofline
 
 __all__ = ["add_parser", "format_table", "run"]

@@ -11,9 +11,9 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from pytest_roofline.cli.analyze import _grid  # one table style for every verb
 from pytest_roofline.cli.common import add_model_arguments, parse_key_value
 from pytest_roofline.errors import OptionError
+from pytest_roofline.fmt import text_table
 
 if TYPE_CHECKING:
     from pytest_roofline.check import CheckResult
@@ -61,7 +61,7 @@ def format_table(result: CheckResult) -> str:
         for c in result.comparisons
     ]  # fmt: skip
     title = f"{result.model}: reference {result.backends[0]}, rtol={result.rtol:g}, atol={result.atol:g}"
-    return "\n".join([title, *_grid(header, rows, left=2)])
+    return "\n".join([title, *text_table(header, rows, left=2)])
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,9 +18,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_roofline.cli.analyze import _bytes, _grid  # one table style for every verb
 from pytest_roofline.cli.common import add_model_arguments, parse_key_value
 from pytest_roofline.errors import OptionError
+from pytest_roofline.fmt import fmt_bytes_fixed, text_table
+from pytest_roofline.fmt import fmt_seconds_fixed as _ms
 
 if TYPE_CHECKING:
     from pytest_roofline.api import ProfileRun
@@ -197,11 +198,11 @@ def format_table(profile: ModelProfile, top: int = 15, sort: str = "time", by_ty
     if by_type:
         rows = [
             (s.op_type, str(s.count), _ms(s.time), f"{100 * s.share:.1f}%", f"{s.flops / 1e6:.2f}",
-             f"{s.achieved_flops / 1e9:.2f}", _bytes(s.bytes))
+             f"{s.achieved_flops / 1e9:.2f}", fmt_bytes_fixed(s.bytes))
             for s in profile.by_op_type()
         ]  # fmt: skip
         lines.append("by op type")
-        lines += _grid(("op", "layers", "time", "share", "MFLOPs", "GFLOP/s", "bytes"), rows)
+        lines += text_table(("op", "layers", "time", "share", "MFLOPs", "GFLOP/s", "bytes"), rows)
         return "\n".join(lines) + "\n"
     layers = _sorted_layers(profile, sort)
     shown = layers if top == 0 else layers[:top]
@@ -214,13 +215,14 @@ def format_table(profile: ModelProfile, top: int = 15, sort: str = "time", by_ty
         rows.append((
             layer.name[:40], layer.op_type, nodes[:48] + ("..." if len(nodes) > 48 else ""), _ms(layer.time),
             f"{100 * layer.share:.1f}%", f"{100 * cumulative:.1f}%", f"{layer.flops / 1e6:.2f}",
-            f"{layer.achieved_flops / 1e9:.2f}", _bytes(layer.bytes), f"{layer.achieved_bandwidth / 1e9:.2f}",
+            f"{layer.achieved_flops / 1e9:.2f}", fmt_bytes_fixed(layer.bytes),
+            f"{layer.achieved_bandwidth / 1e9:.2f}",
             f"{layer.intensity:.1f}",
             "-" if layer.roofline_fraction is None else f"{100 * layer.roofline_fraction:.1f}%",
             layer.bound or ("-" if layer.kind == "compute" else layer.kind),
         ))  # fmt: skip
     lines.append(f"{'top ' + str(len(shown)) if top else 'all'} layers by {sort}")
-    lines += _grid(
+    lines += text_table(
         ("layer", "op", "onnx nodes", "time", "share", "cum", "MFLOPs", "GFLOP/s", "bytes", "GB/s",
          "FLOP/B", "fraction", "bound"),
         rows, left=3,
@@ -240,11 +242,3 @@ def format_csv(profiles: list[ModelProfile]) -> str:
             data["onnx_nodes"] = ";".join(layer.onnx_nodes)
             writer.writerow(["" if data.get(k) is None else data.get(k) for k in CSV_FIELDS])
     return out.getvalue()
-
-
-def _ms(seconds: float) -> str:
-    if seconds >= 1:
-        return f"{seconds:.3f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3f} ms"
-    return f"{seconds * 1e6:.1f} us"

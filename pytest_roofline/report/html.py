@@ -14,16 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_roofline.errors import RooflineError
+from pytest_roofline.fmt import fmt_bytes, fmt_count, fmt_pct, fmt_rate, fmt_ratio, fmt_seconds
 from pytest_roofline.profile import ModelProfile
 from pytest_roofline.report import finite
 from pytest_roofline.report.view import (
     FLOP_CONVENTION,
-    fmt_bytes,
-    fmt_count,
-    fmt_pct,
-    fmt_rate,
-    fmt_ratio,
-    fmt_seconds,
     layer_headroom,
     result_label,
     status_word,

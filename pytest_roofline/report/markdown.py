@@ -9,13 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pytest_roofline.report.view import (
-    fmt_pct,
-    fmt_ratio,
-    fmt_seconds,
-    status_word,
-    worst_layers,
-)
+from pytest_roofline.fmt import fmt_pct, fmt_ratio, fmt_seconds
+from pytest_roofline.report.view import status_word, worst_layers
 
 __all__ = ["render", "write"]
 

@@ -5,28 +5,15 @@ Works on the results-schema dict, so the plugin and the CLI print the same lines
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_roofline.fmt import fmt_pct, fmt_seconds_fixed, text_table
 from pytest_roofline.gate import Verdict, verdict_table
 
+format_seconds = fmt_seconds_fixed  # kept for importers of the old name
+
 __all__ = ["format_seconds", "summary_lines"]
-
-
-def format_seconds(value: float | None) -> str:
-    """Seconds in a readable unit."""
-    if value is None or not math.isfinite(value):
-        return "-"
-    if value >= 1:
-        return f"{value:.3f} s"
-    if value >= 1e-3:
-        return f"{value * 1e3:.3f} ms"
-    return f"{value * 1e6:.1f} us"
-
-
-def _percent(value: float | None) -> str:
-    return "-" if value is None or not math.isfinite(value) else f"{value * 100:.1f}%"
 
 
 def summary_lines(
@@ -37,7 +24,8 @@ def summary_lines(
 ) -> list[str]:
     """One line per profiled model, regression tables, spans, stale entries, files written."""
     lines: list[str] = []
-    rows = [("test", "model", "batch", "median", "efficiency", "verdict", "vs baseline")]
+    header = ("test", "model", "batch", "median", "efficiency", "verdict", "vs baseline")
+    rows: list[tuple[str, ...]] = []
     tables: list[str] = []
     spans: list[str] = []
     for item in results.get("results", []):
@@ -48,8 +36,8 @@ def summary_lines(
                 item["test"],
                 prof.get("model", "?"),
                 str(prof.get("batch", "")),
-                format_seconds((prof.get("latency") or {}).get("median")),
-                _percent(prof.get("efficiency")),
+                fmt_seconds_fixed((prof.get("latency") or {}).get("median")),
+                fmt_pct(prof.get("efficiency"), missing="-"),
                 verdict["status"],
                 f"x{ratio:.3f}" if ratio is not None else "-",
             )
@@ -60,17 +48,14 @@ def summary_lines(
                     f"REGRESSION {item['test']} :: {prof.get('model')} — {extra.get('message', '')}"
                 )
                 tables.extend("  " + line for line in verdict_table(Verdict.from_dict(extra)))
-        model_median = format_seconds((prof.get("latency") or {}).get("median"))
+        model_median = fmt_seconds_fixed((prof.get("latency") or {}).get("median"))
         for name, stats in (prof.get("spans") or {}).items():
             spans.append(
-                f"  {item['test']} span {name}: median {format_seconds(stats.get('median'))} "
+                f"  {item['test']} span {name}: median {fmt_seconds_fixed(stats.get('median'))} "
                 f"(n={stats.get('n')}) beside model {model_median}"
             )
-    if len(rows) > 1:
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        lines.extend(
-            "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip() for row in rows
-        )
+    if rows:
+        lines.extend(text_table(header, rows, left=len(header)))
     lines.extend(tables)
     if spans:
         lines.append("application spans:")

@@ -1,19 +1,28 @@
 """Shared reading of the run-results JSON for every report format.
 
 Reports take the results dict (``RunResults.to_dict()``, see docs/results-schema.md), never live
-objects, so a saved JSON can be rendered again later.  This module loads that dict, formats units
-at the edge and derives the views several formats share (labels, status words, sweeps, headroom).
+objects, so a saved JSON can be rendered again later.  This module loads that dict and derives
+the views several formats share (labels, status words, sweeps, headroom).  The unit formatters
+live in :mod:`pytest_roofline.fmt`; they are re-exported here for existing importers.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from pytest_roofline.errors import RooflineError
+from pytest_roofline.fmt import (
+    fmt_bytes,
+    fmt_count,
+    fmt_pct,
+    fmt_rate,
+    fmt_ratio,
+    fmt_seconds,
+    is_finite,
+)
 
 __all__ = [
     "FLOP_CONVENTION",
@@ -32,9 +41,6 @@ __all__ = [
 ]
 
 FLOP_CONVENTION = "FLOPs count 2 per multiply-accumulate (MAC); MACs are reported alongside."
-
-_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
-
 
 def load_results(path: str | Path) -> dict[str, Any]:
     """Read a run-results JSON file.
@@ -60,56 +66,6 @@ def load_results(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _si(value: Any, unit: str, digits: int = 3) -> str:
-    if not _finite(value):
-        return "–"
-    magnitude = abs(value)
-    for scale, prefix in _PREFIXES:
-        if magnitude >= scale:
-            return f"{value / scale:.{digits}g} {prefix}{unit}"
-    return f"{value:.{digits}g} {unit}"
-
-
-def fmt_seconds(value: Any) -> str:
-    """``0.01234`` → ``12.3 ms``."""
-    if not _finite(value):
-        return "–"
-    magnitude = abs(value)
-    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
-        if magnitude >= scale:
-            return f"{value / scale:.3g} {unit}"
-    return f"{value / 1e-9:.3g} ns" if value else "0 s"
-
-
-def fmt_count(value: Any, unit: str = "") -> str:
-    """``4.1e9`` → ``4.1 G`` (FLOPs, MACs, params)."""
-    return _si(value, unit).rstrip()
-
-
-def fmt_rate(value: Any, unit: str = "FLOP/s") -> str:
-    """``1.2e11`` → ``120 GFLOP/s``."""
-    return _si(value, unit)
-
-
-def fmt_bytes(value: Any) -> str:
-    """Decimal bytes: ``25e6`` → ``25 MB``."""
-    return _si(value, "B")
-
-
-def fmt_pct(value: Any, digits: int = 1) -> str:
-    """``0.123`` → ``12.3%``."""
-    return f"{100 * value:.{digits}f}%" if _finite(value) else "–"
-
-
-def fmt_ratio(value: Any) -> str:
-    """``1.083`` → ``1.083x``."""
-    return f"{value:.3f}x" if _finite(value) else "–"
-
-
 def status_word(result: dict[str, Any]) -> str:
     """Upper-case verdict word (PASS, REGRESSION, ...), or the pytest outcome without a verdict."""
     verdict = result.get("verdict") or {}
@@ -129,7 +85,7 @@ def layer_headroom(layer: dict[str, Any]) -> float:
     """Seconds this layer would save at its roof (0 when no roof is known)."""
     fraction = layer.get("roofline_fraction")
     time = layer.get("time") or 0.0
-    if not _finite(fraction) or fraction <= 0:
+    if not is_finite(fraction) or fraction <= 0:
         return 0.0
     return time * (1.0 - min(fraction, 1.0))
 
@@ -137,7 +93,7 @@ def layer_headroom(layer: dict[str, Any]) -> float:
 def worst_layers(result: dict[str, Any], limit: int = 5, threshold: float = 1.0) -> list[dict[str, Any]]:
     """Layers of the verdict whose time ratio exceeds ``threshold``, slowest-grown first."""
     layers = (result.get("verdict") or {}).get("layers") or []
-    slower = [la for la in layers if _finite(la.get("ratio")) and la["ratio"] > threshold]
+    slower = [la for la in layers if is_finite(la.get("ratio")) and la["ratio"] > threshold]
     slower.sort(key=lambda la: (la["current_time"] or 0) - (la["baseline_time"] or 0), reverse=True)
     return slower[:limit]
 
@@ -152,7 +108,7 @@ def sweeps(results: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     for result in results:
         profile = result.get("profile") or {}
         latency = profile.get("latency") or {}
-        if not _finite(latency.get("median")) or not isinstance(profile.get("batch"), int):
+        if not is_finite(latency.get("median")) or not isinstance(profile.get("batch"), int):
             continue
         key = (str(profile.get("model")), str(profile.get("backend")), str(profile.get("precision", "")))
         groups.setdefault(key, {})[profile["batch"]] = {

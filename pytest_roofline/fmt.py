@@ -1,0 +1,119 @@
+"""Text formatting of units and tables, shared by every CLI verb, the terminal summary, the gate's
+tables, the assertion messages and the reports.
+
+Two styles of seconds exist on purpose: :func:`fmt_seconds` (three significant figures, reports)
+and :func:`fmt_seconds_fixed` (three decimals in ms/s, terminal and CLI tables).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = [
+    "is_finite",
+    "fmt_bytes",
+    "fmt_bytes_fixed",
+    "fmt_count",
+    "fmt_pct",
+    "fmt_rate",
+    "fmt_ratio",
+    "fmt_seconds",
+    "fmt_seconds_fixed",
+    "text_table",
+]
+
+_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def is_finite(value: Any) -> bool:
+    """A real, finite number (bools, None, NaN and strings are not)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _si(value: Any, unit: str, digits: int = 3) -> str:
+    if not is_finite(value):
+        return "–"
+    magnitude = abs(value)
+    for scale, prefix in _PREFIXES:
+        if magnitude >= scale:
+            return f"{value / scale:.{digits}g} {prefix}{unit}"
+    return f"{value:.{digits}g} {unit}"
+
+
+def fmt_seconds(value: Any) -> str:
+    """``0.01234`` → ``12.3 ms`` (``–`` when missing)."""
+    if not is_finite(value):
+        return "–"
+    magnitude = abs(value)
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        if magnitude >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value / 1e-9:.3g} ns" if value else "0 s"
+
+
+def fmt_seconds_fixed(value: float | None) -> str:
+    """``0.01234`` → ``12.340 ms``; below a millisecond ``123.4 us`` (``-`` when missing)."""
+    if value is None or not math.isfinite(value):
+        return "-"
+    if value >= 1:
+        return f"{value:.3f} s"
+    if value >= 1e-3:
+        return f"{value * 1e3:.3f} ms"
+    return f"{value * 1e6:.1f} us"
+
+
+def fmt_count(value: Any, unit: str = "") -> str:
+    """``4.1e9`` → ``4.1 G`` (FLOPs, MACs, params)."""
+    return _si(value, unit).rstrip()
+
+
+def fmt_rate(value: Any, unit: str = "FLOP/s") -> str:
+    """``1.2e11`` → ``120 GFLOP/s``."""
+    return _si(value, unit)
+
+
+def fmt_bytes(value: Any) -> str:
+    """Decimal bytes, three significant figures: ``25e6`` → ``25 MB``."""
+    return _si(value, "B")
+
+
+def fmt_bytes_fixed(count: int) -> str:
+    """Decimal bytes, two decimals: ``25e6`` → ``25.00 MB``; below a kB ``512 B``."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.2f} {unit}"
+    return f"{count} B"
+
+
+def fmt_pct(value: Any, digits: int = 1, *, missing: str = "–", trim: bool = False) -> str:
+    """``0.123`` → ``12.3%``; ``trim`` drops trailing zeros (``0.05`` → ``5%``)."""
+    if not is_finite(value):
+        return missing
+    text = f"{100 * value:.{digits}f}"
+    if trim and "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return f"{text}%"
+
+
+def fmt_ratio(value: Any) -> str:
+    """``1.083`` → ``1.083x``."""
+    return f"{value:.3f}x" if is_finite(value) else "–"
+
+
+def text_table(header: Sequence[Any], rows: Sequence[Sequence[Any]], left: int = 1) -> list[str]:
+    """Lines of an aligned table: columns two spaces apart, padded to their widest cell.
+
+    The first ``left`` columns are left-aligned, the rest right-aligned (pass ``len(header)``
+    for an all-left table); trailing spaces are dropped.
+    """
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=False)]
+
+    def line(row: Sequence[Any]) -> str:
+        return "  ".join(
+            str(cell).ljust(w) if i < left else str(cell).rjust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+
+    return [line(header), *(line(row) for row in rows)]
