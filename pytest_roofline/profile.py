@@ -285,9 +285,9 @@ class ModelProfile:
         for layer in self.layers:
             if layer.name == name:
                 return layer
-        for layer in self.layers:
-            if name in layer.onnx_nodes:
-                return layer
+        executing = [layer for layer in self.layers if name in layer.onnx_nodes]
+        if executing:  # a node run by several kernels: the one carrying its FLOPs, then the longest
+            return max(executing, key=lambda layer: (layer.flops, layer.time))
         import difflib
 
         names = [layer.name for layer in self.layers] + [n for la in self.layers for n in la.onnx_nodes]

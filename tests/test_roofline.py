@@ -50,3 +50,18 @@ def test_fraction_judges_a_cache_resident_kernel_against_its_cache_roof(roof: De
 
 def test_round_trip(roof: DeviceRoofline) -> None:
     assert DeviceRoofline.from_dict(roof.to_dict()) == roof
+
+
+def test_layer_by_node_prefers_the_kernel_carrying_its_flops() -> None:
+    from pytest_roofline.profile import Layer, ModelProfile
+    from pytest_roofline.stats import LatencyStats
+
+    helper = Layer("Gather_token_1", "Gather", ("Shape_3",), 2e-6, 0, 64)
+    main = Layer("Conv_0", "Conv", ("Conv_0", "Shape_3"), 5e-5, 1000, 4096)
+    prof = ModelProfile(
+        model_name="m", model_path=None, model_hash="", backend="onnxruntime", backend_version="",
+        options={}, batch=1, input_shapes={}, latency=LatencyStats.from_samples([1e-4, 2e-4]),
+        layers=(helper, main), attributed_fraction=1.0, total_flops=1000, total_macs=500, total_bytes=4160,
+    )
+    assert prof.layer("Shape_3") is main
+    assert prof.layer("Gather_token_1") is helper
