@@ -9,7 +9,7 @@ import json
 import sys
 
 from pytest_roofline.analysis import ModelAnalysis, analyze, by_op_type, published_macs
-from pytest_roofline.cli.common import add_model_arguments
+from pytest_roofline.cli.common import add_format_argument, add_model_arguments, parse_batch
 from pytest_roofline.errors import OptionError
 from pytest_roofline.fmt import fmt_bytes_fixed, text_table
 
@@ -38,7 +38,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description=f"Static cost model of an ONNX model at bound shapes. {CONVENTION}.",
     )
     add_model_arguments(parser, batch_help="bind the first dim of every input whose first dim is symbolic")
-    parser.add_argument("--format", choices=("table", "json", "csv"), default="table", help="output format")
+    add_format_argument(parser, ("table", "json", "csv"))
     parser.add_argument(
         "--top", type=int, default=15, metavar="K", help="nodes listed in the table (default 15)"
     )
@@ -47,7 +47,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Analyze ``args.model`` and print it in ``args.format``."""
-    batch = _parse_batch(args.batch)
+    batch = parse_batch(args.batch)
     if args.top < 0:
         raise OptionError(f"--top must be >= 0, got {args.top}")
     result = analyze(args.model, batch=batch, dims=dict(args.dim))
@@ -59,18 +59,6 @@ def run(args: argparse.Namespace) -> int:
         text = format_table(result, args.top)
     sys.stdout.write(text)
     return 0
-
-
-def _parse_batch(value: object) -> int | None:
-    if value is None:
-        return None
-    try:
-        batch = int(value)  # type: ignore[arg-type]
-    except ValueError:
-        raise OptionError(f"--batch needs a positive integer, got {value!r}") from None
-    if batch < 1:
-        raise OptionError(f"--batch needs a positive integer, got {batch}")
-    return batch
 
 
 def format_csv(result: ModelAnalysis) -> str:

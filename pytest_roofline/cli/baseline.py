@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_roofline.baseline import BaselineEntry, BaselineStore
+from pytest_roofline.cli.common import add_format_argument
 from pytest_roofline.errors import BaselineError, RooflineError
 from pytest_roofline.fmt import fmt_seconds_fixed, text_table
 from pytest_roofline.gate import compare, verdict_table
@@ -40,7 +41,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     common(update)
 
     show = verbs.add_parser("show", help="list stored entries")
-    show.add_argument("--format", choices=("table", "json"), default="table", help="output format")
+    add_format_argument(show)
     common(show)
 
     diff = verbs.add_parser(

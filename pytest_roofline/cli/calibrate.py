@@ -8,7 +8,7 @@ import sys
 
 from pytest_roofline.calibration import calibrate
 from pytest_roofline.calibration_probes import DTYPES, size_label
-from pytest_roofline.cli.common import parse_key_value
+from pytest_roofline.cli.common import add_backend_arguments, add_format_argument
 from pytest_roofline.fmt import fmt_pct, fmt_rate, fmt_seconds
 from pytest_roofline.roofline import DeviceRoofline
 
@@ -24,12 +24,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "from cache-sized to beyond the last-level cache) through a backend; cached per device "
         "fingerprint in the user's cache dir ($ROOFLINE_CACHE_DIR overrides).",
     )
-    parser.add_argument("--backend", default="onnxruntime", help="backend to calibrate (default onnxruntime)")
-    parser.add_argument(
-        "--option", action="append", type=parse_key_value, default=[], metavar="K=V",
-        help="backend option, e.g. intra_op_threads=2 (repeatable)",
+    add_backend_arguments(
+        parser, backend_help="backend to calibrate (default onnxruntime)",
+        option_help="backend option, e.g. intra_op_threads=2 (repeatable)",
     )
-    parser.add_argument("--format", choices=("table", "json"), default="table", help="output format")
+    add_format_argument(parser)
     parser.add_argument(
         "--force", action="store_true", help="measure again even when a cached calibration exists"
     )

@@ -11,7 +11,13 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from pytest_roofline.cli.common import add_model_arguments, parse_key_value
+from pytest_roofline.cli.common import (
+    INPUTS_HELP,
+    add_format_argument,
+    add_model_arguments,
+    parse_batch,
+    parse_key_value,
+)
 from pytest_roofline.errors import OptionError
 from pytest_roofline.fmt import text_table
 
@@ -42,13 +48,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--backends", default="onnxruntime,openvino",
                         help="comma-separated backends, the first is the reference "
                         "(default onnxruntime,openvino)")
-    parser.add_argument("--inputs", metavar="FILE", help="inputs: .npy (single-input model) or .npz by name")
+    parser.add_argument("--inputs", metavar="FILE", help=INPUTS_HELP)
     parser.add_argument("--seed", type=int, default=0, help="seed of the generated inputs (default 0)")
     parser.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance (default 1e-3)")
     parser.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance (default 1e-4)")
     parser.add_argument("--option", action="append", type=_backend_option, default=[],
                         metavar="BACKEND:K=V", help="backend option (repeatable), e.g. openvino:device=CPU")
-    parser.add_argument("--format", choices=("table", "json"), default="table", help="output format")
+    add_format_argument(parser)
     parser.set_defaults(run=run)
 
 
@@ -74,11 +80,7 @@ def run(args: argparse.Namespace) -> int:
         if backend not in backends:
             raise OptionError(f"--option {backend}:{key}=... names no backend of --backends {args.backends}")
         options.setdefault(backend, {})[key] = value
-    batch = None
-    if args.batch is not None:
-        if not str(args.batch).isdigit() or int(args.batch) < 1:
-            raise OptionError(f"--batch must be a positive integer, got {args.batch!r}")
-        batch = int(args.batch)
+    batch = parse_batch(args.batch)
     result = check_outputs(
         args.model, backends, inputs=args.inputs, seed=args.seed, rtol=args.rtol, atol=args.atol,
         options=options, batch=batch, dims=dict(args.dim),

@@ -3,8 +3,21 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 
-__all__ = ["add_model_arguments", "parse_key_value", "parse_key_int"]
+from pytest_roofline.errors import OptionError
+
+__all__ = [
+    "INPUTS_HELP",
+    "add_backend_arguments",
+    "add_format_argument",
+    "add_model_arguments",
+    "parse_batch",
+    "parse_key_int",
+    "parse_key_value",
+]
+
+INPUTS_HELP = "inputs: .npy (single-input model) or .npz by name"
 
 
 def parse_key_value(text: str) -> tuple[str, str]:
@@ -35,3 +48,33 @@ def add_model_arguments(parser: argparse.ArgumentParser, batch_help: str = "batc
         help="bind a symbolic input dim (repeatable)",
     )
     parser.add_argument("--batch", metavar="N", help=batch_help)
+
+
+def add_backend_arguments(parser: argparse.ArgumentParser, backend_help: str, option_help: str) -> None:
+    """--backend NAME (default onnxruntime) and --option K=V (repeatable, a list of pairs)."""
+    parser.add_argument("--backend", default="onnxruntime", help=backend_help)
+    parser.add_argument(
+        "--option", action="append", type=parse_key_value, default=[], metavar="K=V", help=option_help
+    )
+
+
+def add_format_argument(parser: argparse.ArgumentParser, choices: Sequence[str] = ("table", "json")) -> None:
+    """--format, one of ``choices``, default ``table``."""
+    parser.add_argument("--format", choices=tuple(choices), default="table", help="output format")
+
+
+def parse_batch(value: object) -> int | None:
+    """``--batch`` as one positive integer (None when not given).
+
+    Raises:
+        OptionError: not a positive integer.
+    """
+    if value is None:
+        return None
+    try:
+        batch = int(value)  # type: ignore[arg-type]
+    except ValueError:
+        raise OptionError(f"--batch needs a positive integer, got {value!r}") from None
+    if batch < 1:
+        raise OptionError(f"--batch needs a positive integer, got {batch}")
+    return batch

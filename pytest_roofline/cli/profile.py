@@ -18,7 +18,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_roofline.cli.common import add_model_arguments, parse_key_value
+from pytest_roofline.cli.common import (
+    INPUTS_HELP,
+    add_backend_arguments,
+    add_format_argument,
+    add_model_arguments,
+)
 from pytest_roofline.errors import OptionError
 from pytest_roofline.fmt import fmt_bytes_fixed, text_table
 from pytest_roofline.fmt import fmt_seconds_fixed as _ms
@@ -46,13 +51,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "with the calibrated device roofline.",
     )
     add_model_arguments(parser, batch_help="batch size: N, a list 1,4,16 or a power-of-two range 1-64")
-    parser.add_argument("--backend", default="onnxruntime", help="inference backend (default onnxruntime)")
-    parser.add_argument(
-        "--option", action="append", type=parse_key_value, default=[], metavar="K=V",
-        help="backend option (repeatable), e.g. intra_op_threads=1, graph_optimization_level=basic",
+    add_backend_arguments(
+        parser, backend_help="inference backend (default onnxruntime)",
+        option_help="backend option (repeatable), e.g. intra_op_threads=1, graph_optimization_level=basic",
     )  # fmt: skip
-    parser.add_argument("--inputs", metavar="FILE", help="inputs: .npy (single-input model) or .npz by name")
-    parser.add_argument("--format", choices=("table", "json", "csv"), default="table", help="output format")
+    parser.add_argument("--inputs", metavar="FILE", help=INPUTS_HELP)
+    add_format_argument(parser, ("table", "json", "csv"))
     parser.add_argument("--top", type=int, default=15, metavar="K", help="layers in the table (0 = all)")
     parser.add_argument("--sort", choices=SORT_KEYS, default="time", help="table order (default time)")
     parser.add_argument("--by-type", action="store_true", help="aggregate layers by op type")
