@@ -121,7 +121,7 @@ def run_profile(
         make_inputs,
         model_hash,
     )
-    from pytest_roofline.profile import ModelProfile, build_layers
+    from pytest_roofline.profile import ModelProfile, build_layers, profiler_scale
 
     say = progress or (lambda message: None)
     engine = _backend(backend, options)
@@ -154,7 +154,8 @@ def run_profile(
 
     say(f"timing {spec.name}: {sessions} fresh sessions x {rounds} rounds")
     latency = measure_latency(opener, sessions=sessions, rounds=rounds, budget=budget)
-    layers, fraction = build_layers(analysis, kernels, device_roof)
+    scale = profiler_scale(kernels, latency.median)
+    layers, fraction = build_layers(analysis, kernels, device_roof, time_scale=scale)
     total = analysis.total
     first_shape = next(iter(shapes.values()), ())
     profile = ModelProfile(
@@ -177,7 +178,11 @@ def run_profile(
         dims=dict(dims or {}),
         shape_method=analysis.shape_method,
         fingerprint=engine.fingerprint(),
-        extra={"profile_iterations": profile_iterations, "folded": list(kernels.folded)},
+        extra={
+            "profile_iterations": profile_iterations,
+            "folded": list(kernels.folded),
+            "profiler_scale": scale,
+        },
     )
     return ProfileRun(profile, kernels)
 

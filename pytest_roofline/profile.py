@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from .analysis.types import ModelAnalysis
     from .backends.base import KernelProfile, KernelRecord
 
-__all__ = ["Layer", "LayerNotFound", "ModelProfile", "OpTypeSummary", "build_layers"]
+__all__ = ["Layer", "LayerNotFound", "ModelProfile", "OpTypeSummary", "build_layers", "profiler_scale"]
 
 SCHEMA_VERSION = 1
 
@@ -142,10 +142,31 @@ class OpTypeSummary:
         return self.flops / self.time if self.time > 0 else 0.0
 
 
+def profiler_scale(kernels: KernelProfile, e2e_time: float | None) -> float:
+    """Factor that brings profiled kernel times back to the unprofiled end-to-end time.
+
+    A profiler slows the kernels it times (ORT 1.32 gathers allocator and thread statistics
+    per kernel; trtexec's per-layer timing adds sync points), so the kernel times of a profiled
+    run can add up to more than the model's measured latency.  Layer times are then scaled by
+    ``e2e_time / kernel_sum`` so that shares are kept and fractions judge the real speed; the
+    factor is never above 1 (kernels that add up to less leave time to the host).
+    """
+    total = sum(float(np.median(k.times)) for k in kernels.kernels if k.times)
+    if not e2e_time or total <= e2e_time:
+        return 1.0
+    return e2e_time / total
+
+
 def build_layers(
-    analysis: ModelAnalysis, kernels: KernelProfile, roofline: DeviceRoofline | None = None
+    analysis: ModelAnalysis,
+    kernels: KernelProfile,
+    roofline: DeviceRoofline | None = None,
+    time_scale: float = 1.0,
 ) -> tuple[list[Layer], float]:
     """Join a profiled run with the analysis; returns the layers and the attributed fraction.
+
+    Layer times are the kernels' profiled medians times ``time_scale`` (see
+    :func:`profiler_scale`); ``Layer.times`` keeps the raw profiled samples.
 
     Layout kernels carry no FLOPs (their bytes are what they move, from the backend's record
     when given in ``extra["bytes"]``).  Nodes of the analysis that no kernel executes and that
@@ -158,11 +179,11 @@ def build_layers(
     """
     known = {node.name for node in analysis.nodes}
     owner = _flop_owners(kernels, known)
-    total_time = sum(float(np.median(k.times)) if k.times else 0.0 for k in kernels.kernels)
+    total_time = sum(float(np.median(k.times)) if k.times else 0.0 for k in kernels.kernels) * time_scale
     layers: list[Layer] = []
     attributed = 0.0
     for kernel in kernels.kernels:
-        median = float(np.median(kernel.times)) if kernel.times else 0.0
+        median = float(np.median(kernel.times)) * time_scale if kernel.times else 0.0
         nodes = tuple(n for n in kernel.onnx_nodes if n in known)
         if kernel.kind == "layout":
             cost_flops, cost_bytes = 0, int(kernel.extra.get("bytes", 0))

@@ -65,3 +65,27 @@ def test_layer_by_node_prefers_the_kernel_carrying_its_flops() -> None:
     )
     assert prof.layer("Shape_3") is main
     assert prof.layer("Gather_token_1") is helper
+
+
+def test_profiled_times_are_scaled_to_the_unprofiled_latency() -> None:
+    from pytest_roofline.analysis import analyze
+    from pytest_roofline.backends.base import KernelProfile, KernelRecord
+    from pytest_roofline.profile import build_layers, profiler_scale
+    from pytest_roofline.zoo import tiny_cnn
+
+    analysis = analyze(tiny_cnn(), batch=1)
+    names = [node.name for node in analysis.nodes]
+    kernels = KernelProfile(
+        kernels=(
+            KernelRecord("a", "Conv", (names[0],), (30e-6, 30e-6)),
+            KernelRecord("b", "Relu", tuple(names[1:]), (10e-6, 10e-6)),
+        )
+    )
+    assert profiler_scale(kernels, 20e-6) == pytest.approx(0.5)  # kernels add up to 40 us
+    assert profiler_scale(kernels, 100e-6) == 1.0  # never stretched
+    assert profiler_scale(kernels, None) == 1.0
+    layers, fraction = build_layers(analysis, kernels, time_scale=0.5)
+    by_name = {layer.name: layer for layer in layers}
+    assert by_name["a"].time == pytest.approx(15e-6) and by_name["b"].time == pytest.approx(5e-6)
+    assert by_name["a"].share == pytest.approx(0.75) and fraction == pytest.approx(1.0)
+    assert by_name["a"].times == (30e-6, 30e-6)  # raw profiled samples kept
