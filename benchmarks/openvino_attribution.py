@@ -14,12 +14,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
-from pytest_roofline.analysis import analyze
-from pytest_roofline.backends.base import get_backend
-from pytest_roofline.model import ModelSpec, bind_input_shapes, make_inputs
-from pytest_roofline.profile import build_layers
+from _common import profile_attribution
 
 MODELS = {  # builder name -> named dims to bind (batch is 1)
     "tiny_cnn": {}, "tiny_transformer": {"seq": 16}, "resnet50": {}, "mobilenet_v2": {},
@@ -28,31 +24,16 @@ MODELS = {  # builder name -> named dims to bind (batch is 1)
 
 
 def measure(name: str, precision: str | None, iterations: int) -> str:
-    from pytest_roofline import zoo
-
-    model = getattr(zoo, name)()
-    batch, dims = 1, MODELS[name]
-    shapes = bind_input_shapes(model, batch, dims)
-    start = time.perf_counter()
     options = {"precision": precision} if precision else {}
-    backend = get_backend("openvino", options)
-    with backend.open(ModelSpec.create(model, batch, dims), make_inputs(model, shapes)) as session:
-        kernels = session.profile(iterations)
-    analysis = analyze(model, batch=batch, dims=dims)
-    layers, fraction = build_layers(analysis, kernels)
-    compute = [la for la in layers if la.kind == "compute"]
-    named = sum(1 for la in compute if la.onnx_nodes)
-    unattributed = [la.name for la in layers if la.kind == "unattributed"]
-    total = analysis.total.flops
-    summed = sum(la.flops for la in compute)
-    known = {node.name for node in analysis.nodes}
-    folded_flops = sum(analysis.node(n).flops for n in kernels.folded if n in known)
+    run = profile_attribution(name, "openvino", options, 1, MODELS[name], iterations)
+    total, summed, unattributed = run.total_flops, run.summed_flops, run.kind("unattributed")
     return (
-        f"{name:<16} {precision or 'default':<7} attributed_fraction {fraction:.4f}"
-        f"  layers with ONNX nodes {named}/{len(compute)}"
+        f"{name:<16} {precision or 'default':<7} attributed_fraction {run.fraction:.4f}"
+        f"  layers with ONNX nodes {run.named}/{len(run.compute)}"
         f"  FLOPs layers/total {summed / total if total else 0:.4f}"
-        f"  folded {len(kernels.folded)} ({folded_flops / 1e6:.2f} MFLOP)  precision {kernels.precision}"
-        f"  unattributed {len(unattributed)} {unattributed[:3]}  [{time.perf_counter() - start:.1f} s]"
+        f"  folded {len(run.kernels.folded)} ({run.folded_flops / 1e6:.2f} MFLOP)"
+        f"  precision {run.kernels.precision}"
+        f"  unattributed {len(unattributed)} {unattributed[:3]}  [{run.seconds:.1f} s]"
     )
 
 

@@ -15,12 +15,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
-from pytest_roofline.analysis import analyze
-from pytest_roofline.backends.base import get_backend
-from pytest_roofline.model import ModelSpec, bind_input_shapes, make_inputs
-from pytest_roofline.profile import build_layers
+from _common import profile_attribution
 
 MODELS = {  # builder name -> (batch, dims)
     "resnet50": (1, {}),
@@ -31,31 +27,17 @@ MODELS = {  # builder name -> (batch, dims)
 
 
 def measure(name: str, level: str, iterations: int) -> str:
-    from pytest_roofline import zoo
-
     batch, dims = MODELS[name]
-    model = getattr(zoo, name)()
-    shapes = bind_input_shapes(model, batch, dims)
-    start = time.perf_counter()
-    backend = get_backend("onnxruntime", {"graph_optimization_level": level})
-    with backend.open(ModelSpec.create(model, batch, dims), make_inputs(model, shapes)) as session:
-        kernels = session.profile(iterations)
-    analysis = analyze(model, batch=batch, dims=dims)
-    layers, fraction = build_layers(analysis, kernels)
-    compute = [la for la in layers if la.kind == "compute"]
-    named = sum(1 for la in compute if la.onnx_nodes)
-    unattributed = sum(1 for la in layers if la.kind == "unattributed")
-    layout = sum(1 for la in layers if la.kind == "layout")
-    total = analysis.total.flops
-    summed = sum(la.flops for la in compute)
-    known = {node.name for node in analysis.nodes}
-    folded_flops = sum(analysis.node(n).flops for n in kernels.folded if n in known)
+    options = {"graph_optimization_level": level}
+    run = profile_attribution(name, "onnxruntime", options, batch, dims, iterations)
+    total, summed, kernels = run.total_flops, run.summed_flops, run.kernels
     return (
-        f"{name:<13} {level:<6} attributed_fraction {fraction:.4f}"
-        f"  layers with ONNX nodes {named}/{len(compute)}"
+        f"{name:<13} {level:<6} attributed_fraction {run.fraction:.4f}"
+        f"  layers with ONNX nodes {run.named}/{len(run.compute)}"
         f"  FLOPs layers/total {summed / total if total else 0:.5f} ({summed / 1e9:.3f}/{total / 1e9:.3f} G)"
-        f"  folded {len(kernels.folded)} nodes ({folded_flops} FLOPs)  kernels {len(kernels.kernels)}"
-        f"  layout {layout}  unattributed {unattributed}  [{time.perf_counter() - start:.1f} s]"
+        f"  folded {len(kernels.folded)} nodes ({run.folded_flops} FLOPs)  kernels {len(kernels.kernels)}"
+        f"  layout {len(run.kind('layout'))}  unattributed {len(run.kind('unattributed'))}"
+        f"  [{run.seconds:.1f} s]"
     )
 
 
