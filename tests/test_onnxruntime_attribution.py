@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from _models import residual_cnn
 from onnx import TensorProto, helper
 from onnx import numpy_helper as nh
 
@@ -29,31 +30,8 @@ LEVELS = ("disable", "basic", "extended", "all")
 
 
 def generator_model() -> onnx.ModelProto:
-    """The model of tests/data/onnxruntime/GENERATOR_gen.py.txt (same names and shapes)."""
-    rng = np.random.default_rng(0)
-    inits = [
-        nh.from_array(rng.standard_normal(shape).astype(np.float32), name)
-        for name, shape in (("W1", (16, 3, 3, 3)), ("B1", (16,)), ("W2", (16, 16, 3, 3)), ("B2", (16,)),
-                            ("WM", (16, 10)), ("BM", (10,)))
-    ]  # fmt: skip
-    nodes = [
-        helper.make_node("Conv", ["x", "W1", "B1"], ["c1"], name="Conv_0", pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["c1"], ["r1"], name="Relu_1"),
-        helper.make_node("Conv", ["r1", "W2", "B2"], ["c2"], name="Conv_2", pads=[1, 1, 1, 1]),
-        helper.make_node("Add", ["c2", "r1"], ["a3"], name="Add_3"),
-        helper.make_node("Relu", ["a3"], ["r4"], name="Relu_4"),
-        helper.make_node("GlobalAveragePool", ["r4"], ["g5"], name="GAP_5"),
-        helper.make_node("Flatten", ["g5"], ["f6"], name="Flatten_6"),
-        helper.make_node("MatMul", ["f6", "WM"], ["m7"], name="MatMul_7"),
-        helper.make_node("Add", ["m7", "BM"], ["y"], name=""),
-    ]
-    graph = helper.make_graph(
-        nodes, "t", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits,
-    )  # fmt: skip
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model
+    """The model of tests/data/onnxruntime/GENERATOR_gen.py.txt (same names, shapes and weights)."""
+    return residual_cnn(weight_scale=1.0, name="t")
 
 
 def optimized_graph(level: str) -> onnx.ModelProto:

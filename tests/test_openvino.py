@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import onnx
 import pytest
+from _models import residual_cnn
 from onnx import TensorProto, helper, numpy_helper
 
 from pytest_roofline.backends.attribution import GraphIndex, attributed_fraction
@@ -32,31 +33,6 @@ DATA = Path(__file__).parent / "data" / "openvino"
 
 def _init(rng: np.random.Generator, name: str, *shape: int) -> onnx.TensorProto:
     return numpy_helper.from_array((rng.standard_normal(shape) * 0.1).astype(np.float32), name)
-
-
-def residual_cnn(batch: int | str = 1) -> onnx.ModelProto:
-    """The model of tests/data/openvino (FORMATS.md §2.2), with an unnamed final Add."""
-    rng = np.random.default_rng(0)
-    nodes = [
-        helper.make_node("Conv", ["x", "W1", "B1"], ["c1"], name="Conv_0", pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["c1"], ["r1"], name="Relu_1"),
-        helper.make_node("Conv", ["r1", "W2", "B2"], ["c2"], name="Conv_2", pads=[1, 1, 1, 1]),
-        helper.make_node("Add", ["c2", "r1"], ["a3"], name="Add_3"),
-        helper.make_node("Relu", ["a3"], ["r4"], name="Relu_4"),
-        helper.make_node("GlobalAveragePool", ["r4"], ["g5"], name="GAP_5"),
-        helper.make_node("Flatten", ["g5"], ["f6"], name="Flatten_6"),
-        helper.make_node("MatMul", ["f6", "WM"], ["m7"], name="MatMul_7"),
-        helper.make_node("Add", ["m7", "BM"], ["y"], name=""),
-    ]
-    inits = [_init(rng, "W1", 16, 3, 3, 3), _init(rng, "B1", 16), _init(rng, "W2", 16, 16, 3, 3),
-             _init(rng, "B2", 16), _init(rng, "WM", 16, 10), _init(rng, "BM", 10)]
-    graph = helper.make_graph(
-        nodes, "residual_cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 32, 32])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 10])], inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model
 
 
 def tiny_transformer_block(
