@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import onnx
+import pytest
 from onnx import TensorProto, helper
 
 FAKE = ("-p", "pytest_roofline.backends.fake", "--roofline-backend", "fake")
@@ -53,3 +55,12 @@ def matmul_chain(path: Path, blocks: int, size: int = 64) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(path))
     return path
+
+
+def fails_with(pytester: pytest.Pytester, args: Sequence[str], *lines: str) -> pytest.RunResult:
+    """Run pytest in ``pytester`` with ``args``; assert one test failed and stdout matches ``lines``
+    (fnmatch patterns, in order)."""
+    result = pytester.runpytest(*args)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(list(lines))
+    return result

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from _plugin_helpers import FAKE, relu_chain
+from _plugin_helpers import FAKE, fails_with, relu_chain
 
 TEST_FILE = """
 def test_model(model_profile):
@@ -164,16 +164,15 @@ def test_unavailable_backend_skips_with_reason(project):
 
 
 def test_backend_error_is_a_clear_failure(project):
-    result = project.runpytest(*FAKE, "--roofline-option", "fail=1")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*roofline: fake backend cannot open *: fail option set*"])
+    result = fails_with(
+        project, [*FAKE, "--roofline-option", "fail=1"],
+        "*roofline: fake backend cannot open *: fail option set*",
+    )
     assert "Traceback" not in result.stdout.str()
 
 
 def test_unknown_backend_option_fails_clearly(project):
-    result = project.runpytest(*FAKE, "--roofline-option", "bogus=1")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*backend 'fake' has no option 'bogus'*"])
+    fails_with(project, [*FAKE, "--roofline-option", "bogus=1"], "*backend 'fake' has no option 'bogus'*")
 
 
 def test_missing_model_fails_with_path(project):
@@ -183,9 +182,7 @@ def test_missing_model_fails_with_path(project):
             model_profile("nope.onnx")
     """
     )
-    result = project.runpytest(*FAKE)
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*roofline: *nope.onnx: no such file*"])
+    fails_with(project, [*FAKE], "*roofline: *nope.onnx: no such file*")
 
 
 def test_relative_path_resolves_against_test_dir_then_rootdir(project):
@@ -207,9 +204,7 @@ def test_corrupt_or_future_baseline_fails_naming_file(project, content, words):
     path = project.path / ".roofline" / "test_perf.json"
     path.parent.mkdir()
     path.write_text(content)
-    result = project.runpytest(*FAKE)
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([f"*baseline file {path}*{words}*"])
+    fails_with(project, [*FAKE], f"*baseline file {path}*{words}*")
     assert path.read_text() == content
     project.runpytest(*FAKE, "--roofline-update").assert_outcomes(passed=1)
     assert json.loads(path.read_text())["schema_version"] == 1
@@ -228,9 +223,10 @@ def test_noisy_gate_is_inconclusive_and_fails_only_under_strict(project):
     result = project.runpytest(*FAKE, "--roofline-option", "jitter=0.4", "--roofline-budget", "0.5")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*test_perf.py::test_model*inconclusive*"])
-    strict = project.runpytest(*FAKE, "--roofline-option", "jitter=0.4", "--roofline-strict")
-    strict.assert_outcomes(failed=1)
-    strict.stdout.fnmatch_lines(["*roofline inconclusive*noise*[--roofline-strict]*"])
+    fails_with(
+        project, [*FAKE, "--roofline-option", "jitter=0.4", "--roofline-strict"],
+        "*roofline inconclusive*noise*[--roofline-strict]*",
+    )
 
 
 def test_stale_entries_listed_not_removed(project):
@@ -278,9 +274,7 @@ def test_bad_marker_argument_fails_clearly(project):
             model_profile("chain.onnx")
     """
     )
-    result = project.runpytest(*FAKE)
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*roofline marker has no argument 'tolerence'*"])
+    fails_with(project, [*FAKE], "*roofline marker has no argument 'tolerence'*")
 
 
 def test_disable_mode_is_analysis_only(project):

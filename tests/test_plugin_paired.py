@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from _plugin_helpers import FAKE, relu_chain
+from _plugin_helpers import FAKE, fails_with, relu_chain
 
 TEST = """
 def test_model(model_profile):
@@ -35,23 +35,26 @@ def test_unchanged_model_passes_and_slower_one_fails(repo):
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*test_perf.py::test_model*pass*x1.000*"])
     relu_chain(repo.path / "chain.onnx", 5)  # 6 nodes instead of 5: +20%
-    result = repo.runpytest(*FAKE, "--roofline-compare-ref", "HEAD")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*time vs reference +20% exceeds the 5% tolerance*"])
+    fails_with(
+        repo, [*FAKE, "--roofline-compare-ref", "HEAD"],
+        "*time vs reference +20% exceeds the 5% tolerance*",
+    )
 
 
 def test_unknown_ref_is_a_one_line_error(repo):
-    result = repo.runpytest(*FAKE, "--roofline-compare-ref", "nosuchbranch")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*roofline: git reference 'nosuchbranch' does not exist in*"])
+    fails_with(
+        repo, [*FAKE, "--roofline-compare-ref", "nosuchbranch"],
+        "*roofline: git reference 'nosuchbranch' does not exist in*",
+    )
 
 
 def test_model_absent_at_ref(repo):
     relu_chain(repo.path / "new.onnx", 2)
     repo.makepyfile(test_perf="def test_model(model_profile):\n    model_profile('new.onnx')\n")
-    result = repo.runpytest(*FAKE, "--roofline-compare-ref", "HEAD")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*roofline: new.onnx does not exist at git reference 'HEAD'*"])
+    fails_with(
+        repo, [*FAKE, "--roofline-compare-ref", "HEAD"],
+        "*roofline: new.onnx does not exist at git reference 'HEAD'*",
+    )
 
 
 def test_not_a_git_repository(pytester, monkeypatch, tmp_path_factory):
@@ -59,6 +62,7 @@ def test_not_a_git_repository(pytester, monkeypatch, tmp_path_factory):
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(pytester.path.parent))
     relu_chain(pytester.path / "chain.onnx", 2)
     pytester.makepyfile(test_perf=TEST)
-    result = pytester.runpytest(*FAKE, "--roofline-compare-ref", "HEAD")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*roofline: * is not in a git repository*"])
+    fails_with(
+        pytester, [*FAKE, "--roofline-compare-ref", "HEAD"],
+        "*roofline: * is not in a git repository*",
+    )
