@@ -29,6 +29,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from pytest_roofline.analysis import analyze, published_macs  # noqa: E402
+from pytest_roofline.fmt import fmt_pct  # noqa: E402
 from pytest_roofline.model import bind_input_shapes, load_model, make_inputs  # noqa: E402
 
 PUBLISHED_GMACS = {"resnet50": 4.089, "mobilenet_v2": 0.301, "vit_b_16": 17.564, "bert_base": 11.17}
@@ -170,7 +171,7 @@ def main() -> int:
 
 
 def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.3f}%"
+    return fmt_pct(value, 3, missing="-")
 
 
 def _attribution(cell: dict[str, Any] | None) -> str:

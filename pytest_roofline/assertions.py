@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .fmt import fmt_pct
 from .fmt import fmt_seconds_fixed as format_seconds
 from .profile import Layer, ModelProfile
 from .stats import LatencyStats
@@ -29,7 +30,7 @@ def _flops(value: float | None) -> str:
 
 
 def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value * 100:.1f}%"
+    return fmt_pct(value, missing="-")
 
 
 def _who(prof: ModelProfile) -> str:
