@@ -10,7 +10,7 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
@@ -30,7 +30,7 @@ __all__ = [
     "model_hash",
 ]
 
-ModelSource = Union[str, os.PathLike, onnx.ModelProto]
+ModelSource = str | os.PathLike | onnx.ModelProto
 
 
 @dataclass(frozen=True)

@@ -13,14 +13,14 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..errors import BackendUnavailable, OptionError
+from pytest_roofline.errors import BackendUnavailable, OptionError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     import numpy as np
 
-    from ..model import ModelSpec
+    from pytest_roofline.model import ModelSpec
 
 __all__ = [
     "Backend",

@@ -12,7 +12,7 @@ import importlib
 import sys
 from typing import TYPE_CHECKING
 
-from ..errors import RooflineError
+from pytest_roofline.errors import RooflineError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -32,7 +32,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser with every available subcommand."""
-    from .. import __version__
+    from pytest_roofline import __version__
 
     parser = _Parser(prog="roofline", description="Roofline profiling and regression gating of ONNX models.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
