@@ -16,7 +16,7 @@ import contextlib
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -190,8 +190,17 @@ class BaselineStore:
         parts = [p for p in module.with_suffix(".json").parts if p not in ("..", ".", "/")]
         return self.directory.joinpath(*parts) if parts else self.directory / "baselines.json"
 
+    def check_directory(self) -> None:
+        """Raise :class:`BaselineError` when the baseline directory exists but is not a directory."""
+        if self.directory.exists() and not self.directory.is_dir():
+            raise BaselineError(
+                f"baseline directory {self.directory} is a file, not a directory; "
+                "move it away or choose another --roofline-baseline-dir"
+            )
+
     def files(self) -> list[Path]:
         """Every baseline file under the directory, sorted."""
+        self.check_directory()
         if not self.directory.is_dir():
             return []
         return sorted(p for p in self.directory.rglob("*.json") if not p.name.startswith("."))
@@ -202,6 +211,7 @@ class BaselineStore:
         Raises:
             BaselineError: the file is not valid JSON or of an unknown schema.
         """
+        self.check_directory()
         if not path.exists():
             return {}
         try:
@@ -242,9 +252,24 @@ class BaselineStore:
             entries.update(self.read(path))
         return entries
 
-    def _lock(self) -> filelock.FileLock:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        return filelock.FileLock(str(self.directory / ".lock"), timeout=LOCK_TIMEOUT)
+    @contextlib.contextmanager
+    def _lock(self) -> Iterator[None]:
+        """The directory's write lock; file-system failures become one-line BaselineErrors."""
+        self.check_directory()
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            with filelock.FileLock(str(self.directory / ".lock"), timeout=LOCK_TIMEOUT):
+                yield
+        except filelock.Timeout:
+            raise BaselineError(
+                f"baseline directory {self.directory} stayed locked for {LOCK_TIMEOUT:g} s by another "
+                "process; nothing was written"
+            ) from None
+        except OSError as exc:
+            raise BaselineError(
+                f"cannot write baselines in {self.directory}: {exc.strerror or exc}"
+                f"{f' ({exc.filename})' if exc.filename else ''}; no file was left half-written"
+            ) from None
 
     def write(
         self,

@@ -64,9 +64,11 @@ def dims_from_inputs(
     """The batch and named dims that the arrays' shapes bind in ``model``'s inputs.
 
     Raises:
-        ShapeError: an array's rank or a fixed dim differs from the model, or one symbolic dim
-            gets two different sizes.
+        ShapeError: an array's dtype, rank or a fixed dim differs from the model, or one symbolic
+            dim gets two different sizes.
     """
+    from onnx import helper
+
     from pytest_roofline.model import graph_inputs
 
     batch: int | None = None
@@ -75,6 +77,11 @@ def dims_from_inputs(
         array = arrays[vi.name]
         declared = list(vi.type.tensor_type.shape.dim)
         expected = [d.dim_param or (d.dim_value if d.dim_value > 0 else "?") for d in declared]
+        elem_type = vi.type.tensor_type.elem_type
+        want = np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)) if elem_type else array.dtype
+        if want != array.dtype:
+            got = f"{array.dtype.name} {list(array.shape)}"
+            raise ShapeError(f"input {vi.name!r} expects {want.name} {expected}, got {got}")
         if declared and len(declared) != array.ndim:
             raise ShapeError(f"input {vi.name!r} expects shape {expected}, got {list(array.shape)}")
         for index, (dim, size) in enumerate(zip(declared, array.shape, strict=False)):

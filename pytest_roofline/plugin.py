@@ -93,12 +93,18 @@ class RooflinePlugin:
         if payload:
             self.session.merge_worker(payload)
 
-    def pytest_sessionfinish(self) -> None:
-        """Workers hand their records over; the controller writes baselines and reports once."""
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Workers hand their records over; the controller writes baselines and reports once.
+
+        A baseline or report that could not be written makes an otherwise green run exit 1: a
+        CI gate must not pass while losing what it was asked to record.
+        """
         if self.session.is_worker:
             self.config.workeroutput["roofline"] = self.session.worker_payload()  # type: ignore[attr-defined]
-        else:
-            self.session.finish()
+            return
+        self.session.finish()
+        if self.session.errors and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         """One line per profiled model, regression tables, stale entries, files written."""

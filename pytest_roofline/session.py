@@ -15,17 +15,18 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import filelock
 import numpy as np
 
 from .baseline import BaselineEntry, BaselineStore, device_class, entry_key, module_of
-from .errors import BaselineError, OptionError, RooflineError
+from .errors import BackendError, BaselineError, OptionError, RooflineError
 from .gate import Verdict, compare, new_verdict, verdict_table
 from .profile import ModelProfile
 from .stats import LatencyStats
@@ -45,8 +46,10 @@ __all__ = [
     "parse_budget",
     "parse_option",
     "parse_percent",
+    "parse_timeout",
 ]
 
+T = TypeVar("T")
 RESULTS_SCHEMA_VERSION = 1
 MEASURE_LOCK = Path(tempfile.gettempdir()) / "pytest-roofline-measure.lock"
 
@@ -73,6 +76,17 @@ def parse_budget(text: str | float) -> float:
         raise argparse.ArgumentTypeError(f"expected seconds such as 10 or 2.5, got {text!r}") from None
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"budget must be a positive number of seconds, got {text!r}")
+    return value
+
+
+def parse_timeout(text: str | float) -> float:
+    """Seconds one measurement may run before its test fails (> 0)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds such as 900 or 60, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"timeout must be a positive number of seconds, got {text!r}")
     return value
 
 
@@ -110,6 +124,7 @@ class Settings:
     reports: tuple[str, ...] = ()
     disable: bool = False
     strict: bool = False
+    timeout: float = 900.0
 
 
 #: option name → (ini key, parser, default, help)
@@ -133,6 +148,12 @@ OPTIONS: dict[str, tuple[Any, Any, str]] = {
     "report": (str, [], "write a report; format from the extension: .json .html .md .csv (repeatable)"),
     "disable": (parse_bool, False, "static analysis only: no timing, no gate"),
     "strict": (parse_bool, False, "a missing baseline or an inconclusive gate fails the test"),
+    "timeout": (
+        parse_timeout,
+        900.0,
+        "seconds one measurement may take before its test fails (default 900; the hung backend "
+        "call is abandoned in a background thread)",
+    ),
 }
 
 
@@ -168,6 +189,7 @@ def settings_from_config(config: pytest.Config) -> Settings:
         reports=tuple(values["report"]),
         disable=bool(values["disable"]),
         strict=bool(values["strict"]),
+        timeout=float(values["timeout"]),
     )
 
 
@@ -249,6 +271,33 @@ class RunResults:
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def run_bounded(work: Callable[[], T], timeout: float, what: str) -> T:
+    """``work()`` in a daemon thread; past ``timeout`` seconds raise :class:`BackendError`.
+
+    A backend call cannot be interrupted from Python, so a hung one is abandoned: its thread keeps
+    running (and may keep a core busy) until the process exits, which it does not delay.
+    """
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = work()
+        except BaseException as exc:  # re-raised in the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, name=f"roofline-measure {what}", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise BackendError(
+            f"backend did not finish within {timeout:g} s measuring {what}; the measurement was "
+            "abandoned (raise --roofline-timeout if the model is that slow)"
+        )
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 @contextlib.contextmanager
@@ -395,8 +444,11 @@ class RooflineSession:
 
         spec, feeds = self._spec_and_inputs(model_path, batch_size, dims, inputs)
         design = GateDesign(budget=budget * 0.7)  # the profile's own latency gets the rest
-        stale_probe = False
-        with measure_lock():
+        # a bad --roofline-compare-ref fails before anything is measured
+        ref_spec = self._reference_spec(model_path, batch_size, dims) if settings.compare_ref else None
+
+        def measure() -> tuple[ModelProfile, Any, BaselineEntry | None, bool]:
+            stale_probe, stored = False, baseline
             roofline = self.roofline_for(backend_name, engine)
             prof = profile_model(
                 str(model_path),
@@ -408,8 +460,7 @@ class RooflineSession:
                 sessions=3,
                 budget=budget * 0.3,
             )
-            if settings.compare_ref:
-                ref_spec = self._reference_spec(model_path, batch_size, dims)
+            if ref_spec is not None:
                 run = run_gate(
                     [lambda: engine.open(spec, feeds), lambda: engine.open(ref_spec, feeds)],
                     paired_decider(tolerance),
@@ -418,15 +469,15 @@ class RooflineSession:
             else:
                 from .control import PROBE_NAME, fit_probe, memory_share, probe_opener
 
-                if baseline is not None and baseline.probe.get("name") == PROBE_NAME:
-                    blocks = {k: int(v) for k, v in (baseline.probe.get("blocks") or {"compute": 1}).items()}
+                if stored is not None and stored.probe.get("name") == PROBE_NAME:
+                    blocks = {k: int(v) for k, v in (stored.probe.get("blocks") or {"compute": 1}).items()}
                 else:
-                    stale_probe = baseline is not None
-                    baseline = None
+                    stale_probe = stored is not None
+                    stored = None
                     blocks = fit_probe(engine, prof.latency.p25, memory_share(prof.layers))
                 decide = stored_decider(
-                    baseline.sessions if baseline else None,
-                    baseline.latency.get("gate_p25") if baseline else None,
+                    stored.sessions if stored else None,
+                    stored.latency.get("gate_p25") if stored else None,
                     tolerance,
                 )
                 run = run_gate(
@@ -435,6 +486,11 @@ class RooflineSession:
                     design,
                 )
                 run = dataclasses.replace(run, probe_blocks=blocks)
+            return prof, run, stored, stale_probe
+
+        with measure_lock():  # held by this thread, released even when the measurement hangs
+            what = f"{rel} (batch {batch_size})"
+            prof, run, baseline, stale_probe = run_bounded(measure, settings.timeout, what)
         verdict = run.verdict or new_verdict(run.figures, tolerance=tolerance)
         if stale_probe:
             verdict = new_verdict(
@@ -556,7 +612,10 @@ class RooflineSession:
             if not metric.startswith("layer:"):
                 continue
             name = metric.split(":", 1)[1]
-            layer = prof.layer(name)
+            try:
+                layer = prof.layer(name)
+            except LookupError as exc:  # LayerNotFound: the marker names a layer the model lacks
+                raise OptionError(f"roofline marker metric {metric!r}: {exc}") from None
             current = layer.time / control_p25 if control_p25 > 0 else math.nan
             stored = (baseline.layers.get(layer.name) or {}) if baseline else {}
             probe_p25 = baseline.probe.get("p25") if baseline else None

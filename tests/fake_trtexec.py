@@ -7,7 +7,7 @@ Run as ``python fake_trtexec.py ARGS...`` (tests wrap it in an executable script
   7.1 times keys, 8.0 ``endToEndMs``, no ``medianMs`` before 8.5, no ``--exportLayerInfo``
   before 8.4, ``Metadata`` from 10, and TensorRT 11's removed precision flags.
 * ``FAKE_TRT_MODE``: ``ok`` (default), ``fail`` (exit 1 with errors), ``hang`` (sleep forever),
-  ``nofiles`` (exit 0 without writing exports).
+  ``kill`` (SIGKILL itself), ``nofiles`` (exit 0 without writing exports).
 * ``FAKE_TRT_LOG``: a file each invocation appends its argv to (one JSON list per line).
 * ``FAKE_TRT_DATA``: the directory of recorded exports (default: tests/data/trtexec).
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -105,6 +106,8 @@ def main(argv: list[str]) -> int:
         return _unknown("--exportLayerInfo")
     if mode == "hang":
         time.sleep(3600)
+    if mode == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
     if mode == "fail":
         print("[E] Error[4]: [network.cpp::validate::2925] Error Code 4: Internal Error (Network has dynamic "
               "or shape inputs, but no optimization profile has been defined.)")

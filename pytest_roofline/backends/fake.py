@@ -2,7 +2,8 @@
 
 Each inference "takes" ``unit`` seconds per ONNX node of the model, so a model with more nodes
 is slower by a known factor and the gate's verdicts can be tested exactly.  ``jitter`` adds
-seeded per-session noise.  Nothing sleeps.  Enable it with ``-p pytest_roofline.backends.fake``
+seeded per-session noise.  Nothing sleeps, unless ``hang=S`` makes ``time()`` sleep S seconds.
+Enable it with ``-p pytest_roofline.backends.fake``
 (it registers the backends ``fake`` and ``fake-missing``, the latter never available).
 """
 
@@ -43,9 +44,12 @@ class FakeSession(BackendSession):
         self.factor = 1.0 + (jitter * float(rng.standard_normal()) if jitter else 0.0)
         self._rng = rng
         self.jitter = jitter
+        self.hang = 0.0
 
     def time(self, iterations: int) -> list[float]:
         """Seconds per inference: ``unit × nodes × session factor`` (± small jitter)."""
+        if self.hang:
+            time.sleep(self.hang)
         if self.log:
             start = time.time()
             time.sleep(0.001)
@@ -80,6 +84,7 @@ class FakeBackend(Backend):
         "fail": "raise a BackendError when opening a model (any value)",
         "device": "device class reported in the fingerprint",
         "log": "append 'pid start end' of every time() call to this file",
+        "hang": "time() sleeps this many seconds (a backend that hangs)",
     }
 
     @classmethod
@@ -105,7 +110,9 @@ class FakeBackend(Backend):
         ]
         unit = float(self.options.get("unit", 1e-4))
         jitter = float(self.options.get("jitter", 0.0))
-        return FakeSession(nodes, unit, jitter, next(_SESSION_SEED), self.options.get("log"))
+        session = FakeSession(nodes, unit, jitter, next(_SESSION_SEED), self.options.get("log"))
+        session.hang = float(self.options.get("hang", 0.0))
+        return session
 
 
 class FakeMissingBackend(FakeBackend):

@@ -163,7 +163,7 @@ class OnnxRuntimeBackend(Backend):
         so.execution_mode = modes.ORT_PARALLEL if self.execution_mode == "parallel" else modes.ORT_SEQUENTIAL
         so.intra_op_num_threads = self.intra_op_threads
         so.inter_op_num_threads = self.inter_op_threads
-        so.log_severity_level = 3
+        so.log_severity_level = 4  # fatal only: run errors are raised as one-line BackendErrors
         for key, value in self.config_entries.items():
             try:
                 so.add_session_config_entry(key, value)

@@ -98,6 +98,10 @@ def run_trtexec(cmd: Sequence[str], timeout: float) -> str:
         raise BackendError(
             f"trtexec did not finish within {timeout:g} s and was killed; raise --option timeout=SECONDS"
         ) from None
+    if proc.returncode < 0:
+        name = signal.Signals(-proc.returncode).name if -proc.returncode in signal.valid_signals() else ""
+        detail = _failure_detail(out, err)
+        raise BackendError(f"trtexec was killed by signal {name or -proc.returncode}: {detail}")
     if proc.returncode != 0:
         detail = _failure_detail(out, err)
         raise BackendError(f"trtexec failed with exit status {proc.returncode}: {detail}")
