@@ -9,7 +9,7 @@ from pytest_roofline.assertions import assert_latency
 MODEL = "models/encoder.onnx"
 
 
-@pytest.mark.roofline(tolerance=8, metrics=["latency", "layer:MatMul_81"])
+@pytest.mark.roofline(tolerance=8, metrics=["latency", "layer:MatMul_83"])
 def test_encoder_seq128(model_profile):
     """A marker with its own tolerance, gating one feed-forward MatMul as well as latency."""
     prof = model_profile(MODEL, batch_size=1, dims={"seq": 128})
