@@ -557,3 +557,64 @@ def test_sigkill_of_a_real_pytest_run_while_writing_baselines_leaves_the_old_fil
     assert temp.exists() and json.loads(temp.read_text())["entries"]  # fully written, never renamed
     assert path.read_bytes() == before
     assert json.loads(path.read_text())["schema_version"] == 1
+
+
+# --- concurrent writers: pytest processes and xdist workers at the same moment ---------------------------
+
+BARRIER = """
+import os, pathlib, time
+import pytest
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    # every controller reaches its baseline write together (workers only hand over their records)
+    if hasattr(session.config, "workerinput"):
+        return
+    barrier = pathlib.Path(os.environ["BARRIER_DIR"])
+    (barrier / str(os.getpid())).touch()
+    deadline = time.monotonic() + 60
+    while len(list(barrier.iterdir())) < int(os.environ["BARRIER_N"]) and time.monotonic() < deadline:
+        time.sleep(0.005)
+"""
+
+CONCURRENT_MODULE = """
+import pytest
+
+@pytest.mark.parametrize("batch", range(1, 9))
+def test_model(model_profile, batch):
+    model_profile("good.onnx", batch_size=batch)
+"""
+
+
+def test_concurrent_pytest_processes_and_xdist_workers_lose_no_entry(tmp_path):
+    """Three pytest processes (one with -n 2) update the same baseline file at the same instant."""
+    pytest.importorskip("xdist")
+    relu_chain(tmp_path / "good.onnx", 3)
+    (tmp_path / "test_c.py").write_text(CONCURRENT_MODULE)
+    (tmp_path / "conftest.py").write_text(BARRIER)
+    barrier = tmp_path.with_name(tmp_path.name + "-barrier")
+    barrier.mkdir()
+    BaselineStore(tmp_path / ".roofline").write([make_entry("test_c.py::test_earlier")])
+    ids = [f"test_c.py::test_model[{b}]" for b in range(1, 9)]
+    groups = [ids[:2], ids[2:5], ["-n", "2", *ids[5:]]]
+    env = clean_env(
+        ROOFLINE_CACHE_DIR=str(tmp_path.with_name(tmp_path.name + "-cache")),
+        BARRIER_DIR=str(barrier),
+        BARRIER_N=str(len(groups)),
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *FAKE, "--roofline-update", *args],
+            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        for args in groups
+    ]
+    outputs = [proc.communicate(timeout=240)[0] for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0, 0], outputs
+    assert [out.count(" new ") for out in outputs] == [2, 3, 3], outputs  # each ran its share
+    assert len(list(barrier.iterdir())) == len(groups)  # all three were writing at once
+    data = json.loads((tmp_path / ".roofline" / "test_c.json").read_text())
+    tests = sorted(entry["test"] for entry in data["entries"].values())
+    assert tests == sorted(["test_c.py::test_earlier", *(f"test_c.py::test_model[{b}]" for b in range(1, 9))])
+    assert {entry["batch"] for entry in data["entries"].values()} == set(range(1, 9))
+    assert not list((tmp_path / ".roofline").glob(".*.tmp"))
