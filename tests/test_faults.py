@@ -618,3 +618,38 @@ def test_concurrent_pytest_processes_and_xdist_workers_lose_no_entry(tmp_path):
     assert tests == sorted(["test_c.py::test_earlier", *(f"test_c.py::test_model[{b}]" for b in range(1, 9))])
     assert {entry["batch"] for entry in data["entries"].values()} == set(range(1, 9))
     assert not list((tmp_path / ".roofline").glob(".*.tmp"))
+
+
+def test_plugin_real_onnxruntime_failure_at_run_fails_only_that_test(tmp_path):
+    """A model that loads but fails inside onnxruntime at run time; the other test still records."""
+    from _plugin_helpers import matmul_chain
+
+    from pytest_roofline.backends.base import get_backend
+    from pytest_roofline.calibration import cache_path, calibration_fingerprint
+    from pytest_roofline.roofline import DeviceRoofline
+
+    cache = tmp_path.with_name(tmp_path.name + "-cache")
+    cache.mkdir()
+    fingerprint = calibration_fingerprint(get_backend("onnxruntime", {"intra_op_threads": "1"}))
+    roofline = DeviceRoofline(peak_flops={"float32": 1e11}, peak_bandwidth=2e10, fingerprint=fingerprint)
+    cached = {"fingerprint": fingerprint, "roofline": roofline.to_dict()}
+    cache_path(fingerprint, cache).write_text(json.dumps(cached))
+    bad_reshape_model(tmp_path / "bad_reshape.onnx")
+    matmul_chain(tmp_path / "mm.onnx", 2, size=32)
+    (tmp_path / "test_r.py").write_text(
+        "def test_bad(model_profile):\n    model_profile('bad_reshape.onnx')\n\n"
+        "def test_good(model_profile):\n    model_profile('mm.onnx')\n"
+    )
+    before = snapshot(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--roofline-option=intra_op_threads=1",
+         "--roofline-budget=2", "-rf"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=240,
+        env=clean_env(ROOFLINE_CACHE_DIR=str(cache)),
+    )  # fmt: skip
+    assert proc.returncode == 1 and "1 failed, 1 passed" in proc.stdout, proc.stdout
+    assert "roofline: onnxruntime failed to run bad_reshape" in proc.stdout and "Traceback" not in proc.stdout
+    assert "[E:onnxruntime" not in proc.stdout + proc.stderr  # no native log beside the one line
+    entries = json.loads((tmp_path / ".roofline" / "test_r.json").read_text())["entries"]
+    assert [e["test"] for e in entries.values()] == ["test_r.py::test_good"]
+    assert {k: v for k, v in snapshot(tmp_path).items() if k in before} == before
