@@ -119,22 +119,23 @@ CLI_INPUT_FAULTS = {
     "non-onnx-model": (["analyze", "text.onnx"], ["text.onnx", "not a valid ONNX model"]),
     "directory": (["analyze", "adir.onnx"], ["adir.onnx", "directory"]),
     "unbound-dim": (["analyze", "seq.onnx", "--batch", "1"], ["'seq'", "--dim seq="]),
-    "profile-truncated": (["profile", "--quiet", "truncated.onnx"], ["not a valid ONNX model"]),
-    "profile-directory": (["profile", "--quiet", "adir.onnx"], ["directory"]),
-    "unknown-backend": (["profile", "--quiet", "good.onnx", "--backend", "nope"], ["unknown backend 'nope'"]),
-    "unknown-option": (["profile", "--quiet", "good.onnx", "--option", "bogus=1"], ["no option 'bogus'"]),
+    "profile-truncated": (["profile", "truncated.onnx"], ["not a valid ONNX model"]),
+    "profile-directory": (["profile", "adir.onnx"], ["directory"]),
+    "unknown-backend": (["profile", "good.onnx", "--backend", "nope"], ["unknown backend 'nope'"]),
+    "unknown-option": (["profile", "good.onnx", "--option", "bogus=1"], ["no option 'bogus'"]),
     "npy-wrong-shape": (
-        ["profile", "--quiet", "--no-roofline", "good.onnx", "--inputs", "wrong_shape.npy"],
+        ["profile", "--no-roofline", "good.onnx", "--inputs", "wrong_shape.npy"],
         ["input 'x' expects shape", "got [3]"],
     ),
     "npy-wrong-dtype": (
-        ["profile", "--quiet", "--no-roofline", "good.onnx", "--inputs", "wrong_dtype.npy"],
+        ["profile", "--no-roofline", "good.onnx", "--inputs", "wrong_dtype.npy"],
         ["input 'x' expects float32", "got int64"],
     ),
     "check-npy-wrong-dtype": (
         ["check", "good.onnx", "--backends", "onnxruntime,openvino", "--inputs", "wrong_dtype.npy"],
         ["expects float32", "int64"],
     ),
+    # --quiet: without it the progress line "profiling bad_reshape ..." precedes the error
     "backend-fails-at-run": (
         ["profile", "--quiet", "--no-roofline", "bad_reshape.onnx"],
         ["onnxruntime failed to run bad_reshape", "Reshape"],
