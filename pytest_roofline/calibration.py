@@ -168,12 +168,12 @@ def _measure(backend: Backend, fingerprint: dict[str, Any], dtypes: tuple[str, .
     caches = cp.system_caches() if on_cpu else []  # host caches say nothing about a GPU's
     last_level = caches[-1][1] if caches else 0
     # A second session for the probes that set the float32 and DRAM roofs: a shared machine slows
-    # a whole session at a time, so the better of two session medians is the sustained figure.
+    # a whole session at a time (cp.combine_sessions keeps the undisturbed figure).
     for spec in cp.confirmation_specs(specs, probes, last_level):
         again = _run(backend, spec, plan, f"calibrate [confirm] {spec.name}", progress)
         index = next(i for i, p in enumerate(probes) if p.name == spec.name)
-        if again is not None and again.value > probes[index].value:
-            probes[index] = again
+        if again is not None:
+            probes[index] = cp.combine_sessions(probes[index], again)
 
     compute = [p for p in probes if p.kind == "compute"]
     peak_flops = {dtype: max(p.value for p in compute if p.dtype == dtype)

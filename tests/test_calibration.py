@@ -364,3 +364,16 @@ def test_cached_path_loads_no_runtime(cached: Cached) -> None:
 def _fingerprint_literal(cached: Cached) -> str:
     roofline, backend, _ = cached
     return repr(backend.fingerprint())
+
+
+def test_two_close_sessions_are_averaged_and_a_disturbed_one_is_dropped():
+    from pytest_roofline.calibration_probes import combine_sessions
+    from pytest_roofline.roofline import Probe
+
+    a = Probe("conv", "compute", "float32", 1, 200e6 / 2e-3, 2e-3)
+    b = Probe("conv", "compute", "float32", 1, 200e6 / 1.9e-3, 1.9e-3)
+    slow = Probe("conv", "compute", "float32", 1, 200e6 / 3.3e-3, 3.3e-3)
+    both = combine_sessions(a, b)
+    assert both.seconds == pytest.approx(1.95e-3) and both.value == pytest.approx(200e6 / 1.95e-3)
+    assert combine_sessions(slow, b) == b
+    assert combine_sessions(b, slow) == b
