@@ -4,7 +4,7 @@ Both subjects load the same MobileNetV2-size model (``zoo.mobilenet_v2()``, else
 CNN built here) with the same session options, and are measured in one run with the project's
 interleaved design (fresh session pairs × alternating rounds), so machine drift hits both alike:
 
-- tool: ``OnnxRuntimeBackend.open(...).time(n)`` (pre-built OrtValues, ``run_with_ort_values``);
+- tool: ``OnnxRuntimeBackend.open(...).time(n)`` (IOBinding with inputs and outputs pre-bound);
 - bare: ``InferenceSession.run(None, {name: ndarray})`` timed with ``perf_counter_ns`` per call,
   what a user would write by hand.
 
@@ -106,7 +106,7 @@ def main() -> int:
     print(f"model: {model.graph.name}  onnxruntime {backend.version()}  options {options or 'default'}")
     print(f"design: {args.sessions} session pairs x {args.rounds} interleaved rounds x {args.iterations} "
           f"inferences each, {elapsed:.1f} s")  # fmt: skip
-    print(f"tool median  {tool_median * 1e3:.4f} ms  (run_with_ort_values, pre-built OrtValues)")
+    print(f"tool median  {tool_median * 1e3:.4f} ms  (IOBinding, inputs and outputs pre-bound)")
     print(f"bare median  {bare_median * 1e3:.4f} ms  (InferenceSession.run with numpy)")
     print(f"ratio tool/bare  {tool_median / bare_median:.4f}  (target <= 1.02)")
     print("per-session-pair ratios  " + " ".join(f"{r:.3f}" for r in per_session))

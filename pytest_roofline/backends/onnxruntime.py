@@ -209,6 +209,29 @@ class OnnxRuntimeSession(BackendSession):
 
         self._feeds = {name: ort.OrtValue.ortvalue_from_numpy(arr) for name, arr in self.inputs.items()}
         self._output_names = [o.name for o in self.session.get_outputs()]
+        self._binding: Any = None
+
+    def _bound(self) -> Any:
+        """An IOBinding with the inputs and pre-allocated outputs bound (built on first use).
+
+        Measured on MobileNetV2 (1 thread, same session, interleaved): ``run`` with numpy 4.23 ms,
+        ``run_with_ort_values`` 4.31 ms (it wraps every output per call), IOBinding with bound
+        outputs 4.18 ms: the timed loop must not add what a bare loop doesn't pay.
+        """
+        if self._binding is None:
+            first = self.session.io_binding()
+            for name, value in self._feeds.items():
+                first.bind_ortvalue_input(name, value)
+            for name in self._output_names:
+                first.bind_output(name, "cpu")
+            self.session.run_with_iobinding(first)  # allocates outputs of the right shapes
+            binding = self.session.io_binding()
+            for name, value in self._feeds.items():
+                binding.bind_ortvalue_input(name, value)
+            for name, value in zip(self._output_names, first.get_outputs(), strict=True):
+                binding.bind_ortvalue_output(name, value)
+            self._binding = binding
+        return self._binding
 
     def _model_payload(self) -> str | bytes:
         path = self.spec.path
@@ -258,17 +281,15 @@ class OnnxRuntimeSession(BackendSession):
             raise BackendError(f"onnxruntime failed to run {self.spec.name}: {_first_line(exc)}") from None
 
     def time(self, iterations: int) -> list[float]:
-        """Seconds per inference, profiler off, inputs pre-bound; ``perf_counter_ns`` per call."""
-        run, names, feeds = self.session.run_with_ort_values, self._output_names, self._feeds
+        """Seconds per inference, profiler off, inputs and outputs pre-bound; ``perf_counter_ns`` per call."""
         clock = time.perf_counter_ns
         samples: list[float] = []
         try:
+            run, binding = self.session.run_with_iobinding, self._bound()
             for _ in range(iterations):
                 start = clock()
-                outputs = run(names, feeds)
-                end = clock()
-                del outputs  # freed outside the timed region
-                samples.append((end - start) * 1e-9)
+                run(binding)
+                samples.append((clock() - start) * 1e-9)
         except Exception as exc:
             raise BackendError(f"onnxruntime failed to run {self.spec.name}: {_first_line(exc)}") from None
         return samples
