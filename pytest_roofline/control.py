@@ -258,10 +258,16 @@ def paired_decider(tolerance: float) -> Callable[[list[float], float, float], Ve
 def layer_deltas(
     baseline_layers: dict[str, dict[str, float | None]], current: dict[str, float]
 ) -> list[LayerDelta]:
-    """Per-layer raw time deltas for layers present in both."""
+    """Per-layer raw time deltas: layers in both, layers new since the baseline, layers gone."""
     deltas = []
     for name, now in current.items():
         before = (baseline_layers.get(name) or {}).get("time")
         if before and now:
             deltas.append(LayerDelta(name, float(before), float(now), float(now) / float(before)))
+        elif now and name not in baseline_layers:
+            deltas.append(LayerDelta(name, 0.0, float(now), None, status="new"))
+    for name, entry in baseline_layers.items():
+        before = (entry or {}).get("time")
+        if before and name not in current:
+            deltas.append(LayerDelta(name, float(before), 0.0, None, status="gone"))
     return deltas

@@ -52,12 +52,23 @@ STATUSES = ("pass", "regression", "inconclusive", "new", "improved", "not-compar
 
 @dataclass(frozen=True)
 class LayerDelta:
-    """One layer's time in the baseline and now (raw seconds) and their ratio."""
+    """One layer's time in the baseline and now (raw seconds) and their ratio.
+
+    ``status`` is ``compared``, ``new`` (no such layer in the baseline: time 0 there, no ratio)
+    or ``gone`` (the baseline's layer no longer runs): a regression often comes from layers that
+    were added, which a comparison of common layers alone would hide.
+    """
 
     name: str
     baseline_time: float
     current_time: float
-    ratio: float
+    ratio: float | None
+    status: str = "compared"
+
+    @property
+    def growth(self) -> float:
+        """Seconds this layer added (negative: saved)."""
+        return self.current_time - self.baseline_time
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -66,6 +77,7 @@ class LayerDelta:
             "baseline_time": self.baseline_time,
             "current_time": self.current_time,
             "ratio": self.ratio,
+            "status": self.status,
         }
 
 
@@ -314,10 +326,10 @@ def verdict_table(verdict: Verdict) -> list[str]:
             ("raw seconds", _sec(raw.get("baseline")), _sec(raw.get("current")), "", "", "", "")
         )
     lines = text_table(header, rows, left=len(header))
-    for layer in sorted(verdict.layers, key=lambda la: la.ratio, reverse=True)[:10]:
+    for layer in sorted(verdict.layers, key=lambda la: la.growth, reverse=True)[:10]:
+        change = f"x{layer.ratio:.3f}" if layer.ratio is not None else layer.status
         lines.append(
-            f"  layer {layer.name}: {_sec(layer.baseline_time)} -> {_sec(layer.current_time)} "
-            f"(x{layer.ratio:.3f})"
+            f"  layer {layer.name}: {_sec(layer.baseline_time)} -> {_sec(layer.current_time)} ({change})"
         )
     return lines
 

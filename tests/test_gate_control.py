@@ -87,3 +87,19 @@ def test_noisy_new_baseline_is_sampled_until_the_batches_run_out():
     sampler, calls = fake_sampler(2.0, 0.3)
     run = run_gate([None, None], stored_decider(None, None, 0.05), GateDesign(max_batches=3), sampler=sampler)
     assert run.verdict.status == "new" and len(calls) == 3
+
+
+def test_layer_deltas_name_new_and_gone_layers_and_the_table_leads_with_growth():
+    from pytest_roofline.control import layer_deltas
+    from pytest_roofline.gate import Verdict, verdict_table
+
+    baseline = {"conv1": {"time": 1e-4}, "relu9": {"time": 5e-6}}
+    deltas = {d.name: d for d in layer_deltas(baseline, {"conv1": 1.1e-4, "conv_extra": 3e-5})}
+    assert deltas["conv1"].ratio == pytest.approx(1.1) and deltas["conv1"].status == "compared"
+    assert deltas["conv_extra"].status == "new" and deltas["conv_extra"].ratio is None
+    assert deltas["relu9"].status == "gone" and deltas["relu9"].current_time == 0.0
+    verdict = Verdict(status="regression", mode="stored", metric="latency", current=1.3, tolerance=0.05,
+                      baseline=1.0, ratio=1.3, layers=tuple(deltas.values()))
+    layer_lines = [line for line in verdict_table(verdict) if line.startswith("  layer")]
+    assert layer_lines[0].startswith("  layer conv_extra:") and layer_lines[0].endswith("(new)")
+    assert Verdict.from_dict(verdict.to_dict()).layers == verdict.layers

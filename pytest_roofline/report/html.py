@@ -108,7 +108,11 @@ def _result_view(index: int, result: dict[str, Any], session_roof: dict[str, Any
     rows = _layer_rows(layers)
     status = status_word(result)
     what_if = _what_if(profile, by_op)
-    slower = sorted(verdict.get("layers") or [], key=lambda la: -(_num(la.get("ratio")) or 0.0))
+    # what grew the most first: layers new since the baseline count with their whole time
+    slower = sorted(
+        verdict.get("layers") or [],
+        key=lambda la: -((_num(la.get("current_time")) or 0.0) - (_num(la.get("baseline_time")) or 0.0)),
+    )
     data = {
         "id": f"r{index}",
         "label": result_label(result),

@@ -93,7 +93,10 @@ def layer_headroom(layer: dict[str, Any]) -> float:
 def worst_layers(result: dict[str, Any], limit: int = 5, threshold: float = 1.0) -> list[dict[str, Any]]:
     """Layers of the verdict whose time ratio exceeds ``threshold``, slowest-grown first."""
     layers = (result.get("verdict") or {}).get("layers") or []
-    slower = [la for la in layers if is_finite(la.get("ratio")) and la["ratio"] > threshold]
+    slower = [
+        la for la in layers
+        if la.get("status") == "new" or (is_finite(la.get("ratio")) and la["ratio"] > threshold)
+    ]  # fmt: skip
     slower.sort(key=lambda la: (la["current_time"] or 0) - (la["baseline_time"] or 0), reverse=True)
     return slower[:limit]
 
