@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 import filelock
 
 from .errors import BaselineError
+from .files import atomic_write_json, lock_path
 
 __all__ = [
     "HISTORY_LIMIT",
@@ -160,23 +160,6 @@ def module_of(test: str) -> str:
     return test.split("::", 1)[0]
 
 
-def atomic_write_json(path: Path, data: Any) -> None:
-    """Write ``data`` as sorted, indented JSON to ``path`` atomically (temp file + replace)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 class BaselineStore:
     """The baseline files under one directory."""
 
@@ -258,7 +241,7 @@ class BaselineStore:
         self.check_directory()
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            with filelock.FileLock(str(self.directory / ".lock"), timeout=LOCK_TIMEOUT):
+            with filelock.FileLock(str(lock_path(self.directory, "baselines")), timeout=LOCK_TIMEOUT):
                 yield
         except filelock.Timeout:
             raise BaselineError(

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterable
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from .device import cpu_info
 from .errors import BackendError, OptionError, RooflineError
+from .files import atomic_write_json
 from .roofline import DeviceRoofline, Probe
 
 if TYPE_CHECKING:
@@ -138,7 +138,8 @@ def calibrate(
                     return cached
             roofline = _measure(backend, fingerprint, wanted, quick, progress)
             try:
-                _write_atomic(path, {"fingerprint": fingerprint, "roofline": roofline.to_dict()})
+                cached = {"fingerprint": fingerprint, "roofline": roofline.to_dict()}
+                atomic_write_json(path, cached, indent=1)
             except OSError as exc:
                 _say_once(f"write:{path.parent}", f"cannot write calibration cache in {path.parent} "
                           f"({exc.strerror or exc}); calibrated in memory only", progress)
@@ -283,18 +284,6 @@ def _lock(path: Path, progress: Progress | None) -> Any:
         _say_once(f"write:{path.parent}", f"calibration cache dir {path.parent} is not writable "
                   f"({exc.strerror or type(exc).__name__}); calibrating in memory", progress)
         return None
-
-
-def _write_atomic(path: Path, data: dict[str, Any]) -> None:
-    handle, temp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump(data, stream, indent=1, sort_keys=True)
-            stream.write("\n")
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
 
 
 # --- messages -----------------------------------------------------------------------------------

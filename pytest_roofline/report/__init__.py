@@ -56,7 +56,7 @@ def finite(value: Any) -> Any:
 
 def write_reports(results: Mapping[str, Any], paths: Sequence[str]) -> list[str]:
     """Write ``results`` (the results-schema dict) to every path; returns the paths written."""
-    from pytest_roofline.baseline import atomic_write_json
+    from pytest_roofline.files import atomic_write_json
 
     written = []
     for path in paths:
