@@ -177,8 +177,11 @@ def build_layers(
     backend's choice of main kernel), else in the first kernel listing it.  The others get 0
     FLOPs from it but its bytes, since they do move its tensors.
     """
+    from .backends.attribution import precision_itemsize
+
     known = {node.name for node in analysis.nodes}
     owner = _flop_owners(kernels, known)
+    itemsize = precision_itemsize(kernels.precision)  # bytes follow what ran (an fp16 engine: 2)
     total_time = sum(float(np.median(k.times)) if k.times else 0.0 for k in kernels.kernels) * time_scale
     layers: list[Layer] = []
     attributed = 0.0
@@ -189,7 +192,7 @@ def build_layers(
             cost_flops, cost_bytes = 0, int(kernel.extra.get("bytes", 0))
             kind = "layout"
         elif nodes:
-            group = analysis.group(nodes)
+            group = analysis.group(nodes, itemsize)
             cost_flops, cost_bytes, kind = group.flops, group.bytes, "compute"
             own = tuple(n for n in nodes if owner[n] is kernel)
             if len(own) < len(nodes):

@@ -89,3 +89,18 @@ def test_profiled_times_are_scaled_to_the_unprofiled_latency() -> None:
     assert by_name["a"].time == pytest.approx(15e-6) and by_name["b"].time == pytest.approx(5e-6)
     assert by_name["a"].share == pytest.approx(0.75) and fraction == pytest.approx(1.0)
     assert by_name["a"].times == (30e-6, 30e-6)  # raw profiled samples kept
+
+
+def test_layer_bytes_follow_the_precision_that_ran() -> None:
+    from pytest_roofline.analysis import analyze
+    from pytest_roofline.backends.base import KernelProfile, KernelRecord
+    from pytest_roofline.profile import build_layers
+    from pytest_roofline.zoo import tiny_cnn
+
+    analysis = analyze(tiny_cnn(), batch=1)
+    conv = next(node for node in analysis.nodes if node.op_type == "Conv")
+    kernel = KernelRecord("k", "Conv", (conv.name,), (1e-5,))
+    fp32 = build_layers(analysis, KernelProfile((kernel,), precision="fp32"))[0][0]
+    fp16 = build_layers(analysis, KernelProfile((kernel,), precision="fp16"))[0][0]
+    assert fp32.bytes == analysis.group([conv.name]).bytes
+    assert fp16.bytes == pytest.approx(fp32.bytes / 2, rel=1e-6) and fp16.flops == fp32.flops

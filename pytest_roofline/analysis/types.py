@@ -141,7 +141,7 @@ class ModelAnalysis:
                 consumers.setdefault(tensor, []).append(node.name)
         return consumers
 
-    def group(self, names: list[str] | tuple[str, ...]) -> GroupCost:
+    def group(self, names: list[str] | tuple[str, ...], float_itemsize: float | None = None) -> GroupCost:
         """Cost of running ``names`` as one fused kernel (internal tensors never leave it).
 
         Bytes count only tensors entering the group from outside and tensors it produces that
@@ -156,13 +156,22 @@ class ModelAnalysis:
             for t in produced
             if t in self.graph_outputs or any(c not in inside for c in self._consumers.get(t, ()))
         }
-        nbytes = sum(self.tensors[t].nbytes for t in external_in | external_out if t in self.tensors)
+        nbytes = round(sum(self._tensor_bytes(t, float_itemsize) for t in external_in | external_out))
         return GroupCost(
             flops=sum(n.flops for n in members),
             macs=sum(n.macs for n in members),
             bytes=nbytes,
             params=sum(n.params for n in members),
         )
+
+    def _tensor_bytes(self, name: str, float_itemsize: float | None) -> float:
+        """Bytes of tensor ``name``; floating-point tensors at ``float_itemsize`` when given."""
+        info = self.tensors.get(name)
+        if info is None:
+            return 0.0
+        if float_itemsize is not None and info.dtype.startswith(("float", "bfloat")):
+            return info.numel * float_itemsize
+        return float(info.nbytes)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict following the ``roofline analyze --format json`` contract."""

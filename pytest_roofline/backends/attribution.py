@@ -240,20 +240,4 @@ def group_cost_at_precision(analysis: ModelAnalysis, names: Iterable[str], preci
     A TensorRT fp16 engine moves 2 bytes per activation and weight element; integer tensors (shapes,
     indices) keep their size.  Unknown or mixed precision: the analysis' own bytes.
     """
-    names = tuple(names)
-    group = analysis.group(names)
-    itemsize = precision_itemsize(precision)
-    if itemsize is None:
-        return group
-    members = [analysis.node(n) for n in names]
-    inside = set(names)
-    produced = {t for n in members for t in n.outputs if t}
-    consumed_outside = {t for node in analysis.nodes if node.name not in inside for t in node.inputs}
-    boundary = {t for n in members for t in n.inputs if t and t not in produced}
-    boundary |= {t for t in produced if t in analysis.graph_outputs or t in consumed_outside}
-    delta = 0.0
-    for tensor in boundary:
-        info = analysis.tensors.get(tensor)
-        if info is not None and info.dtype.startswith(("float", "bfloat")):
-            delta += info.numel * (itemsize - info.itemsize)
-    return GroupCost(group.flops, group.macs, max(0, round(group.bytes + delta)), group.params)
+    return analysis.group(tuple(names), precision_itemsize(precision))
