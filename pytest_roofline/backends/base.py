@@ -29,6 +29,7 @@ __all__ = [
     "KernelRecord",
     "available_backends",
     "get_backend",
+    "importable",
 ]
 
 ENTRY_POINT_GROUP = "pytest_roofline.backends"
@@ -137,6 +138,15 @@ class Backend(ABC):
             f"backend {self.name!r} is not installed; "
             f'install it with: pip install "pytest-roofline[{self.extra}]"'
         )
+
+
+def importable(module: str) -> bool:
+    """Whether an optional runtime's module imports (for :meth:`Backend.available`)."""
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
 
 
 def _entry_points() -> dict[str, metadata.EntryPoint]:

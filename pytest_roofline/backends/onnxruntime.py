@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from pytest_roofline.backends.base import Backend, BackendSession, KernelProfile
+from pytest_roofline.backends.base import Backend, BackendSession, KernelProfile, importable
 from pytest_roofline.errors import BackendError, OptionError, ShapeError
 
 if TYPE_CHECKING:
@@ -123,11 +123,7 @@ class OnnxRuntimeBackend(Backend):
     @classmethod
     def available(cls) -> bool:
         """Whether onnxruntime imports."""
-        try:
-            import onnxruntime  # noqa: F401
-        except ImportError:
-            return False
-        return True
+        return importable("onnxruntime")
 
     def version(self) -> str:
         """onnxruntime's version."""

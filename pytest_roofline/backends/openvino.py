@@ -21,7 +21,7 @@ from pytest_roofline.errors import BackendError, OptionError
 from pytest_roofline.model import load_model
 
 from .attribution import EPILOGUE_OPS, GraphIndex, enclosing_nodes
-from .base import Backend, BackendSession, KernelProfile, KernelRecord
+from .base import Backend, BackendSession, KernelProfile, KernelRecord, importable
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping
@@ -307,11 +307,7 @@ class OpenVinoBackend(Backend):
     @classmethod
     def available(cls) -> bool:
         """Whether the ``openvino`` package imports."""
-        try:
-            import openvino  # noqa: F401
-        except ImportError:
-            return False
-        return True
+        return importable("openvino")
 
     def version(self) -> str:
         """``openvino.get_version()``, e.g. ``2026.4.1-22982-...``."""
