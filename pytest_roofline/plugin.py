@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from .fixtures import SESSION_KEY, SPANS_KEY, device_roofline, model_profile, roofline_span
-from .session import OPTIONS, RooflineSession, parse_bool, settings_from_config
+from .options import OPTIONS, parse_bool, settings_from_config
+from .session import RooflineSession
 
 __all__ = ["device_roofline", "model_profile", "roofline_span"]
 

@@ -28,6 +28,7 @@ import numpy as np
 from .baseline import BaselineEntry, BaselineStore, device_class, entry_key, module_of
 from .errors import BackendError, BaselineError, OptionError, RooflineError
 from .gate import Verdict, compare, new_verdict, verdict_table
+from .options import Settings, parse_budget, parse_percent
 from .profile import ModelProfile
 from .stats import LatencyStats
 
@@ -38,159 +39,11 @@ if TYPE_CHECKING:
     from .gitref import GitInfo
     from .roofline import DeviceRoofline
 
-__all__ = [
-    "ProfileRecord",
-    "RooflineSession",
-    "RunResults",
-    "Settings",
-    "parse_budget",
-    "parse_option",
-    "parse_percent",
-    "parse_timeout",
-]
+__all__ = ["ProfileRecord", "RooflineSession", "RunResults"]
 
 T = TypeVar("T")
 RESULTS_SCHEMA_VERSION = 1
 MEASURE_LOCK = Path(tempfile.gettempdir()) / "pytest-roofline-measure.lock"
-
-
-# --- option values (argparse type= functions: errors become one-line usage errors) -------------
-
-
-def parse_percent(text: str | float) -> float:
-    """``"5"`` or ``"2.5%"`` (percent) → 0.05 / 0.025."""
-    try:
-        value = float(str(text).strip().rstrip("%"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a percentage such as 5 or 2.5, got {text!r}") from None
-    if not math.isfinite(value) or value < 0 or value >= 100:
-        raise argparse.ArgumentTypeError(f"tolerance must be between 0 and 100 percent, got {text!r}")
-    return value / 100.0
-
-
-def parse_budget(text: str | float) -> float:
-    """Seconds a measurement may take (> 0)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds such as 10 or 2.5, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"budget must be a positive number of seconds, got {text!r}")
-    return value
-
-
-def parse_timeout(text: str | float) -> float:
-    """Seconds one measurement may run before its test fails (> 0)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds such as 900 or 60, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"timeout must be a positive number of seconds, got {text!r}")
-    return value
-
-
-def parse_option(text: str) -> tuple[str, str]:
-    """``K=V`` for ``--roofline-option``."""
-    from .cli.common import parse_key_value
-
-    return parse_key_value(text)
-
-
-def parse_bool(text: str | bool) -> bool:
-    """An ini boolean (true/false/1/0/yes/no)."""
-    if isinstance(text, bool):
-        return text
-    value = str(text).strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off", ""):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The plugin's options after command line and ini merge (command line wins)."""
-
-    backend: str = "onnxruntime"
-    options: dict[str, str] = field(default_factory=dict)
-    baseline_dir: Path = Path(".roofline")
-    update: bool = False
-    tolerance: float = 0.05
-    budget: float = 10.0
-    compare_ref: str | None = None
-    recalibrate: bool = False
-    reports: tuple[str, ...] = ()
-    disable: bool = False
-    strict: bool = False
-    timeout: float = 900.0
-
-
-#: option name → (ini key, parser, default, help)
-OPTIONS: dict[str, tuple[Any, Any, str]] = {
-    "backend": (str, "onnxruntime", "backend that runs the models (default onnxruntime)"),
-    "option": (parse_option, [], "backend option K=V (repeatable)"),
-    "baseline_dir": (
-        str,
-        ".roofline",
-        "directory of baseline JSON files (default .roofline/ at the rootdir)",
-    ),
-    "update": (parse_bool, False, "accept this run's figures as the new baselines of the tests that ran"),
-    "tolerance": (parse_percent, 0.05, "allowed slowdown in percent before a regression (default 5)"),
-    "budget": (
-        parse_budget,
-        10.0,
-        "seconds a measurement may take before answering inconclusive (default 10)",
-    ),
-    "compare_ref": (str, None, "paired mode: compare each model with its file at this git reference"),
-    "recalibrate": (parse_bool, False, "measure the device roofline again instead of using the cache"),
-    "report": (str, [], "write a report; format from the extension: .json .html .md .csv (repeatable)"),
-    "disable": (parse_bool, False, "static analysis only: no timing, no gate"),
-    "strict": (parse_bool, False, "a missing baseline or an inconclusive gate fails the test"),
-    "timeout": (
-        parse_timeout,
-        900.0,
-        "seconds one measurement may take before its test fails (default 900; the hung backend "
-        "call is abandoned in a background thread)",
-    ),
-}
-
-
-def settings_from_config(config: pytest.Config) -> Settings:
-    """Merge command line and ini keys into :class:`Settings` (raises ``pytest.UsageError``)."""
-    import pytest
-
-    values: dict[str, Any] = {}
-    for name, (parse, default, _help) in OPTIONS.items():
-        value = config.getoption(f"roofline_{name}")
-        if value in (None, [], False):
-            ini = config.getini(f"roofline_{name}")
-            if ini not in (None, "", []):
-                try:
-                    if isinstance(default, list):
-                        value = [parse(v) for v in (ini if isinstance(ini, list) else str(ini).split())]
-                    else:
-                        value = parse(ini)
-                except argparse.ArgumentTypeError as exc:
-                    raise pytest.UsageError(f"ini key roofline_{name}: {exc}") from None
-        values[name] = default if value is None else value
-    rootdir = Path(str(config.rootpath))
-    baseline_dir = Path(values["baseline_dir"])
-    return Settings(
-        backend=values["backend"],
-        options=dict(values["option"]),
-        baseline_dir=baseline_dir if baseline_dir.is_absolute() else rootdir / baseline_dir,
-        update=bool(values["update"]),
-        tolerance=float(values["tolerance"]),
-        budget=float(values["budget"]),
-        compare_ref=values["compare_ref"],
-        recalibrate=bool(values["recalibrate"]),
-        reports=tuple(values["report"]),
-        disable=bool(values["disable"]),
-        strict=bool(values["strict"]),
-        timeout=float(values["timeout"]),
-    )
 
 
 # --- records ------------------------------------------------------------------------------------
