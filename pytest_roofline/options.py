@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 __all__ = [
     "OPTIONS",
     "Settings",
+    "backend_options",
     "parse_bool",
     "parse_budget",
     "parse_option",
@@ -64,10 +65,26 @@ def parse_timeout(text: str | float) -> float:
 
 
 def parse_option(text: str) -> tuple[str, str]:
-    """``K=V`` for ``--roofline-option``."""
+    """``K=V`` or ``BACKEND:K=V`` for ``--roofline-option``."""
     from .cli.common import parse_key_value
 
     return parse_key_value(text)
+
+
+def backend_options(options: dict[str, str], backend: str) -> dict[str, str]:
+    """The options that apply to ``backend``: plain ``K=V`` ones and ``<backend>:K=V`` ones.
+
+    A scoped option (``onnxruntime:intra_op_threads=1``) lets one ini file serve every backend:
+    it is dropped when another backend runs, instead of being an unknown option there.
+    """
+    chosen: dict[str, str] = {}
+    for key, value in options.items():
+        scope, sep, name = key.partition(":")
+        if not sep:
+            chosen.setdefault(key, value)
+        elif scope == backend:
+            chosen[name] = value
+    return chosen
 
 
 def parse_bool(text: str | bool) -> bool:
@@ -103,7 +120,7 @@ class Settings:
 #: option name → (ini key, parser, default, help)
 OPTIONS: dict[str, tuple[Any, Any, str]] = {
     "backend": (str, "onnxruntime", "backend that runs the models (default onnxruntime)"),
-    "option": (parse_option, [], "backend option K=V (repeatable)"),
+    "option": (parse_option, [], "backend option K=V, or BACKEND:K=V for one backend only (repeatable)"),
     "baseline_dir": (
         str,
         ".roofline",

@@ -28,7 +28,7 @@ import numpy as np
 from .baseline import BaselineEntry, BaselineStore, device_class, entry_key, module_of
 from .errors import BackendError, BaselineError, OptionError, RooflineError
 from .gate import Verdict, compare, new_verdict, verdict_table
-from .options import Settings, parse_budget, parse_percent
+from .options import Settings, backend_options, parse_budget, parse_percent
 from .profile import ModelProfile
 from .stats import LatencyStats
 
@@ -237,7 +237,7 @@ class RooflineSession:
         from .backends.base import get_backend
 
         chosen = name or self.settings.backend
-        merged = dict(self.settings.options) if chosen == self.settings.backend else {}
+        merged = backend_options(self.settings.options, chosen) if chosen == self.settings.backend else {}
         merged.update(options or {})
         return chosen, get_backend(chosen, merged)
 

@@ -387,3 +387,17 @@ def test_spans_recorded_before_profiling_are_on_the_returned_profile(project):
     result.assert_outcomes(passed=1)
     spans = json.loads((project.path / "r.json").read_text())["results"][0]["profile"]["spans"]
     assert spans["decode"]["n"] == 4 and spans["encode"]["n"] == 1
+
+
+def test_backend_scoped_options_apply_only_to_their_backend():
+    from pytest_roofline.options import backend_options
+
+    options = {"unit": "2", "onnxruntime:intra_op_threads": "1", "fake:jitter": "0"}
+    assert backend_options(options, "fake") == {"unit": "2", "jitter": "0"}
+    assert backend_options(options, "onnxruntime") == {"unit": "2", "intra_op_threads": "1"}
+
+
+def test_an_ini_scoped_to_another_backend_does_not_break_this_one(project):
+    project.makeini("[pytest]\nroofline_option =\n    onnxruntime:intra_op_threads=1\n")
+    project.makepyfile(test_perf="def test_model(model_profile):\n    model_profile('chain.onnx')\n")
+    project.runpytest(*FAKE).assert_outcomes(passed=1)
