@@ -23,12 +23,12 @@ def test_latency_and_layers(model_profile, device_roofline):
 
     # The stem convolution is the heaviest layer: it should use a fair share of the roof.
     assert_fraction(prof, "Conv_0", above=0.01)
-    # Depthwise convolutions are memory-bound on a CPU: check the roofline says so.
-    depthwise = [la for la in prof.layers if la.kind == "compute" and la.op_type.endswith("Conv")]
-    assert any(la.bound == "memory" for la in depthwise)
-    # Convolutions dominate the model's time.
-    by_type = {row.op_type: row.share for row in prof.by_op_type()}
-    assert max(by_type, key=by_type.get).endswith("Conv")
+    # Some layers (depthwise convolutions) are memory-bound on a CPU: check the roofline says so.
+    assert any(la.bound == "memory" for la in prof.layers if la.kind == "compute")
+    # Convolutions dominate the model's time. Layers name the ONNX nodes they run, whatever the
+    # backend calls its kernels (onnxruntime: "Conv"/"FusedConv", OpenVINO: "Convolution", ...).
+    conv_time = sum(la.time for la in prof.layers if any(n.startswith("Conv") for n in la.onnx_nodes))
+    assert conv_time > 0.8 * prof.kernel_time
     assert_efficiency(prof, above=0.005)
     assert prof.total_flops / device_roofline.peak < prof.latency.median  # can't beat the roof
 
