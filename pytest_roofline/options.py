@@ -42,26 +42,25 @@ def parse_percent(text: str | float) -> float:
     return value / 100.0
 
 
-def parse_budget(text: str | float) -> float:
-    """Seconds a measurement may take (> 0)."""
+def _seconds(text: str | float, what: str, example: str) -> float:
+    """A positive, finite number of seconds, or a one-line usage error naming ``what``."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds such as 10 or 2.5, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected seconds such as {example}, got {text!r}") from None
     if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"budget must be a positive number of seconds, got {text!r}")
+        raise argparse.ArgumentTypeError(f"{what} must be a positive number of seconds, got {text!r}")
     return value
+
+
+def parse_budget(text: str | float) -> float:
+    """Seconds a measurement may take (> 0)."""
+    return _seconds(text, "budget", "10 or 2.5")
 
 
 def parse_timeout(text: str | float) -> float:
     """Seconds one measurement may run before its test fails (> 0)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds such as 900 or 60, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"timeout must be a positive number of seconds, got {text!r}")
-    return value
+    return _seconds(text, "timeout", "900 or 60")
 
 
 def parse_option(text: str) -> tuple[str, str]:
