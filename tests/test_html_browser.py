@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from _report_data import model_profile, result, run_results
 
+from pytest_roofline.fmt import fmt_seconds
 from pytest_roofline.report import html
-from pytest_roofline.report.view import fmt_seconds
 
 CHROMIUM = os.environ.get("ROOFLINE_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 SCREENSHOT = Path("/tmp/roofline-report.png")

@@ -11,9 +11,7 @@ from typing import Any
 from pytest_roofline.fmt import fmt_pct, fmt_seconds_fixed, text_table
 from pytest_roofline.gate import Verdict, verdict_table
 
-format_seconds = fmt_seconds_fixed  # kept for importers of the old name
-
-__all__ = ["format_seconds", "summary_lines"]
+__all__ = ["summary_lines"]
 
 
 def summary_lines(

@@ -3,7 +3,7 @@
 Reports take the results dict (``RunResults.to_dict()``, see docs/results-schema.md), never live
 objects, so a saved JSON can be rendered again later.  This module loads that dict and derives
 the views several formats share (labels, status words, sweeps, headroom).  The unit formatters
-live in :mod:`pytest_roofline.fmt`; they are re-exported here for existing importers.
+live in :mod:`pytest_roofline.fmt`.
 """
 
 from __future__ import annotations
@@ -14,24 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from pytest_roofline.errors import RooflineError
-from pytest_roofline.fmt import (
-    fmt_bytes,
-    fmt_count,
-    fmt_pct,
-    fmt_rate,
-    fmt_ratio,
-    fmt_seconds,
-    is_finite,
-)
+from pytest_roofline.fmt import is_finite
 
 __all__ = [
     "FLOP_CONVENTION",
-    "fmt_bytes",
-    "fmt_count",
-    "fmt_pct",
-    "fmt_rate",
-    "fmt_ratio",
-    "fmt_seconds",
     "layer_headroom",
     "load_results",
     "result_label",
