@@ -18,7 +18,6 @@ from pytest_roofline.backends.attribution import (
     attributed_fraction,
     group_cost_at_precision,
     precision_itemsize,
-    rescale_group_cost,
 )
 from pytest_roofline.backends.trtexec_formats import (
     LayerTime,
@@ -215,7 +214,8 @@ def test_precision_rescales_bytes() -> None:
     assert fp16.bytes == (256 + 256 * 256 + 256) * 2 + 16  # the int64 shape keeps its size
     assert fp16.flops == fp32.flops
     assert group_cost_at_precision(analysis, ["mm"], "mixed") == analysis.group(["mm"])
-    assert rescale_group_cost(fp32, "int8").bytes == round(fp32.bytes / 4)
+    int8 = group_cost_at_precision(analysis, ["mm", "r"], "int8")
+    assert int8.bytes == (256 + 256 * 256 + 256) + 16
     assert precision_itemsize("bf16") == 2 and precision_itemsize("mixed") is None
 
 

@@ -7,7 +7,7 @@ last node.  :class:`GraphIndex` answers those three questions for one ONNX graph
 module only has to say which clue it has.
 
 The module also converts a group's byte count to the precision that actually ran
-(:func:`precision_itemsize`, :func:`rescale_group_cost`, :func:`group_cost_at_precision`).
+(:func:`precision_itemsize`, :func:`group_cost_at_precision`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ __all__ = [
     "group_cost_at_precision",
     "node_name",
     "precision_itemsize",
-    "rescale_group_cost",
 ]
 
 # ops a kernel may absorb after its anchor (activation / bias / residual epilogues)
@@ -220,18 +219,6 @@ _ITEMSIZE = {"fp32": 4, "f32": 4, "float32": 4, "tf32": 4, "fp16": 2, "f16": 2, 
 def precision_itemsize(precision: str) -> float | None:
     """Bytes per element of floating-point tensors at ``precision`` (None for unknown/mixed)."""
     return _ITEMSIZE.get(precision.lower())
-
-
-def rescale_group_cost(group: GroupCost, precision: str, from_itemsize: int = 4) -> GroupCost:
-    """``group`` with its bytes converted from ``from_itemsize``-byte elements to ``precision``.
-
-    A coarse conversion that assumes every tensor of the group is floating point; prefer
-    :func:`group_cost_at_precision` when the analysis is at hand.  Unknown precision: unchanged.
-    """
-    itemsize = precision_itemsize(precision)
-    if itemsize is None:
-        return group
-    return GroupCost(group.flops, group.macs, round(group.bytes * itemsize / from_itemsize), group.params)
 
 
 def group_cost_at_precision(analysis: ModelAnalysis, names: Iterable[str], precision: str) -> GroupCost:
