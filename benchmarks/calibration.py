@@ -97,8 +97,14 @@ def bare_ort_matmul(threads: int) -> float:
 
 
 def child(code: str, args: list[str] | None = None, env: dict[str, str] | None = None) -> dict:
-    out = subprocess.run([sys.executable, "-c", code, *(args or [])], capture_output=True, text=True,
-                         env=env or dict(os.environ), timeout=600, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", code, *(args or [])],
+        capture_output=True,
+        text=True,
+        env=env or dict(os.environ),
+        timeout=600,
+        check=False,
+    )
     if out.returncode:
         raise SystemExit(f"child failed: {out.stderr.strip().splitlines()[-1:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -138,16 +144,33 @@ def main() -> None:
                 f"numpy {label} {ref['sgemm'] / 1e9:.0f} GFLOP/s / copy {ref['copy'] / 1e9:.1f} GB/s"
                 for label, ref in numpy_refs.items()
             )
-            print(f"round {index + 1}/{args.runs}: calibrate peak {run['peak'] / 1e9:.1f} GFLOP/s "
-                  f"({run['probe']}), "
-                  f"DRAM {run['bandwidth'] / 1e9:.1f} GB/s, uncached {run['uncached']:.2f} s "
-                  f"(CPU {run['cpu']:.2f} s), cached {run['cached'] * 1e3:.3f} ms | bare ORT "
-                  f"{ort_peak / 1e9:.0f} GFLOP/s, {refs}", flush=True)
+            print(
+                f"round {index + 1}/{args.runs}: calibrate peak {run['peak'] / 1e9:.1f} GFLOP/s "
+                f"({run['probe']}), "
+                f"DRAM {run['bandwidth'] / 1e9:.1f} GB/s, uncached {run['uncached']:.2f} s "
+                f"(CPU {run['cpu']:.2f} s), cached {run['cached'] * 1e3:.3f} ms | bare ORT "
+                f"{ort_peak / 1e9:.0f} GFLOP/s, {refs}",
+                flush=True,
+            )
         start = time.perf_counter()
-        cli = subprocess.run([sys.executable, "-c", "import sys; from pytest_roofline.cli import main; "
-                              "sys.exit(main())", "calibrate", "--format", "json", "--backend", args.backend,
-                              "--cache-dir", cache_dir, *[f"--option={o}" for o in args.option]],
-                             capture_output=True, text=True, check=False)
+        cli = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from pytest_roofline.cli import main; sys.exit(main())",
+                "calibrate",
+                "--format",
+                "json",
+                "--backend",
+                args.backend,
+                "--cache-dir",
+                cache_dir,
+                *[f"--option={o}" for o in args.option],
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         cli_wall = time.perf_counter() - start
 
     peaks = [r["peak"] for r in rounds]
@@ -161,22 +184,32 @@ def main() -> None:
     theory = rounds[0]["theoretical"].get("float32")
 
     print()
-    print(f"backend {args.backend} options {options or '{}'}; OPENBLAS env: {blas_env or 'not set'}; "
-          f"numpy BLAS: {rounds[0]['numpy']['as-is']['blas']}")
+    print(
+        f"backend {args.backend} options {options or '{}'}; OPENBLAS env: {blas_env or 'not set'}; "
+        f"numpy BLAS: {rounds[0]['numpy']['as-is']['blas']}"
+    )
     median_peak = statistics.median(peaks)
-    print(f"{verdict(peak_ratio >= 0.9)} peak / best(numpy sgemm, bare ORT MatMul), median of per-round "
-          f"ratios: {peak_ratio:.2f} (median peak {median_peak / 1e9:.1f} GFLOP/s"
-          + (f", {median_peak / theory:.0%} of theoretical {theory / 1e9:.0f})" if theory else ")"))
+    print(
+        f"{verdict(peak_ratio >= 0.9)} peak / best(numpy sgemm, bare ORT MatMul), median of per-round "
+        f"ratios: {peak_ratio:.2f} (median peak {median_peak / 1e9:.1f} GFLOP/s"
+        + (f", {median_peak / theory:.0%} of theoretical {theory / 1e9:.0f})" if theory else ")")
+    )
     others = ", ".join(f"{k} {v / 1e9:.0f} G/s" for k, v in rounds[-1]["peaks"].items())
     print(f"     roofs by dtype (last round; int8 in OP/s): {others}")
-    print(f"{verdict(band_ratio >= 0.9)} DRAM bandwidth / numpy 256 MiB copy (both read+write bytes), median "
-          f"of per-round ratios: {band_ratio:.2f} (median {statistics.median(bands) / 1e9:.1f} GB/s)")
+    print(
+        f"{verdict(band_ratio >= 0.9)} DRAM bandwidth / numpy 256 MiB copy (both read+write bytes), median "
+        f"of per-round ratios: {band_ratio:.2f} (median {statistics.median(bands) / 1e9:.1f} GB/s)"
+    )
     print(f"{verdict(uncached <= 10)} uncached calibration, worst of {len(rounds)}: {uncached:.2f} s wall")
-    print(f"{verdict(cached <= 0.05)} cached calibrate() call, worst median: {cached * 1e3:.3f} ms "
-          f"(fresh process 'roofline calibrate --format json' from cache: {cli_wall:.2f} s wall, "
-          f"exit {cli.returncode}, mostly interpreter and package import)")
-    print(f"{verdict(spread_peak <= 0.05)} spread (max-min)/median of peak over {len(rounds)} fresh "
-          f"processes: {spread_peak:.1%} (bandwidth: {spread_band:.1%})")
+    print(
+        f"{verdict(cached <= 0.05)} cached calibrate() call, worst median: {cached * 1e3:.3f} ms "
+        f"(fresh process 'roofline calibrate --format json' from cache: {cli_wall:.2f} s wall, "
+        f"exit {cli.returncode}, mostly interpreter and package import)"
+    )
+    print(
+        f"{verdict(spread_peak <= 0.05)} spread (max-min)/median of peak over {len(rounds)} fresh "
+        f"processes: {spread_peak:.1%} (bandwidth: {spread_band:.1%})"
+    )
 
 
 if __name__ == "__main__":

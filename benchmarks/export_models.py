@@ -88,10 +88,15 @@ def export(name: str, exporter: str, out: Path, opset: int = OPSET, external_dat
     if exporter == "legacy":
         out_axes = {"last_hidden_state": {0: "batch", 1: "seq"}, "pooler_output": {0: "batch"}}
         torch.onnx.export(
-            model, args, str(path), input_names=names, output_names=outputs, opset_version=opset,
+            model,
+            args,
+            str(path),
+            input_names=names,
+            output_names=outputs,
+            opset_version=opset,
             dynamic_axes={**axes, **(out_axes if name == "bert_base" else {"logits": {0: "batch"}})},
             dynamo=False,
-        )  # fmt: skip
+        )
     else:
         dim = torch.export.Dim
         batch = dim("batch", min=1, max=1024)
@@ -100,9 +105,14 @@ def export(name: str, exporter: str, out: Path, opset: int = OPSET, external_dat
             axes_of[1] = dim("seq", min=2, max=512)
         shapes = tuple(dict(axes_of) for _ in names)  # positional: forward's names differ
         program = torch.onnx.export(
-            model, args, input_names=names, output_names=outputs, opset_version=opset,
-            dynamic_shapes=shapes, dynamo=True,
-        )  # fmt: skip
+            model,
+            args,
+            input_names=names,
+            output_names=outputs,
+            opset_version=opset,
+            dynamic_shapes=shapes,
+            dynamo=True,
+        )
         program.save(str(path), external_data=external_data)
     return path
 
@@ -122,8 +132,10 @@ def main() -> int:
     args = parser.parse_args()
     missing = [m for m in ("torch", "onnx") if importlib.util.find_spec(m) is None]
     if missing:
-        print(f"export_models.py needs {', '.join(missing)}: run it in an environment with torch, "
-              "torchvision, transformers, onnx and onnxscript installed")  # fmt: skip
+        print(
+            f"export_models.py needs {', '.join(missing)}: run it in an environment with torch, "
+            "torchvision, transformers, onnx and onnxscript installed"
+        )
         return 1
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

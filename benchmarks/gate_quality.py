@@ -105,9 +105,12 @@ def paired_slowdown(base: Path, variant: Path, sessions: int = 9, rounds: int = 
     model = load_model(str(base))
     feeds = make_inputs(model, bind_input_shapes(model))
     result = sample_interleaved(
-        [lambda s=s: backend.open(s, feeds) for s in specs], sessions=sessions, rounds=rounds, iterations=1,
+        [lambda s=s: backend.open(s, feeds) for s in specs],
+        sessions=sessions,
+        rounds=rounds,
+        iterations=1,
         warmup=3,
-    )  # fmt: skip
+    )
     return float(np.median(session_ratios(result[0], result[1])))
 
 
@@ -124,8 +127,11 @@ def tune_variant(model: onnx.ModelProto, target: float, work: Path, name: str) -
         if wanted == blocks or abs(measured - target) < 0.15 * target:
             break
         blocks = wanted
-    print(f"  variant {name}: {blocks} extra blocks, paired slowdown {measured * 100:+.2f}% (target "
-          f"{target * 100:.1f}%)", flush=True)  # fmt: skip
+    print(
+        f"  variant {name}: {blocks} extra blocks, paired slowdown {measured * 100:+.2f}% (target "
+        f"{target * 100:.1f}%)",
+        flush=True,
+    )
     return work / f"{name}.onnx", measured
 
 
@@ -137,8 +143,11 @@ def pytest_run(project: Path, *args: str) -> tuple[int, dict | None, float]:
     start = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", *args],
-        cwd=project, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     seconds = time.perf_counter() - start
     data = json.loads(report.read_text()) if report.exists() else None
     if proc.returncode not in (0, 1):
@@ -149,9 +158,15 @@ def pytest_run(project: Path, *args: str) -> tuple[int, dict | None, float]:
 def roofline_verdict(project: Path, *args: str) -> tuple[str, float, float, float]:
     """(status, ratio, measuring seconds, noise) of one pytest-roofline run of the project's test."""
     code, data, _ = pytest_run(
-        project, "--roofline-backend", "onnxruntime", "--roofline-option", f"intra_op_threads={THREADS}",
-        "--roofline-report", "results.json", *args,
-    )  # fmt: skip
+        project,
+        "--roofline-backend",
+        "onnxruntime",
+        "--roofline-option",
+        f"intra_op_threads={THREADS}",
+        "--roofline-report",
+        "results.json",
+        *args,
+    )
     if not data or not data["results"]:
         return f"error({code})", float("nan"), float("nan"), float("nan")
     item = data["results"][0]
@@ -169,9 +184,12 @@ def roofline_verdict(project: Path, *args: str) -> tuple[str, float, float, floa
 def benchmark_alarm(project: Path, threshold: str) -> bool:
     """One pytest-benchmark compare run: True when its gate failed the session."""
     code, _, _ = pytest_run(
-        project, "--benchmark-storage", str(project / ".benchmarks"), "--benchmark-compare",
+        project,
+        "--benchmark-storage",
+        str(project / ".benchmarks"),
+        "--benchmark-compare",
         f"--benchmark-compare-fail=median:{threshold}",
-    )  # fmt: skip
+    )
     return code != 0
 
 
@@ -206,8 +224,10 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("ROOFLINE_CACHE_DIR", str(work / "cache"))
         model = base_model(args.quick)
         onnx.save(model, str(work / "base.onnx"))
-        print(f"model: {'tiny_cnn' if args.quick else 'mobilenet_v2'}, repeats {repeats}, "
-              f"{THREADS} thread(s)", flush=True)  # fmt: skip
+        print(
+            f"model: {'tiny_cnn' if args.quick else 'mobilenet_v2'}, repeats {repeats}, {THREADS} thread(s)",
+            flush=True,
+        )
         stored_variant, stored_true = tune_variant(model, args.stored_target / 100, work, "stored")
         paired_variant, paired_true = tune_variant(model, args.paired_target / 100, work, "paired")
 
@@ -228,14 +248,16 @@ def main(argv: list[str] | None = None) -> int:
             # paired mode
             project = new_project(work, "paired", ROOFLINE_TEST, work / "base.onnx")
             for cmd in (["init", "-q"], ["add", "model.onnx"], ["commit", "-qm", "model"]):
-                subprocess.run(["git", "-c", "user.email=b@b", "-c", "user.name=b", *cmd], cwd=project,
-                               check=True, capture_output=True)  # fmt: skip
-            result = roofline_verdict(project, "--roofline-compare-ref", "HEAD",
-                                                   "--roofline-tolerance", "2")  # fmt: skip
+                subprocess.run(
+                    ["git", "-c", "user.email=b@b", "-c", "user.name=b", *cmd],
+                    cwd=project,
+                    check=True,
+                    capture_output=True,
+                )
+            result = roofline_verdict(project, "--roofline-compare-ref", "HEAD", "--roofline-tolerance", "2")
             note("paired", "unchanged", result)
             shutil.copy(paired_variant, project / "model.onnx")
-            result = roofline_verdict(project, "--roofline-compare-ref", "HEAD",
-                                                   "--roofline-tolerance", "2")  # fmt: skip
+            result = roofline_verdict(project, "--roofline-compare-ref", "HEAD", "--roofline-tolerance", "2")
             note("paired", "slower", result)
             if has_benchmark:
                 test = BENCHMARK_TEST.format(threads=THREADS)
@@ -257,8 +279,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  repeat {r + 1}/{repeats}: " + ", ".join(last), flush=True)
 
         print()
-        print(f"true slowdowns (paired, interleaved): stored variant {stored_true * 100:+.2f}%, "
-              f"paired variant {paired_true * 100:+.2f}%")  # fmt: skip
+        print(
+            f"true slowdowns (paired, interleaved): stored variant {stored_true * 100:+.2f}%, "
+            f"paired variant {paired_true * 100:+.2f}%"
+        )
         print(f"{'gate':<48}{'false alarms':>14}{'inconclusive':>14}{'detections':>12}{'measure s':>11}")
         labels = {
             "stored": f"pytest-roofline stored, tol 5%, slowdown {stored_true * 100:.1f}%",
@@ -273,15 +297,19 @@ def main(argv: list[str] | None = None) -> int:
                 unsure = sum(s[0] == "inconclusive" for s in same + slow)
                 hits = sum(s[0] == "regression" for s in slow)
                 secs = float(np.nanmedian([s[2] for s in same + slow]))
-                print(f"{labels[cell]:<48}{alarms:>9}/{len(same):<4}{unsure:>10}/{len(same) + len(slow):<3}"
-                      f"{hits:>8}/{len(slow):<3}{secs:>9.1f}")  # fmt: skip
+                print(
+                    f"{labels[cell]:<48}{alarms:>9}/{len(same):<4}{unsure:>10}/{len(same) + len(slow):<3}"
+                    f"{hits:>8}/{len(slow):<3}{secs:>9.1f}"
+                )
                 ratios = ", ".join(f"{s[1]:.3f}" for s in same)
                 print(f"    unchanged ratios: {ratios}")
                 print(f"    slower ratios:    {', '.join(f'{s[1]:.3f}' for s in slow)}")
                 print(f"    noise (CI half-width): {', '.join(f'{s[3] * 100:.1f}%' for s in same + slow)}")
             else:
-                print(f"{labels[cell]:<48}{sum(same):>9}/{len(same):<4}{'-':>10}    "
-                      f"{sum(slow):>8}/{len(slow):<3}{'-':>9}")  # fmt: skip
+                print(
+                    f"{labels[cell]:<48}{sum(same):>9}/{len(same):<4}{'-':>10}    "
+                    f"{sum(slow):>8}/{len(slow):<3}{'-':>9}"
+                )
     return 0
 
 

@@ -18,8 +18,12 @@ import sys
 from _common import profile_attribution
 
 MODELS = {  # builder name -> named dims to bind (batch is 1)
-    "tiny_cnn": {}, "tiny_transformer": {"seq": 16}, "resnet50": {}, "mobilenet_v2": {},
-    "bert_base": {}, "vit_b16": {},
+    "tiny_cnn": {},
+    "tiny_transformer": {"seq": 16},
+    "resnet50": {},
+    "mobilenet_v2": {},
+    "bert_base": {},
+    "vit_b16": {},
 }
 
 

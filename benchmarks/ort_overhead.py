@@ -41,19 +41,40 @@ def mobilenet_like() -> onnx.ModelProto:
 
         rng = np.random.default_rng(0)
         nodes, inits, x, channels = [], [], "input", 3
-        plan = [(32, 2, 1), (32, 1, 32), (64, 1, 1), (64, 2, 64), (128, 1, 1), (128, 1, 128), (128, 1, 1),
-                (128, 2, 128), (256, 1, 1)]  # (out channels, stride, groups)
+        plan = [
+            (32, 2, 1),
+            (32, 1, 32),
+            (64, 1, 1),
+            (64, 2, 64),
+            (128, 1, 1),
+            (128, 1, 128),
+            (128, 1, 1),
+            (128, 2, 128),
+            (256, 1, 1),
+        ]  # (out channels, stride, groups)
         for i, (out, stride, group) in enumerate(plan):
             w = nh.from_array(rng.standard_normal((out, channels // group, 3, 3)).astype(np.float32), f"w{i}")
             inits.append(w)
-            nodes += [helper.make_node("Conv", [x, w.name], [f"c{i}"], name=f"Conv_{i}", pads=[1] * 4,
-                                       strides=[stride] * 2, group=group),
-                      helper.make_node("Relu", [f"c{i}"], [f"r{i}"], name=f"Relu_{i}")]  # fmt: skip
+            nodes += [
+                helper.make_node(
+                    "Conv",
+                    [x, w.name],
+                    [f"c{i}"],
+                    name=f"Conv_{i}",
+                    pads=[1] * 4,
+                    strides=[stride] * 2,
+                    group=group,
+                ),
+                helper.make_node("Relu", [f"c{i}"], [f"r{i}"], name=f"Relu_{i}"),
+            ]
             x, channels = f"r{i}", out
         graph = helper.make_graph(
-            nodes, "cnn", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 224, 224])],
-            [helper.make_tensor_value_info(x, TensorProto.FLOAT, None)], inits,
-        )  # fmt: skip
+            nodes,
+            "cnn",
+            [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 224, 224])],
+            [helper.make_tensor_value_info(x, TensorProto.FLOAT, None)],
+            inits,
+        )
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
@@ -104,8 +125,10 @@ def main() -> int:
     bare_median = statistics.median(x for s in bare for x in s)
     per_session = [statistics.median(t) / statistics.median(b) for t, b in zip(tool, bare, strict=True)]
     print(f"model: {model.graph.name}  onnxruntime {backend.version()}  options {options or 'default'}")
-    print(f"design: {args.sessions} session pairs x {args.rounds} interleaved rounds x {args.iterations} "
-          f"inferences each, {elapsed:.1f} s")  # fmt: skip
+    print(
+        f"design: {args.sessions} session pairs x {args.rounds} interleaved rounds x {args.iterations} "
+        f"inferences each, {elapsed:.1f} s"
+    )
     print(f"tool median  {tool_median * 1e3:.4f} ms  (IOBinding, inputs and outputs pre-bound)")
     print(f"bare median  {bare_median * 1e3:.4f} ms  (InferenceSession.run with numpy)")
     print(f"ratio tool/bare  {tool_median / bare_median:.4f}  (target <= 1.02)")

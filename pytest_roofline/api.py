@@ -221,9 +221,18 @@ def profile_model(
         RooflineError: bad model, shapes, inputs, options, or the backend rejected the model.
     """
     return run_profile(
-        model, backend=backend, batch=batch, dims=dims, inputs=inputs, options=options, roofline=roofline,
-        sessions=sessions, rounds=rounds, profile_iterations=profile_iterations, budget=budget,
-    ).profile  # fmt: skip
+        model,
+        backend=backend,
+        batch=batch,
+        dims=dims,
+        inputs=inputs,
+        options=options,
+        roofline=roofline,
+        sessions=sessions,
+        rounds=rounds,
+        profile_iterations=profile_iterations,
+        budget=budget,
+    ).profile
 
 
 def profile_sweep(model: ModelSource, batches: str | Sequence[int], **kwargs: Any) -> list[ModelProfile]:

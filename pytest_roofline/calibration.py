@@ -57,8 +57,9 @@ def default_cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("pytest-roofline"))
 
 
-def calibration_fingerprint(backend: Backend, dtypes: Iterable[str] | None = None,
-                            quick: bool = False) -> dict[str, Any]:
+def calibration_fingerprint(
+    backend: Backend, dtypes: Iterable[str] | None = None, quick: bool = False
+) -> dict[str, Any]:
     """What a calibration depends on: CPU, backend configuration, dtypes and probe plan.
 
     Cheap by design (reads ``/proc/cpuinfo`` once per process and asks the backend for its own
@@ -141,20 +142,31 @@ def calibrate(
                 cached = {"fingerprint": fingerprint, "roofline": roofline.to_dict()}
                 atomic_write_json(path, cached, indent=1)
             except OSError as exc:
-                _say_once(f"write:{path.parent}", f"cannot write calibration cache in {path.parent} "
-                          f"({exc.strerror or exc}); calibrated in memory only", progress)
+                _say_once(
+                    f"write:{path.parent}",
+                    f"cannot write calibration cache in {path.parent} "
+                    f"({exc.strerror or exc}); calibrated in memory only",
+                    progress,
+                )
             return roofline
     except filelock.Timeout:
-        _say(f"calibration cache {path} stayed locked for {LOCK_TIMEOUT:.0f} s; calibrating in memory",
-             progress)
+        _say(
+            f"calibration cache {path} stayed locked for {LOCK_TIMEOUT:.0f} s; calibrating in memory",
+            progress,
+        )
         return _measure(backend, fingerprint, wanted, quick, progress)
 
 
 # --- measuring ----------------------------------------------------------------------------------
 
 
-def _measure(backend: Backend, fingerprint: dict[str, Any], dtypes: tuple[str, ...], quick: bool,
-             progress: Progress | None) -> DeviceRoofline:
+def _measure(
+    backend: Backend,
+    fingerprint: dict[str, Any],
+    dtypes: tuple[str, ...],
+    quick: bool,
+    progress: Progress | None,
+) -> DeviceRoofline:
     from . import calibration_probes as cp
 
     plan = "quick" if quick else "full"
@@ -177,8 +189,11 @@ def _measure(backend: Backend, fingerprint: dict[str, Any], dtypes: tuple[str, .
             probes[index] = cp.combine_sessions(probes[index], again)
 
     compute = [p for p in probes if p.kind == "compute"]
-    peak_flops = {dtype: max(p.value for p in compute if p.dtype == dtype)
-                  for dtype in dtypes if any(p.dtype == dtype for p in compute)}
+    peak_flops = {
+        dtype: max(p.value for p in compute if p.dtype == dtype)
+        for dtype in dtypes
+        if any(p.dtype == dtype for p in compute)
+    }
     bandwidth = cp.dram_bandwidth(probes, last_level)
     levels = cp.cache_levels(probes, caches, dram=bandwidth)
     info = cpu_info()
@@ -281,8 +296,12 @@ def _lock(path: Path, progress: Progress | None) -> Any:
             pass
         return lock
     except OSError as exc:
-        _say_once(f"write:{path.parent}", f"calibration cache dir {path.parent} is not writable "
-                  f"({exc.strerror or type(exc).__name__}); calibrating in memory", progress)
+        _say_once(
+            f"write:{path.parent}",
+            f"calibration cache dir {path.parent} is not writable "
+            f"({exc.strerror or type(exc).__name__}); calibrating in memory",
+            progress,
+        )
         return None
 
 

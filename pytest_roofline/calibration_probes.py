@@ -84,23 +84,57 @@ def plan_probes(dtypes: tuple[str, ...], plan: str = "full") -> list[ProbeSpec]:
     channels, spatial = CONV_SHAPES[plan]
     conv_flops = 2.0 * channels * channels * 9 * spatial * spatial
     specs.append(
-        ProbeSpec(f"conv3x3-{channels}x{spatial}-float32", "compute", "float32", channels, conv_flops,
-                  _conv(channels, spatial))
+        ProbeSpec(
+            f"conv3x3-{channels}x{spatial}-float32",
+            "compute",
+            "float32",
+            channels,
+            conv_flops,
+            _conv(channels, spatial),
+        )
     )
     if "float16" in dtypes:
         for n in GEMM_LOW_SIZES[plan]:
-            specs.append(ProbeSpec(f"gemm-{n}-float16", "compute", "float16", n, 2.0 * n**3,
-                                   _gemm(n, "float16"), optional=True))
+            specs.append(
+                ProbeSpec(
+                    f"gemm-{n}-float16",
+                    "compute",
+                    "float16",
+                    n,
+                    2.0 * n**3,
+                    _gemm(n, "float16"),
+                    optional=True,
+                )
+            )
     if "int8" in dtypes:
         for n in GEMM_LOW_SIZES[plan]:
-            specs.append(ProbeSpec(f"qlinearmatmul-{n}-int8", "compute", "int8", n, 2.0 * n**3,
-                                   _qlinear_matmul(n), optional=True))
-            specs.append(ProbeSpec(f"matmulinteger-{n}-int8", "compute", "int8", n, 2.0 * n**3,
-                                   _matmul_integer(n), optional=True))
+            specs.append(
+                ProbeSpec(
+                    f"qlinearmatmul-{n}-int8",
+                    "compute",
+                    "int8",
+                    n,
+                    2.0 * n**3,
+                    _qlinear_matmul(n),
+                    optional=True,
+                )
+            )
+            specs.append(
+                ProbeSpec(
+                    f"matmulinteger-{n}-int8",
+                    "compute",
+                    "int8",
+                    n,
+                    2.0 * n**3,
+                    _matmul_integer(n),
+                    optional=True,
+                )
+            )
     for working_set in STREAM_SIZES[plan]:
         nbytes, chain, build = _stream(working_set)
-        specs.append(ProbeSpec(f"stream-{size_label(working_set)}", "memory", "float32", working_set,
-                               nbytes, build))
+        specs.append(
+            ProbeSpec(f"stream-{size_label(working_set)}", "memory", "float32", working_set, nbytes, build)
+        )
     return specs
 
 
@@ -151,8 +185,12 @@ def system_caches() -> list[tuple[str, int]]:
     return sorted(caches.items(), key=lambda item: item[1])
 
 
-def cache_levels(points: list[Probe], caches: list[tuple[str, int]] | None = None,
-                 drop: float = 0.7, dram: float | None = None) -> tuple[CacheLevel, ...]:
+def cache_levels(
+    points: list[Probe],
+    caches: list[tuple[str, int]] | None = None,
+    drop: float = 0.7,
+    dram: float | None = None,
+) -> tuple[CacheLevel, ...]:
     """Plateaus of the bandwidth-vs-working-set curve as cache levels, the last one DRAM.
 
     DRAM is the points :func:`dram_bandwidth` uses (working sets ≥ 4 × the last-level cache, or
@@ -303,8 +341,13 @@ def flags_hash(flags: frozenset[str]) -> str:
 # --- model builders ------------------------------------------------------------------------------
 
 
-def _model(nodes: list[Any], inputs: list[Any], outputs: list[Any], initializers: list[Any] | None = None,
-           name: str = "probe") -> onnx.ModelProto:
+def _model(
+    nodes: list[Any],
+    inputs: list[Any],
+    outputs: list[Any],
+    initializers: list[Any] | None = None,
+    name: str = "probe",
+) -> onnx.ModelProto:
     from onnx import helper
 
     graph = helper.make_graph(nodes, name, inputs, outputs, initializer=initializers or [])
@@ -317,8 +360,13 @@ def _model(nodes: list[Any], inputs: list[Any], outputs: list[Any], initializers
 def _elem(dtype: str) -> int:
     from onnx import TensorProto
 
-    return {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16, "uint8": TensorProto.UINT8,
-            "int8": TensorProto.INT8, "int32": TensorProto.INT32}[dtype]
+    return {
+        "float32": TensorProto.FLOAT,
+        "float16": TensorProto.FLOAT16,
+        "uint8": TensorProto.UINT8,
+        "int8": TensorProto.INT8,
+        "int32": TensorProto.INT32,
+    }[dtype]
 
 
 def _gemm(n: int, dtype: str) -> Builder:
@@ -378,15 +426,19 @@ def _qlinear_matmul(n: int) -> Builder:
         )
         model = _model(
             [node],
-            [helper.make_tensor_value_info("A", _elem("uint8"), [n, n]),
-             helper.make_tensor_value_info("B", _elem("int8"), [n, n])],
+            [
+                helper.make_tensor_value_info("A", _elem("uint8"), [n, n]),
+                helper.make_tensor_value_info("B", _elem("int8"), [n, n]),
+            ],
             [helper.make_tensor_value_info("Y", _elem("uint8"), [n, n])],
             scalars,
             name=f"qlinearmatmul_{n}",
         )
         rng = np.random.default_rng(0)
-        return model, {"A": rng.integers(0, 256, (n, n), dtype=np.uint8),
-                       "B": rng.integers(-127, 128, (n, n), dtype=np.int8)}
+        return model, {
+            "A": rng.integers(0, 256, (n, n), dtype=np.uint8),
+            "B": rng.integers(-127, 128, (n, n), dtype=np.int8),
+        }
 
     return build
 
@@ -398,14 +450,18 @@ def _matmul_integer(n: int) -> Builder:
 
         model = _model(
             [helper.make_node("MatMulInteger", ["A", "B"], ["Y"])],
-            [helper.make_tensor_value_info("A", _elem("uint8"), [n, n]),
-             helper.make_tensor_value_info("B", _elem("uint8"), [n, n])],
+            [
+                helper.make_tensor_value_info("A", _elem("uint8"), [n, n]),
+                helper.make_tensor_value_info("B", _elem("uint8"), [n, n]),
+            ],
             [helper.make_tensor_value_info("Y", _elem("int32"), [n, n])],
             name=f"matmulinteger_{n}",
         )
         rng = np.random.default_rng(0)
-        return model, {"A": rng.integers(0, 256, (n, n), dtype=np.uint8),
-                       "B": rng.integers(0, 256, (n, n), dtype=np.uint8)}
+        return model, {
+            "A": rng.integers(0, 256, (n, n), dtype=np.uint8),
+            "B": rng.integers(0, 256, (n, n), dtype=np.uint8),
+        }
 
     return build
 
@@ -458,4 +514,3 @@ def _parse_size(text: str) -> int:
 def _cache_holding(size: int, caches: list[tuple[str, int]]) -> str:
     """The smallest cache that holds ``size`` (×2 slack: per-core caches add up across threads)."""
     return next((name for name, capacity in caches if 2 * capacity >= size), caches[-1][0])
-

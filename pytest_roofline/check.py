@@ -95,8 +95,11 @@ def compare_arrays(
     """(max abs error, max rel error, mismatched elements, problem) of two arrays."""
     reference, candidate = np.asarray(reference), np.asarray(candidate)
     if reference.shape != candidate.shape:
-        return np.inf, np.inf, max(reference.size, candidate.size), (
-            f"shape {list(candidate.shape)} differs from the reference's {list(reference.shape)}"
+        return (
+            np.inf,
+            np.inf,
+            max(reference.size, candidate.size),
+            (f"shape {list(candidate.shape)} differs from the reference's {list(reference.shape)}"),
         )
     if reference.size == 0:
         return 0.0, 0.0, 0, ""
@@ -176,15 +179,32 @@ def check_outputs(
         for output, expected in outputs[reference].items():
             actual = outputs[candidate].get(output)
             if actual is None:
-                comparisons.append(OutputComparison(
-                    reference, candidate, output, np.inf, np.inf, int(np.size(expected)),
-                    int(np.size(expected)), False, f"{candidate} returned no output {output!r}",
-                ))  # fmt: skip
+                comparisons.append(
+                    OutputComparison(
+                        reference,
+                        candidate,
+                        output,
+                        np.inf,
+                        np.inf,
+                        int(np.size(expected)),
+                        int(np.size(expected)),
+                        False,
+                        f"{candidate} returned no output {output!r}",
+                    )
+                )
                 continue
             abs_err, rel_err, mismatched, problem = compare_arrays(expected, actual, rtol, atol)
-            comparisons.append(OutputComparison(
-                reference, candidate, output, abs_err, rel_err, mismatched, int(np.size(expected)),
-                mismatched == 0 and not problem, problem,
-            ))  # fmt: skip
+            comparisons.append(
+                OutputComparison(
+                    reference,
+                    candidate,
+                    output,
+                    abs_err,
+                    rel_err,
+                    mismatched,
+                    int(np.size(expected)),
+                    mismatched == 0 and not problem,
+                    problem,
+                )
+            )
     return CheckResult(spec.name, backends, rtol, atol, tuple(comparisons))
-

@@ -76,9 +76,13 @@ def probe_model(compute: int = 1, memory: int = 0) -> onnx.ModelProto:
         for i in range(count):
             inits.append(init(f"{tag}_w{i}", shape))
             conv = helper.make_node(
-                "Conv", [prev, f"{tag}_w{i}"], [f"{tag}_c{i}"], name=f"probe_{tag}_conv{i}", pads=[1] * 4,
+                "Conv",
+                [prev, f"{tag}_w{i}"],
+                [f"{tag}_c{i}"],
+                name=f"probe_{tag}_conv{i}",
+                pads=[1] * 4,
                 group=group,
-            )  # fmt: skip
+            )
             nodes.extend(
                 [
                     conv,

@@ -322,9 +322,7 @@ def verdict_table(verdict: Verdict) -> list[str]:
     ]
     raw = verdict.raw or {}
     if raw.get("baseline") is not None or raw.get("current") is not None:
-        rows.append(
-            ("raw seconds", _sec(raw.get("baseline")), _sec(raw.get("current")), "", "", "", "")
-        )
+        rows.append(("raw seconds", _sec(raw.get("baseline")), _sec(raw.get("current")), "", "", "", ""))
     lines = text_table(header, rows, left=len(header))
     for layer in sorted(verdict.layers, key=lambda la: la.growth, reverse=True)[:10]:
         change = f"x{layer.ratio:.3f}" if layer.ratio is not None else layer.status

@@ -71,9 +71,15 @@ def sample_interleaved(
 
 
 def plan_rounds(
-    per_inference: float, open_seconds: float, *, sessions: int, rounds: int, iterations: int,
-    warmup: int, budget: float,
-) -> int:  # fmt: skip
+    per_inference: float,
+    open_seconds: float,
+    *,
+    sessions: int,
+    rounds: int,
+    iterations: int,
+    warmup: int,
+    budget: float,
+) -> int:
     """Rounds that fit ``budget`` seconds given one inference's and one session opening's cost.
 
     Never fewer than 3 rounds (a median of fewer says little), never more than ``rounds``.
@@ -108,9 +114,14 @@ def measure_latency(
             session.close()
         per_inference = sorted(first)[len(first) // 2]
         rounds = plan_rounds(
-            per_inference, opened, sessions=sessions, rounds=rounds, iterations=iterations,
-            warmup=warmup, budget=max(budget - (time.perf_counter() - start), 0.0),
-        )  # fmt: skip
+            per_inference,
+            opened,
+            sessions=sessions,
+            rounds=rounds,
+            iterations=iterations,
+            warmup=warmup,
+            budget=max(budget - (time.perf_counter() - start), 0.0),
+        )
     samples = sample_interleaved(
         [opener], sessions=sessions, rounds=rounds, iterations=iterations, warmup=warmup, progress=progress
     )[0]

@@ -180,5 +180,3 @@ def settings_from_config(config: pytest.Config) -> Settings:
         strict=bool(values["strict"]),
         timeout=float(values["timeout"]),
     )
-
-

@@ -347,9 +347,11 @@ class RooflineSession:
         verdict = run.verdict or new_verdict(run.figures, tolerance=tolerance)
         if stale_probe:
             verdict = new_verdict(
-                run.figures, tolerance=tolerance, status="not-compared",
+                run.figures,
+                tolerance=tolerance,
+                status="not-compared",
                 message="baseline measured with another control probe; rewrite it with --roofline-update",
-            )  # fmt: skip
+            )
         if baseline is not None and verdict.mode == "stored":
             from .control import layer_deltas
 

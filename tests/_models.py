@@ -17,9 +17,15 @@ def residual_cnn(
     rng = np.random.default_rng(0)
     inits = [
         numpy_helper.from_array((rng.standard_normal(shape) * weight_scale).astype(np.float32), init)
-        for init, shape in (("W1", (16, 3, 3, 3)), ("B1", (16,)), ("W2", (16, 16, 3, 3)), ("B2", (16,)),
-                            ("WM", (16, 10)), ("BM", (10,)))
-    ]  # fmt: skip
+        for init, shape in (
+            ("W1", (16, 3, 3, 3)),
+            ("B1", (16,)),
+            ("W2", (16, 16, 3, 3)),
+            ("B2", (16,)),
+            ("WM", (16, 10)),
+            ("BM", (10,)),
+        )
+    ]
     nodes = [
         helper.make_node("Conv", ["x", "W1", "B1"], ["c1"], name="Conv_0", pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["c1"], ["r1"], name="Relu_1"),
@@ -32,9 +38,12 @@ def residual_cnn(
         helper.make_node("Add", ["m7", "BM"], ["y"], name=""),
     ]
     graph = helper.make_graph(
-        nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 32, 32])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 10])], inits,
-    )  # fmt: skip
+        nodes,
+        name,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 32, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 10])],
+        inits,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return model

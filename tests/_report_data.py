@@ -19,15 +19,23 @@ def device_roofline() -> DeviceRoofline:
         peak_flops={"float32": 1.5e11, "float16": 2.6e11},
         peak_bandwidth=1.8e10,
         fingerprint={"cpu": "Test CPU", "cores": 2},
-        cache_levels=(CacheLevel("L1", 32 * 1024, 2.0e11), CacheLevel("L2", 1 << 20, 8.0e10),
-                      CacheLevel("DRAM", 0, 1.8e10)),
+        cache_levels=(
+            CacheLevel("L1", 32 * 1024, 2.0e11),
+            CacheLevel("L2", 1 << 20, 8.0e10),
+            CacheLevel("DRAM", 0, 1.8e10),
+        ),
         measured_at="2026-11-25T21:00:00+00:00",
     )
 
 
 def model_profile(
-    n_layers: int = 40, batch: int = 1, seed: int = 0, name: str = "synthetic",
-    roofline: DeviceRoofline | None = None, folded: int = 2, layer_prefix: str = "layer",
+    n_layers: int = 40,
+    batch: int = 1,
+    seed: int = 0,
+    name: str = "synthetic",
+    roofline: DeviceRoofline | None = None,
+    folded: int = 2,
+    layer_prefix: str = "layer",
 ) -> ModelProfile:
     """A profile of ``n_layers`` layers with plausible costs; ``folded`` extra folded nodes."""
     rng = np.random.default_rng(seed)
@@ -42,8 +50,10 @@ def model_profile(
         raw.append((f"{layer_prefix}_{i}/{op.lower()}", op, (f"{op}_{i}",), time, flops, nbytes, kind))
     total = sum(r[3] for r in raw)
     layers = [
-        apply_roofline(Layer(n, op, nodes, t, f, b, kind=k, share=t / total,
-                             times=tuple(t * rng.uniform(0.95, 1.1, 5))), roofline)
+        apply_roofline(
+            Layer(n, op, nodes, t, f, b, kind=k, share=t / total, times=tuple(t * rng.uniform(0.95, 1.1, 5))),
+            roofline,
+        )
         for n, op, nodes, t, f, b, k in raw
     ]
     layers += [
@@ -53,12 +63,22 @@ def model_profile(
     latency = LatencyStats.from_samples(samples, [list(samples[:30]), list(samples[30:])])
     spans = {"preprocess": LatencyStats.from_samples(rng.normal(1e-4, 1e-5, 20))}
     return ModelProfile(
-        model_name=name, model_path=f"models/{name}.onnx", model_hash="0" * 16, backend="onnxruntime",
-        backend_version="1.32.0", options={"threads": "1"}, batch=batch,
+        model_name=name,
+        model_path=f"models/{name}.onnx",
+        model_hash="0" * 16,
+        backend="onnxruntime",
+        backend_version="1.32.0",
+        options={"threads": "1"},
+        batch=batch,
         input_shapes={"x": (batch, 3, 224, 224)},
-        latency=latency, layers=tuple(layers), attributed_fraction=0.97,
-        total_flops=sum(la.flops for la in layers), total_macs=sum(la.flops for la in layers) // 2,
-        total_bytes=sum(la.bytes for la in layers), roofline=roofline, spans=spans,
+        latency=latency,
+        layers=tuple(layers),
+        attributed_fraction=0.97,
+        total_flops=sum(la.flops for la in layers),
+        total_macs=sum(la.flops for la in layers) // 2,
+        total_bytes=sum(la.bytes for la in layers),
+        roofline=roofline,
+        spans=spans,
     )
 
 
@@ -75,19 +95,34 @@ def result(profile: ModelProfile, status: str = "regression", test: str | None =
         "key": f"tests/test_perf.py::test_{profile.model_name}|{key}",
         "profile": data,
         "verdict": {
-            "status": status, "mode": "stored", "metric": "latency", "baseline": median / ratio,
-            "current": median, "ratio": ratio, "ci": [ratio - 0.03, ratio + 0.04], "noise": 0.02,
-            "tolerance": 0.05, "message": f"latency {ratio:.2f}x the baseline",
+            "status": status,
+            "mode": "stored",
+            "metric": "latency",
+            "baseline": median / ratio,
+            "current": median,
+            "ratio": ratio,
+            "ci": [ratio - 0.03, ratio + 0.04],
+            "noise": 0.02,
+            "tolerance": 0.05,
+            "message": f"latency {ratio:.2f}x the baseline",
             "raw": {"baseline": median / ratio, "current": median},
             "layers": [
-                {"name": la.name, "baseline_time": la.time / (grown if i == 0 else 1.0),
-                 "current_time": la.time, "ratio": grown if i == 0 else 1.0}
+                {
+                    "name": la.name,
+                    "baseline_time": la.time / (grown if i == 0 else 1.0),
+                    "current_time": la.time,
+                    "ratio": grown if i == 0 else 1.0,
+                }
                 for i, la in enumerate(compute[:10])
             ],
         },
         "history": [
-            {"commit": f"{i:07x}abc", "time": f"2026-11-{10 + i:02d}T10:00:00+00:00",
-             "value": median * (0.9 + 0.01 * i), "median": median * (0.9 + 0.01 * i)}
+            {
+                "commit": f"{i:07x}abc",
+                "time": f"2026-11-{10 + i:02d}T10:00:00+00:00",
+                "value": median * (0.9 + 0.01 * i),
+                "median": median * (0.9 + 0.01 * i),
+            }
             for i in range(6)
         ],
         "outcome": "failed" if status == "regression" else "passed",
@@ -97,10 +132,17 @@ def result(profile: ModelProfile, status: str = "regression", test: str | None =
 def run_results(*results: dict[str, Any], roofline: DeviceRoofline | None = None) -> dict[str, Any]:
     """The whole run-results document."""
     return {
-        "schema_version": 1, "tool": "pytest-roofline", "version": "0.1.0",
-        "created": "2026-11-25T22:10:00+00:00", "commit": "0123456789abcdef0123456789abcdef01234567",
-        "branch": "main", "dirty": False, "backend": "onnxruntime",
-        "roofline": (roofline or device_roofline()).to_dict(), "results": list(results), "stale": [],
+        "schema_version": 1,
+        "tool": "pytest-roofline",
+        "version": "0.1.0",
+        "created": "2026-11-25T22:10:00+00:00",
+        "commit": "0123456789abcdef0123456789abcdef01234567",
+        "branch": "main",
+        "dirty": False,
+        "backend": "onnxruntime",
+        "roofline": (roofline or device_roofline()).to_dict(),
+        "results": list(results),
+        "stale": [],
     }
 
 

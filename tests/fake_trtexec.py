@@ -53,11 +53,17 @@ def _times(version: tuple[int, int, int], count: int) -> list[dict[str, float]]:
         rec = dict(recorded[i % len(recorded)])
         if version[:2] == (7, 1):
             rec = {
-                "startInMs": rec["startH2dMs"], "endInMs": rec["endH2dMs"],
-                "startComputeMs": rec["startComputeMs"], "endComputeMs": rec["endComputeMs"],
-                "startOutMs": rec["startD2hMs"], "endOutMs": rec["endD2hMs"],
-                "inMs": rec["h2dMs"], "computeMs": rec["computeMs"], "outMs": rec["d2hMs"],
-                "latencyMs": rec["latencyMs"], "endToEndMs": rec["latencyMs"],
+                "startInMs": rec["startH2dMs"],
+                "endInMs": rec["endH2dMs"],
+                "startComputeMs": rec["startComputeMs"],
+                "endComputeMs": rec["endComputeMs"],
+                "startOutMs": rec["startD2hMs"],
+                "endOutMs": rec["endD2hMs"],
+                "inMs": rec["h2dMs"],
+                "computeMs": rec["computeMs"],
+                "outMs": rec["d2hMs"],
+                "latencyMs": rec["latencyMs"],
+                "endToEndMs": rec["latencyMs"],
             }
         elif version[:2] == (8, 0):
             rec["endToEndMs"] = rec["latencyMs"]
@@ -109,8 +115,10 @@ def main(argv: list[str]) -> int:
     if mode == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     if mode == "fail":
-        print("[E] Error[4]: [network.cpp::validate::2925] Error Code 4: Internal Error (Network has dynamic "
-              "or shape inputs, but no optimization profile has been defined.)")
+        print(
+            "[E] Error[4]: [network.cpp::validate::2925] Error Code 4: Internal Error (Network has dynamic "
+            "or shape inputs, but no optimization profile has been defined.)"
+        )
         print("[E] Engine could not be created from network")
         sys.stderr.write("Segmentation fault in the fake\n")
         print("&&&& FAILED TensorRT.trtexec")

@@ -59,9 +59,14 @@ def test_conv_groups_bias_pads() -> None:
 
 def test_conv_transpose_output_padding_groups_dilations() -> None:
     model = single(
-        "ConvTranspose", {"x": (1, 4, 5, 5)}, {"w": w(4, 3, 3, 3)},
-        group=2, strides=[2, 2], dilations=[2, 2], output_padding=[1, 1],
-    )  # fmt: skip
+        "ConvTranspose",
+        {"x": (1, 4, 5, 5)},
+        {"w": w(4, 3, 3, 3)},
+        group=2,
+        strides=[2, 2],
+        dilations=[2, 2],
+        output_padding=[1, 1],
+    )
     node, result = node_of(model)
     # out = stride*(in-1) + output_padding + (k-1)*dilation + 1 = 8 + 1 + 5 = 14; Cout = 3*2
     assert result.tensors["y0"].shape == (1, 6, 14, 14)
@@ -102,9 +107,13 @@ def test_einsum_batched_and_ellipsis() -> None:
 
 def test_lstm_bidirectional_with_bias() -> None:
     model = single(
-        "LSTM", {"x": (5, 2, 3)}, {"W": w(2, 16, 3), "R": w(2, 16, 4), "B": w(2, 32)},
-        n_out=3, hidden_size=4, direction="bidirectional",
-    )  # fmt: skip
+        "LSTM",
+        {"x": (5, 2, 3)},
+        {"W": w(2, 16, 3), "R": w(2, 16, 4), "B": w(2, 32)},
+        n_out=3,
+        hidden_size=4,
+        direction="bidirectional",
+    )
     node, result = node_of(model)
     assert result.tensors["y0"].shape == (5, 2, 2, 4)
     steps = 2 * 5 * 2  # directions x seq x batch

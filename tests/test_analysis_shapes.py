@@ -80,8 +80,10 @@ def test_unresolvable_shape_names_tensor_and_node(tmp_path: Path) -> None:
 def test_if_branches_are_costed_with_graph_paths() -> None:
     branch = lambda name: helper.make_graph(  # noqa: E731
         [helper.make_node("Add", ["x", "x"], [f"{name}_out"], name="add")],
-        name, [], [helper.make_tensor_value_info(f"{name}_out", F, [2, 4])],
-    )  # fmt: skip
+        name,
+        [],
+        [helper.make_tensor_value_info(f"{name}_out", F, [2, 4])],
+    )
     node = helper.make_node(
         "If", ["cond"], ["y"], name="if", then_branch=branch("then"), else_branch=branch("else")
     )

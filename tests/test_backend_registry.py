@@ -9,7 +9,7 @@ import pytest
 from pytest_roofline.backends.base import available_backends, backend_class, get_backend
 from pytest_roofline.errors import BackendUnavailable, OptionError
 
-THIRD_PARTY = '''
+THIRD_PARTY = """
 from pytest_roofline.backends.base import Backend
 
 
@@ -39,7 +39,7 @@ class MissingBackend(EchoBackend):
     @classmethod
     def available(cls):
         return False
-'''
+"""
 
 
 @pytest.fixture
@@ -49,11 +49,13 @@ def third_party(tmp_path, monkeypatch):
     dist = tmp_path / "echo_backend-1.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: echo-backend\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text(textwrap.dedent("""
+    (dist / "entry_points.txt").write_text(
+        textwrap.dedent("""
         [pytest_roofline.backends]
         echo = echo_backend:EchoBackend
         missing = echo_backend:MissingBackend
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     return tmp_path
 

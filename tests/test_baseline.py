@@ -28,8 +28,16 @@ def make_entry(
 ) -> BaselineEntry:
     key = entry_key(test, model, 1, {}, "onnxruntime", "cpu x2")
     return BaselineEntry(
-        key=key, test=test, model=model, batch=1, backend="onnxruntime", device_class="cpu x2",
-        figure=figure, sessions=(figure, figure), latency={"median": figure / 1000}, commit="abc",
+        key=key,
+        test=test,
+        model=model,
+        batch=1,
+        backend="onnxruntime",
+        device_class="cpu x2",
+        figure=figure,
+        sessions=(figure, figure),
+        latency={"median": figure / 1000},
+        commit="abc",
         time="2026-01-01T00:00:00+00:00",
     )
 
@@ -141,15 +149,21 @@ def test_sigkill_between_temp_write_and_replace_leaves_old_file_valid(tmp_path):
         b.BaselineStore({str(tmp_path)!r}).write([make()])
     """)
     helper = tmp_path / "tests_helper_entry.py"
-    helper.write_text(textwrap.dedent("""
+    helper.write_text(
+        textwrap.dedent("""
         from pytest_roofline.baseline import BaselineEntry, entry_key
         def make():
             key = entry_key("tests/test_m.py::test_a", "m.onnx", 1, {}, "onnxruntime", "cpu x2")
             return BaselineEntry(key=key, test="tests/test_m.py::test_a", model="m.onnx", batch=1,
                                  backend="onnxruntime", device_class="cpu x2", figure=5.0, sessions=(5.0,))
-    """))
+    """)
+    )
     proc = subprocess.run(
-        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={**os.environ, "PYTHONPATH": str(tmp_path)},
     )
     assert proc.returncode == -signal.SIGKILL

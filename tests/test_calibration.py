@@ -105,9 +105,7 @@ def test_real_calibration_measures_every_roof(cached: Cached) -> None:
     assert DeviceRoofline.from_dict(json.loads(json.dumps(roofline.to_dict()))) == roofline
 
 
-def test_cache_hit_returns_identical_roofline_without_probing(
-    cached: Cached, ort: Backend
-) -> None:
+def test_cache_hit_returns_identical_roofline_without_probing(cached: Cached, ort: Backend) -> None:
     roofline, _, cache_dir = cached
     again = Counting(ort)
     lines: list[str] = []
@@ -120,9 +118,10 @@ def test_cache_hit_returns_identical_roofline_without_probing(
 def test_cache_is_reused_by_another_process(cached: Cached) -> None:
     roofline, _, cache_dir = cached
     run = subprocess.run(
-        [*ROOFLINE, "calibrate", "--quick", "--format", "json",
-         "--cache-dir", str(cache_dir)],
-        capture_output=True, text=True, timeout=120,
+        [*ROOFLINE, "calibrate", "--quick", "--format", "json", "--cache-dir", str(cache_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert run.returncode == 0, run.stderr
     assert "calibrate [" not in run.stderr  # nothing measured
@@ -181,8 +180,17 @@ def test_unwritable_cache_dir_calibrates_in_memory_and_says_so_once(tmp_path: An
 
 
 def test_concurrent_processes_measure_once(tmp_path: Any) -> None:
-    command = [*ROOFLINE, "calibrate", "--quick", "--dtype", "float32",
-               "--format", "json", "--cache-dir", str(tmp_path)]
+    command = [
+        *ROOFLINE,
+        "calibrate",
+        "--quick",
+        "--dtype",
+        "float32",
+        "--format",
+        "json",
+        "--cache-dir",
+        str(tmp_path),
+    ]
     pipe = subprocess.PIPE
     procs = [subprocess.Popen(command, stdout=pipe, stderr=pipe, text=True) for _ in range(2)]
     results = [proc.communicate(timeout=120) for proc in procs]
@@ -269,8 +277,15 @@ def _stream(size: int, gbs: float) -> Probe:
 
 def test_cache_levels_from_plateaus() -> None:
     kib, mib = cp.KIB, cp.MIB
-    curve = [(32 * kib, 60), (64 * kib, 90), (256 * kib, 95), (1 * mib, 50), (4 * mib, 48),
-             (64 * mib, 20), (256 * mib, 19)]
+    curve = [
+        (32 * kib, 60),
+        (64 * kib, 90),
+        (256 * kib, 95),
+        (1 * mib, 50),
+        (4 * mib, 48),
+        (64 * mib, 20),
+        (256 * mib, 19),
+    ]
     points = [_stream(size, gbs) for size, gbs in curve]
     caches = [("L1", 48 * kib), ("L2", 1 * mib), ("L3", 32 * mib)]
     levels = cp.cache_levels(points, caches)
@@ -356,8 +371,13 @@ def test_cached_path_loads_no_runtime(cached: Cached) -> None:
         f"r = calibrate(B(), cache_dir={str(cache_dir)!r}, quick=True)\n"
         "print(r.peak > 0, 'onnxruntime' in sys.modules, 'openvino' in sys.modules)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
     assert out.stdout.split() == ["True", "False", "False"], out.stderr
 
 

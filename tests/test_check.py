@@ -32,11 +32,16 @@ def two_input_model() -> onnx.ModelProto:
         helper.make_node("Mul", ["t", "two"], ["z"], name="scale"),
     ]
     graph = helper.make_graph(
-        nodes, "two_in",
-        [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", 8]),
-         helper.make_tensor_value_info("b_in", TensorProto.FLOAT, ["N", 6])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 6]),
-         helper.make_tensor_value_info("z", TensorProto.FLOAT, ["N", 8])],
+        nodes,
+        "two_in",
+        [
+            helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", 8]),
+            helper.make_tensor_value_info("b_in", TensorProto.FLOAT, ["N", 6]),
+        ],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 6]),
+            helper.make_tensor_value_info("z", TensorProto.FLOAT, ["N", 8]),
+        ],
         [weight, two],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -55,7 +60,8 @@ def test_onnxruntime_and_openvino_agree(model_path: Path) -> None:
     result = check_outputs(model_path, batch=4)
     assert result.passed and result.backends == ("onnxruntime", "openvino")
     assert [(c.reference, c.candidate, c.output) for c in result.comparisons] == [
-        ("onnxruntime", "openvino", "y"), ("onnxruntime", "openvino", "z"),
+        ("onnxruntime", "openvino", "y"),
+        ("onnxruntime", "openvino", "z"),
     ]
     for comparison in result.comparisons:
         assert comparison.mismatched == 0 and comparison.max_abs_error < 1e-4
@@ -67,8 +73,11 @@ def test_onnxruntime_and_openvino_agree(model_path: Path) -> None:
 def test_inputs_from_npz_bind_the_batch(model_path: Path, tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     inputs = tmp_path / "in.npz"
-    np.savez(inputs, a=rng.standard_normal((3, 8)).astype(np.float32),
-             b_in=rng.standard_normal((3, 6)).astype(np.float32))
+    np.savez(
+        inputs,
+        a=rng.standard_normal((3, 8)).astype(np.float32),
+        b_in=rng.standard_normal((3, 6)).astype(np.float32),
+    )
     result = check_outputs(model_path, inputs=inputs)
     assert result.passed and result.comparisons[1].elements == 3 * 8
 
@@ -92,9 +101,7 @@ def test_a_perturbed_backend_fails_with_its_errors(model_path: Path, monkeypatch
 
 def test_shape_and_missing_outputs_fail(model_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     real = OpenVinoSession.outputs
-    monkeypatch.setattr(
-        OpenVinoSession, "outputs", lambda self: {"y": real(self)["y"][:1]}
-    )
+    monkeypatch.setattr(OpenVinoSession, "outputs", lambda self: {"y": real(self)["y"][:1]})
     result = check_outputs(model_path, batch=2)
     problems = {c.output: c.problem for c in result.failures}
     assert "shape [1, 6] differs from the reference's [2, 6]" in problems["y"]

@@ -87,9 +87,15 @@ def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
 def make_entry(test: str = "test_m.py::test_a", figure: float = 1.0) -> BaselineEntry:
     key = entry_key(test, "good.onnx", 1, {}, "fake", "fake-device")
     return BaselineEntry(
-        key=key, test=test, model="good.onnx", batch=1, backend="fake", device_class="fake-device",
-        figure=figure, sessions=(figure,),
-    )  # fmt: skip
+        key=key,
+        test=test,
+        model="good.onnx",
+        batch=1,
+        backend="fake",
+        device_class="fake-device",
+        figure=figure,
+        sessions=(figure,),
+    )
 
 
 @pytest.fixture
@@ -303,9 +309,12 @@ def clean_env(**extra: str) -> dict[str, str]:
 def run_pytest(cwd: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *FAKE, *args],
-        cwd=cwd, capture_output=True, text=True, timeout=timeout,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         env=clean_env(ROOFLINE_CACHE_DIR=str(cwd.with_name(cwd.name + "-cache"))),
-    )  # fmt: skip
+    )
 
 
 @pytest.fixture(scope="module")
@@ -315,10 +324,7 @@ def plugin_run(tmp_path_factory: pytest.TempPathFactory):
     (root / "test_faults_project.py").write_text(PLUGIN_MODULE)
     before = snapshot(root)
     proc = run_pytest(root, "--roofline-timeout=3", "--junitxml=junit.xml", "--roofline-report=r.json")
-    cases = {
-        case.get("name"): case
-        for case in ET.parse(root / "junit.xml").getroot().iter("testcase")
-    }
+    cases = {case.get("name"): case for case in ET.parse(root / "junit.xml").getroot().iter("testcase")}
     return root, before, proc, cases
 
 
@@ -491,11 +497,15 @@ def huge_model(root: Path) -> Path:
             entry.key, entry.value = key, value
         inits.append(tensor)
     graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w0"], ["h"], name="up"),
-         helper.make_node("MatMul", ["h", "w1"], ["y"], name="down")],
-        "huge", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", k])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", k])], inits,
-    )  # fmt: skip
+        [
+            helper.make_node("MatMul", ["x", "w0"], ["h"], name="up"),
+            helper.make_node("MatMul", ["h", "w1"], ["y"], name="down"),
+        ],
+        "huge",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", k])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", k])],
+        inits,
+    )
     path = root / "huge.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
     with open(root / "huge.data", "wb") as handle:
@@ -606,8 +616,12 @@ def test_concurrent_pytest_processes_and_xdist_workers_lose_no_entry(tmp_path):
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *FAKE, "--roofline-update", *args],
-            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         for args in groups
     ]
     outputs = [proc.communicate(timeout=240)[0] for proc in procs]
@@ -643,11 +657,22 @@ def test_plugin_real_onnxruntime_failure_at_run_fails_only_that_test(tmp_path):
     )
     before = snapshot(tmp_path)
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--roofline-option=intra_op_threads=1",
-         "--roofline-budget=2", "-rf"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=240,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--roofline-option=intra_op_threads=1",
+            "--roofline-budget=2",
+            "-rf",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
         env=clean_env(ROOFLINE_CACHE_DIR=str(cache)),
-    )  # fmt: skip
+    )
     assert proc.returncode == 1 and "1 failed, 1 passed" in proc.stdout, proc.stdout
     assert "roofline: onnxruntime failed to run bad_reshape" in proc.stdout and "Traceback" not in proc.stdout
     assert "[E:onnxruntime" not in proc.stdout + proc.stderr  # no native log beside the one line

@@ -114,7 +114,9 @@ def test_bad_arguments_raise():
 
 def test_verdict_round_trips_and_table_names_every_column():
     verdict = compare(
-        _sessions(30.0, 0.005, seed=1), _sessions(25.0, 0.005), tolerance=0.05,
+        _sessions(30.0, 0.005, seed=1),
+        _sessions(25.0, 0.005),
+        tolerance=0.05,
         raw={"baseline": 0.01, "current": 0.012},
         layers=[LayerDelta("conv1", 0.001, 0.0015, 1.5)],
     )

@@ -98,8 +98,16 @@ def test_layer_deltas_name_new_and_gone_layers_and_the_table_leads_with_growth()
     assert deltas["conv1"].ratio == pytest.approx(1.1) and deltas["conv1"].status == "compared"
     assert deltas["conv_extra"].status == "new" and deltas["conv_extra"].ratio is None
     assert deltas["relu9"].status == "gone" and deltas["relu9"].current_time == 0.0
-    verdict = Verdict(status="regression", mode="stored", metric="latency", current=1.3, tolerance=0.05,
-                      baseline=1.0, ratio=1.3, layers=tuple(deltas.values()))
+    verdict = Verdict(
+        status="regression",
+        mode="stored",
+        metric="latency",
+        current=1.3,
+        tolerance=0.05,
+        baseline=1.0,
+        ratio=1.3,
+        layers=tuple(deltas.values()),
+    )
     layer_lines = [line for line in verdict_table(verdict) if line.startswith("  layer")]
     assert layer_lines[0].startswith("  layer conv_extra:") and layer_lines[0].endswith("(new)")
     assert Verdict.from_dict(verdict.to_dict()).layers == verdict.layers

@@ -27,8 +27,11 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium installed 
 def report(tmp_path_factory):
     """A report of a regressed model with a batch sweep and a second model, plus its data."""
     pytest.importorskip("jinja2")
-    profiles = [model_profile(45, name="resnet", layer_prefix="block<b>"), model_profile(45, batch=4, seed=1,
-                name="resnet"), model_profile(9, seed=2, name="tiny")]
+    profiles = [
+        model_profile(45, name="resnet", layer_prefix="block<b>"),
+        model_profile(45, batch=4, seed=1, name="resnet"),
+        model_profile(9, seed=2, name="tiny"),
+    ]
     results = run_results(result(profiles[0]), result(profiles[1], "pass"), result(profiles[2], "pass"))
     path = tmp_path_factory.mktemp("report") / "report.html"
     html.write(results, path)
@@ -51,9 +54,16 @@ def open_report(pw, path: Path, profile_dir: Path):
     """
     requests, errors = [], []
     context = pw.chromium.launch_persistent_context(
-        str(profile_dir), executable_path=CHROMIUM, headless=True,
-        args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-              "--no-first-run"],
+        str(profile_dir),
+        executable_path=CHROMIUM,
+        headless=True,
+        args=[
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--no-first-run",
+        ],
         viewport={"width": 1400, "height": 1000},
     )
     context.set_offline(True)
@@ -157,8 +167,15 @@ def test_real_profile_report(pw, tmp_path) -> None:
     from pytest_roofline.cli.profile import results_document
     from pytest_roofline.zoo import tiny_cnn
 
-    profile = profile_model(tiny_cnn(), batch=1, roofline=device_roofline(), sessions=2, rounds=5,
-                            profile_iterations=3, options={"intra_op_threads": "1"})
+    profile = profile_model(
+        tiny_cnn(),
+        batch=1,
+        roofline=device_roofline(),
+        sessions=2,
+        rounds=5,
+        profile_iterations=3,
+        options={"intra_op_threads": "1"},
+    )
     path = tmp_path / "real.html"
     html.write(results_document([profile]), path)
     with open_report(pw, path, tmp_path / "chromium-profile") as (tab, requests, errors):

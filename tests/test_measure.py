@@ -56,8 +56,9 @@ def test_sessions_are_closed_when_timing_fails():
             raise RuntimeError("boom")
 
     with pytest.raises(RuntimeError):
-        sample_interleaved([lambda: Recorder(0, log), lambda: Failing(1, log)],
-                           sessions=1, rounds=1, iterations=1, warmup=1)  # fmt: skip
+        sample_interleaved(
+            [lambda: Recorder(0, log), lambda: Failing(1, log)], sessions=1, rounds=1, iterations=1, warmup=1
+        )
     assert ("close", 0) in log and ("close", 1) in log
 
 

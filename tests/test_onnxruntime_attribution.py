@@ -54,19 +54,45 @@ def real_profile(level: str):
 
 # Ground truth from the fusions ORT reports in the optimized graphs (FORMATS.md §1.3).
 EXPECTED = {
-    "disable": {"Conv_0": ("Conv_0",), "Relu_1": ("Relu_1",), "Conv_2": ("Conv_2",), "Add_3": ("Add_3",),
-                "Relu_4": ("Relu_4",), "GAP_5": ("GAP_5",), "Flatten_6": ("Flatten_6",),
-                "MatMul_7": ("MatMul_7",), "Add_8": ("Add_8",)},
-    "basic": {"Conv_0": ("Conv_0",), "Relu_1": ("Relu_1",), "Conv_2": ("Conv_2",), "Add_3": ("Add_3",),
-              "Relu_4": ("Relu_4",), "GAP_5": ("GAP_5",), "Flatten_6": ("Flatten_6",),
-              "MatMul_7/MatMulAddFusion": ("MatMul_7", "Add_8")},
-    "extended": {"Conv_0": ("Conv_0", "Relu_1"), "Conv_2": ("Conv_2",), "Add_3": ("Add_3",),
-                 "Relu_4": ("Relu_4",), "GAP_5": ("GAP_5",), "Flatten_6": ("Flatten_6",),
-                 "MatMul_7/MatMulAddFusion": ("MatMul_7", "Add_8")},
-    "all": {"r1_nchwc": ("Conv_0", "Relu_1"), "c2_nchwc": ("Conv_2", "Add_3", "Relu_4"),
-            "g5_nchwc": ("GAP_5",), "ReorderOutput": (), "Flatten_6": ("Flatten_6",),
-            "MatMul_7/MatMulAddFusion": ("MatMul_7", "Add_8")},
-}  # fmt: skip
+    "disable": {
+        "Conv_0": ("Conv_0",),
+        "Relu_1": ("Relu_1",),
+        "Conv_2": ("Conv_2",),
+        "Add_3": ("Add_3",),
+        "Relu_4": ("Relu_4",),
+        "GAP_5": ("GAP_5",),
+        "Flatten_6": ("Flatten_6",),
+        "MatMul_7": ("MatMul_7",),
+        "Add_8": ("Add_8",),
+    },
+    "basic": {
+        "Conv_0": ("Conv_0",),
+        "Relu_1": ("Relu_1",),
+        "Conv_2": ("Conv_2",),
+        "Add_3": ("Add_3",),
+        "Relu_4": ("Relu_4",),
+        "GAP_5": ("GAP_5",),
+        "Flatten_6": ("Flatten_6",),
+        "MatMul_7/MatMulAddFusion": ("MatMul_7", "Add_8"),
+    },
+    "extended": {
+        "Conv_0": ("Conv_0", "Relu_1"),
+        "Conv_2": ("Conv_2",),
+        "Add_3": ("Add_3",),
+        "Relu_4": ("Relu_4",),
+        "GAP_5": ("GAP_5",),
+        "Flatten_6": ("Flatten_6",),
+        "MatMul_7/MatMulAddFusion": ("MatMul_7", "Add_8"),
+    },
+    "all": {
+        "r1_nchwc": ("Conv_0", "Relu_1"),
+        "c2_nchwc": ("Conv_2", "Add_3", "Relu_4"),
+        "g5_nchwc": ("GAP_5",),
+        "ReorderOutput": (),
+        "Flatten_6": ("Flatten_6",),
+        "MatMul_7/MatMulAddFusion": ("MatMul_7", "Add_8"),
+    },
+}
 
 
 @pytest.mark.parametrize("level", LEVELS)
@@ -119,13 +145,22 @@ def test_unknown_kernel_is_kept_unattributed():
 
 def test_parser_tolerates_missing_and_empty_fields(tmp_path):
     path = tmp_path / "p.json"
-    path.write_text(json.dumps([
-        {"cat": "Node", "name": "Conv_0_kernel_time", "ts": 1, "dur": 3},
-        {"cat": "Node", "name": "Conv_0_kernel_time", "ts": 9, "dur": 4, "args": {"op_name": "Conv",
-         "activation_size": "", "thread_scheduling_stats": ""}},
-        {"cat": "Node", "name": "Conv_0_fence_before", "ts": 9, "dur": 0, "args": {}},
-        "not an event",
-    ]))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            [
+                {"cat": "Node", "name": "Conv_0_kernel_time", "ts": 1, "dur": 3},
+                {
+                    "cat": "Node",
+                    "name": "Conv_0_kernel_time",
+                    "ts": 9,
+                    "dur": 4,
+                    "args": {"op_name": "Conv", "activation_size": "", "thread_scheduling_stats": ""},
+                },
+                {"cat": "Node", "name": "Conv_0_fence_before", "ts": 9, "dur": 0, "args": {}},
+                "not an event",
+            ]
+        )
+    )
     (kernel,) = kernel_events(load_trace(str(path)))
     assert kernel.times == pytest.approx((3e-6, 4e-6))  # one run per occurrence without model_run
     assert kernel.io_bytes == 0
@@ -195,15 +230,28 @@ def exporter_style_model() -> onnx.ModelProto:
     def w(name, *shape):
         return nh.from_array(rng.standard_normal(shape).astype(np.float32), name)
 
-    inits = [w("c1.w", 8, 3, 3, 3), w("bn.s", 8), w("bn.b", 8), w("bn.m", 8),
-             nh.from_array(np.ones(8, np.float32), "bn.v"), w("c2.w", 8, 8, 3, 3), w("c2.b", 8),
-             w("fc.w", 10, 8), w("fc.b", 10), nh.from_array(np.array([0], np.int64), "zero"),
-             nh.from_array(np.array([-1], np.int64), "minus1")]  # fmt: skip
+    inits = [
+        w("c1.w", 8, 3, 3, 3),
+        w("bn.s", 8),
+        w("bn.b", 8),
+        w("bn.m", 8),
+        nh.from_array(np.ones(8, np.float32), "bn.v"),
+        w("c2.w", 8, 8, 3, 3),
+        w("c2.b", 8),
+        w("fc.w", 10, 8),
+        w("fc.b", 10),
+        nh.from_array(np.array([0], np.int64), "zero"),
+        nh.from_array(np.array([-1], np.int64), "minus1"),
+    ]
     node = helper.make_node
     nodes = [
         node("Conv", ["x", "c1.w"], ["/conv1/out"], name="/conv1/Conv", pads=[1] * 4),
-        node("BatchNormalization", ["/conv1/out", "bn.s", "bn.b", "bn.m", "bn.v"], ["/bn1/out"],
-             name="/bn1/BatchNormalization"),  # fmt: skip
+        node(
+            "BatchNormalization",
+            ["/conv1/out", "bn.s", "bn.b", "bn.m", "bn.v"],
+            ["/bn1/out"],
+            name="/bn1/BatchNormalization",
+        ),
         node("Relu", ["/bn1/out"], ["/relu/out"], name="/relu/Relu"),
         node("Dropout", ["/relu/out"], ["drop"], name=""),
         node("Conv", ["drop", "c2.w", "c2.b"], ["/conv2/out"], name="/conv2/Conv", pads=[1] * 4),
@@ -218,9 +266,12 @@ def exporter_style_model() -> onnx.ModelProto:
         node("Gemm", ["flat", "fc.w", "fc.b"], ["y"], name="/fc/Gemm", transB=1),
     ]
     graph = helper.make_graph(
-        nodes, "exporter_style", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 16, 16])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])], inits,
-    )  # fmt: skip
+        nodes,
+        "exporter_style",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])],
+        inits,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return model
@@ -249,21 +300,31 @@ def test_exporter_style_model_at_every_level(level):
 def test_control_flow_body_kernels_map_to_subgraph_paths_and_parent_keeps_self_time():
     node, value = helper.make_node, helper.make_tensor_value_info
     then_branch = helper.make_graph(
-        [node("MatMul", ["x", "W"], ["t"], name="mm_then"),
-         node("Relu", ["t"], ["out_then"], name="relu_then")],
-        "then", [], [value("out_then", TensorProto.FLOAT, [2, 4])],
-    )  # fmt: skip
+        [
+            node("MatMul", ["x", "W"], ["t"], name="mm_then"),
+            node("Relu", ["t"], ["out_then"], name="relu_then"),
+        ],
+        "then",
+        [],
+        [value("out_then", TensorProto.FLOAT, [2, 4])],
+    )
     else_branch = helper.make_graph(
-        [node("Neg", ["x"], ["out_else"], name="neg_else")], "else", [],
+        [node("Neg", ["x"], ["out_else"], name="neg_else")],
+        "else",
+        [],
         [value("out_else", TensorProto.FLOAT, [2, 4])],
-    )  # fmt: skip
+    )
     graph = helper.make_graph(
-        [node("ReduceSum", ["x"], ["s"], name="sum", keepdims=0),
-         node("Greater", ["s", "zero"], ["c"], name="gt"),
-         node("If", ["c"], ["y"], name="branch", then_branch=then_branch, else_branch=else_branch)],
-        "if_model", [value("x", TensorProto.FLOAT, [2, 4])], [value("y", TensorProto.FLOAT, [2, 4])],
+        [
+            node("ReduceSum", ["x"], ["s"], name="sum", keepdims=0),
+            node("Greater", ["s", "zero"], ["c"], name="gt"),
+            node("If", ["c"], ["y"], name="branch", then_branch=then_branch, else_branch=else_branch),
+        ],
+        "if_model",
+        [value("x", TensorProto.FLOAT, [2, 4])],
+        [value("y", TensorProto.FLOAT, [2, 4])],
         [nh.from_array(np.ones((4, 4), np.float32), "W"), nh.from_array(np.array(0, np.float32), "zero")],
-    )  # fmt: skip
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     backend = get_backend("onnxruntime", {"graph_optimization_level": "disable"})
     with backend.open(ModelSpec.create(model), {"x": np.ones((2, 4), np.float32)}) as session:
@@ -297,12 +358,19 @@ def shape_of_transpose_model() -> onnx.ModelProto:
         node("Reshape", ["xt", "target"], ["r"], name="node_Reshape_4"),
         node("MatMul", ["r", "w"], ["y"], name="node_MatMul_5"),
     ]
-    inits = [_int64("s0", [0]), _int64("s2", [2]), _int64("m1", [-1]),
-             nh.from_array(np.ones((16, 4), np.float32), "w")]  # fmt: skip
+    inits = [
+        _int64("s0", [0]),
+        _int64("s2", [2]),
+        _int64("m1", [-1]),
+        nh.from_array(np.ones((16, 4), np.float32), "w"),
+    ]
     graph = helper.make_graph(
-        nodes, "a", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits,
-    )  # fmt: skip
+        nodes,
+        "a",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        inits,
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
 
 
@@ -313,19 +381,27 @@ def qkv_select_model() -> onnx.ModelProto:
     Gather plus one ``Squeeze`` per output, each writing an original ``select_<i>`` tensor.
     """
     node = helper.make_node
-    nodes = [node("MatMul", ["x", "wqkv"], ["qkv_flat"], name="node_MatMul_0"),
-             node("Reshape", ["qkv_flat", "shape3"], ["qkv3"], name="node_Reshape_1"),
-             node("Transpose", ["qkv3"], ["qkv"], name="node_permute", perm=[2, 0, 1, 3])]  # fmt: skip
-    nodes += [node("Gather", ["qkv", f"i{i}"], [f"select_{i}"], name=f"node_select_{i}", axis=0)
-              for i in range(3)]  # fmt: skip
-    nodes += [node("MatMul", ["select_0", "select_1"], ["qk"], name="node_MatMul_2"),
-              node("Add", ["qk", "select_2"], ["y"], name="node_add")]  # fmt: skip
+    nodes = [
+        node("MatMul", ["x", "wqkv"], ["qkv_flat"], name="node_MatMul_0"),
+        node("Reshape", ["qkv_flat", "shape3"], ["qkv3"], name="node_Reshape_1"),
+        node("Transpose", ["qkv3"], ["qkv"], name="node_permute", perm=[2, 0, 1, 3]),
+    ]
+    nodes += [
+        node("Gather", ["qkv", f"i{i}"], [f"select_{i}"], name=f"node_select_{i}", axis=0) for i in range(3)
+    ]
+    nodes += [
+        node("MatMul", ["select_0", "select_1"], ["qk"], name="node_MatMul_2"),
+        node("Add", ["qk", "select_2"], ["y"], name="node_add"),
+    ]
     inits = [_int64(f"i{i}", i) for i in range(3)]
     inits += [nh.from_array(np.ones((8, 24), np.float32), "wqkv"), _int64("shape3", [1, 8, 3, 8])]
     graph = helper.make_graph(
-        nodes, "b", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits,
-    )  # fmt: skip
+        nodes,
+        "b",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        inits,
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
 
 
@@ -342,8 +418,9 @@ def test_kernels_writing_an_owned_nodes_tensor_share_that_node(builder, level):
     helpers = [k for k in kernels.kernels if k.extra.get("shared")]
     for helper_kernel in helpers:  # each shared node also has one main kernel that owns it
         for name in helper_kernel.extra["shared"]:
-            owners = [k for k in kernels.kernels
-                      if name in k.onnx_nodes and name not in k.extra.get("shared", ())]  # fmt: skip
+            owners = [
+                k for k in kernels.kernels if name in k.onnx_nodes and name not in k.extra.get("shared", ())
+            ]
             assert len(owners) == 1 and owners[0] is not helper_kernel
     by_name = {k.name: k for k in kernels.kernels}
     if builder is shape_of_transpose_model:  # the transpose optimizer's Gather(perm)
@@ -360,16 +437,27 @@ def test_kernels_writing_an_owned_nodes_tensor_share_that_node(builder, level):
 def test_kernel_with_names_of_its_own_between_two_nodes_shares_the_node_it_feeds():
     """An optimized-graph node ORT inserted (own name, new tensors only) helps the node it feeds."""
     node, value = helper.make_node, helper.make_tensor_value_info
-    original = helper.make_model(helper.make_graph(
-        [node("MatMul", ["x", "w"], ["h"], name="mm"), node("Relu", ["h"], ["y"], name="relu")],
-        "g", [value("x", TensorProto.FLOAT, [2, 4])], [value("y", TensorProto.FLOAT, [2, 4])],
-        [nh.from_array(np.ones((4, 4), np.float32), "w")],
-    ))  # fmt: skip
-    optimized = helper.make_model(helper.make_graph(
-        [node("MatMul", ["x", "w"], ["t1"], name="mm"),
-         node("Cast", ["t1"], ["t2"], name="InsertedCast_7", to=1),
-         node("Relu", ["t2"], ["y"], name="relu")], "opt", [], [],
-    ))  # fmt: skip
+    original = helper.make_model(
+        helper.make_graph(
+            [node("MatMul", ["x", "w"], ["h"], name="mm"), node("Relu", ["h"], ["y"], name="relu")],
+            "g",
+            [value("x", TensorProto.FLOAT, [2, 4])],
+            [value("y", TensorProto.FLOAT, [2, 4])],
+            [nh.from_array(np.ones((4, 4), np.float32), "w")],
+        )
+    )
+    optimized = helper.make_model(
+        helper.make_graph(
+            [
+                node("MatMul", ["x", "w"], ["t1"], name="mm"),
+                node("Cast", ["t1"], ["t2"], name="InsertedCast_7", to=1),
+                node("Relu", ["t2"], ["y"], name="relu"),
+            ],
+            "opt",
+            [],
+            [],
+        )
+    )
     ops = (("mm", "MatMul"), ("InsertedCast_7", "Cast"), ("relu", "Relu"))
     events = [KernelEvents(name, op, "CPUExecutionProvider", (1e-6,), i) for i, (name, op) in enumerate(ops)]
     profile = attribute(original, optimized, events)

@@ -19,11 +19,15 @@ def linear_model(batch: int | str = "N") -> onnx.ModelProto:
     weight = nh.from_array(np.arange(12, dtype=np.float32).reshape(4, 3) / 10, "W")
     bias = nh.from_array(np.array([1, 2, 3], dtype=np.float32), "b")
     graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "W"], ["m"], name="mm"),
-         helper.make_node("Add", ["m", "b"], ["y"], name="add")],
-        "linear", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 3])], [weight, bias],
-    )  # fmt: skip
+        [
+            helper.make_node("MatMul", ["x", "W"], ["m"], name="mm"),
+            helper.make_node("Add", ["m", "b"], ["y"], name="add"),
+        ],
+        "linear",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 3])],
+        [weight, bias],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
@@ -104,10 +108,11 @@ def test_mismatched_inputs_name_the_input_expected_and_got(inputs, fragment):
 
 def test_model_onnxruntime_rejects_is_a_one_line_backend_error():
     graph = helper.make_graph(
-        [helper.make_node("NoSuchOp", ["x"], ["y"], name="bad")], "broken",
+        [helper.make_node("NoSuchOp", ["x"], ["y"], name="bad")],
+        "broken",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
-    )  # fmt: skip
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises(BackendError) as info:
         get_backend("onnxruntime").open(ModelSpec.create(model), {"x": np.zeros(1, np.float32)})

@@ -72,8 +72,10 @@ def tiny_transformer_block(
     inits = [
         numpy_helper.from_array(np.ones(hidden, np.float32), "g"),
         numpy_helper.from_array(np.zeros(hidden, np.float32), "b"),
-        _init(rng, "Wqkv", hidden, 3 * hidden), _init(rng, "Wo", hidden, hidden),
-        _init(rng, "W1", hidden, 4 * hidden), _init(rng, "b1", 4 * hidden),
+        _init(rng, "Wqkv", hidden, 3 * hidden),
+        _init(rng, "Wo", hidden, hidden),
+        _init(rng, "W1", hidden, 4 * hidden),
+        _init(rng, "b1", 4 * hidden),
         _init(rng, "W2", 4 * hidden, hidden),
         numpy_helper.from_array(np.array([0], np.int64), "zero"),
         numpy_helper.from_array(np.array(0, np.int64), "idx0"),
@@ -82,8 +84,11 @@ def tiny_transformer_block(
         numpy_helper.from_array(np.array(1.0 / np.sqrt(head), np.float32), "scale"),
     ]
     graph = helper.make_graph(
-        nodes, "block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, seq, hidden])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, seq, hidden])], inits,
+        nodes,
+        "block",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, seq, hidden])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, seq, hidden])],
+        inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
     model.ir_version = 9
@@ -141,8 +146,15 @@ class _AveragingRequest:
     def get_profiling_info(self) -> list[SimpleNamespace]:
         total = sum(self.durations_us[: self.runs])
         average = timedelta(microseconds=total // self.runs)
-        return [SimpleNamespace(node_name="Conv_0/WithoutBiases", node_type="Convolution",
-                                exec_type="jit", status="Status.EXECUTED", real_time=average)]
+        return [
+            SimpleNamespace(
+                node_name="Conv_0/WithoutBiases",
+                node_type="Convolution",
+                exec_type="jit",
+                status="Status.EXECUTED",
+                real_time=average,
+            )
+        ]
 
 
 def test_profile_reports_the_mean_of_its_own_iterations() -> None:
@@ -211,8 +223,12 @@ def test_precision_names() -> None:
 
 @pytest.mark.parametrize(
     ("options", "match"),
-    [({"hint": "fast"}, "hint"), ({"threads": "two"}, "threads"), ({"precision": "f8"}, "precision"),
-     ({"colour": "red"}, "no option 'colour'")],
+    [
+        ({"hint": "fast"}, "hint"),
+        ({"threads": "two"}, "threads"),
+        ({"precision": "f8"}, "precision"),
+        ({"colour": "red"}, "no option 'colour'"),
+    ],
 )
 def test_bad_options(options: dict[str, str], match: str) -> None:
     with pytest.raises(OptionError, match=match):
@@ -243,11 +259,15 @@ def mask_cast_model() -> onnx.ModelProto:
         helper.make_node("Where", ["mask_b", "x", "zero"], ["y"], name="node_where"),
     ]
     graph = helper.make_graph(
-        nodes, "c", [helper.make_tensor_value_info("mask", TensorProto.INT64, ["batch", 512, 512]),
-                     helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 512, 512])],
+        nodes,
+        "c",
+        [
+            helper.make_tensor_value_info("mask", TensorProto.INT64, ["batch", 512, 512]),
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 512, 512]),
+        ],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
         [numpy_helper.from_array(np.zeros((), np.float32), "zero")],
-    )  # fmt: skip
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
 
 
@@ -299,8 +319,18 @@ def test_kernels_inside_one_nodes_decomposition_share_that_node(build, node) -> 
 def test_enclosing_nodes_of_an_unmapped_kernel() -> None:
     from pytest_roofline.backends.attribution import enclosing_nodes
 
-    feeders = {"a": ("in",), "h1": ("a",), "r": ("h1",), "h2": ("r",), "b": ("h2",), "c": ("b",),
-               "tail": ("c",), "fork": ("in",), "x": ("fork",), "y": ("fork",)}  # fmt: skip
+    feeders = {
+        "a": ("in",),
+        "h1": ("a",),
+        "r": ("h1",),
+        "h2": ("r",),
+        "b": ("h2",),
+        "c": ("b",),
+        "tail": ("c",),
+        "fork": ("in",),
+        "x": ("fork",),
+        "y": ("fork",),
+    }
     feeds: dict[str, list[str]] = {}
     for name, sources in feeders.items():
         for source in sources:
@@ -320,15 +350,21 @@ def test_fully_connected_named_after_its_matmul_takes_the_bias_add() -> None:
     is the bias constant); the Add must not be reported folded (runtime ops as recorded there)."""
     node, value = helper.make_node, helper.make_tensor_value_info
     graph = helper.make_graph(
-        [node("MatMul", ["x", "w"], ["val_15"], name="node_MatMul_13"),
-         node("Add", ["val_15", "bias"], ["linear"], name="node_linear"),
-         node("Unsqueeze", ["linear", "axes"], ["u"], name="node_unsqueeze"),
-         node("Relu", ["u"], ["y"], name="node_relu")],
-        "vit_in_proj", [value("x", TensorProto.FLOAT, [4, 8])], [value("y", TensorProto.FLOAT, None)],
-        [numpy_helper.from_array(np.ones((8, 24), np.float32), "w"),
-         numpy_helper.from_array(np.ones(24, np.float32), "bias"),
-         numpy_helper.from_array(np.array([0], np.int64), "axes")],
-    )  # fmt: skip
+        [
+            node("MatMul", ["x", "w"], ["val_15"], name="node_MatMul_13"),
+            node("Add", ["val_15", "bias"], ["linear"], name="node_linear"),
+            node("Unsqueeze", ["linear", "axes"], ["u"], name="node_unsqueeze"),
+            node("Relu", ["u"], ["y"], name="node_relu"),
+        ],
+        "vit_in_proj",
+        [value("x", TensorProto.FLOAT, [4, 8])],
+        [value("y", TensorProto.FLOAT, None)],
+        [
+            numpy_helper.from_array(np.ones((8, 24), np.float32), "w"),
+            numpy_helper.from_array(np.ones(24, np.float32), "bias"),
+            numpy_helper.from_array(np.array([0], np.int64), "axes"),
+        ],
+    )
     index = GraphIndex.from_model(helper.make_model(graph))
     ops = [
         RuntimeOp("x", "Input", ("x",), "f32", ()),

@@ -13,24 +13,60 @@ ROOF = DeviceRoofline(peak_flops={"float32": 1e11}, peak_bandwidth=2e10, fingerp
 
 
 def make_profile() -> ModelProfile:
-    conv = Layer("conv1", "Conv", ("conv1",), 1e-3, 2_000_000, 400_000, roofline_fraction=0.3,
-                 bound="memory", attainable_flops=2e10)  # fmt: skip
-    gemm = Layer("fc", "Gemm", ("fc",), 2e-4, 1_000_000, 100_000, roofline_fraction=0.8, bound="compute",
-                 attainable_flops=1e11)  # fmt: skip
+    conv = Layer(
+        "conv1",
+        "Conv",
+        ("conv1",),
+        1e-3,
+        2_000_000,
+        400_000,
+        roofline_fraction=0.3,
+        bound="memory",
+        attainable_flops=2e10,
+    )
+    gemm = Layer(
+        "fc",
+        "Gemm",
+        ("fc",),
+        2e-4,
+        1_000_000,
+        100_000,
+        roofline_fraction=0.8,
+        bound="compute",
+        attainable_flops=1e11,
+    )
     return ModelProfile(
-        model_name="net", model_path="net.onnx", model_hash="h", backend="onnxruntime", backend_version="1",
-        options={}, batch=4, input_shapes={}, latency=LatencyStats.from_samples([0.010, 0.011, 0.012]),
-        layers=(conv, gemm), attributed_fraction=1.0, total_flops=3_000_000, total_macs=1_500_000,
-        total_bytes=500_000, roofline=ROOF,
-    )  # fmt: skip
+        model_name="net",
+        model_path="net.onnx",
+        model_hash="h",
+        backend="onnxruntime",
+        backend_version="1",
+        options={},
+        batch=4,
+        input_shapes={},
+        latency=LatencyStats.from_samples([0.010, 0.011, 0.012]),
+        layers=(conv, gemm),
+        attributed_fraction=1.0,
+        total_flops=3_000_000,
+        total_macs=1_500_000,
+        total_bytes=500_000,
+        roofline=ROOF,
+    )
 
 
 def test_assert_fraction_names_layer_model_value_threshold_and_roof():
     with pytest.raises(AssertionError) as info:
         assert_fraction(make_profile(), "conv1", above=0.4)
     message = str(info.value)
-    for part in ("'conv1'", "net (batch 4, onnxruntime)", "30.0%", "not above 40.0%", "memory-bound",
-                 "100.00 GFLOP/s compute", "20.0 GB/s memory"):  # fmt: skip
+    for part in (
+        "'conv1'",
+        "net (batch 4, onnxruntime)",
+        "30.0%",
+        "not above 40.0%",
+        "memory-bound",
+        "100.00 GFLOP/s compute",
+        "20.0 GB/s memory",
+    ):
         assert part in message
     assert_fraction(make_profile(), "fc", above=0.5)
 

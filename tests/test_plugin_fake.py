@@ -165,7 +165,8 @@ def test_unavailable_backend_skips_with_reason(project):
 
 def test_backend_error_is_a_clear_failure(project):
     result = fails_with(
-        project, [*FAKE, "--roofline-option", "fail=1"],
+        project,
+        [*FAKE, "--roofline-option", "fail=1"],
         "*roofline: fake backend cannot open *: fail option set*",
     )
     assert "Traceback" not in result.stdout.str()
@@ -224,7 +225,8 @@ def test_noisy_gate_is_inconclusive_and_fails_only_under_strict(project):
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*test_perf.py::test_model*inconclusive*"])
     fails_with(
-        project, [*FAKE, "--roofline-option", "jitter=0.4", "--roofline-strict"],
+        project,
+        [*FAKE, "--roofline-option", "jitter=0.4", "--roofline-strict"],
         "*roofline inconclusive*noise*[--roofline-strict]*",
     )
 

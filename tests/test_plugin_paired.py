@@ -36,14 +36,16 @@ def test_unchanged_model_passes_and_slower_one_fails(repo):
     result.stdout.fnmatch_lines(["*test_perf.py::test_model*pass*x1.000*"])
     relu_chain(repo.path / "chain.onnx", 5)  # 6 nodes instead of 5: +20%
     fails_with(
-        repo, [*FAKE, "--roofline-compare-ref", "HEAD"],
+        repo,
+        [*FAKE, "--roofline-compare-ref", "HEAD"],
         "*time vs reference +20% exceeds the 5% tolerance*",
     )
 
 
 def test_unknown_ref_is_a_one_line_error(repo):
     fails_with(
-        repo, [*FAKE, "--roofline-compare-ref", "nosuchbranch"],
+        repo,
+        [*FAKE, "--roofline-compare-ref", "nosuchbranch"],
         "*roofline: git reference 'nosuchbranch' does not exist in*",
     )
 
@@ -52,7 +54,8 @@ def test_model_absent_at_ref(repo):
     relu_chain(repo.path / "new.onnx", 2)
     repo.makepyfile(test_perf="def test_model(model_profile):\n    model_profile('new.onnx')\n")
     fails_with(
-        repo, [*FAKE, "--roofline-compare-ref", "HEAD"],
+        repo,
+        [*FAKE, "--roofline-compare-ref", "HEAD"],
         "*roofline: new.onnx does not exist at git reference 'HEAD'*",
     )
 
@@ -63,6 +66,7 @@ def test_not_a_git_repository(pytester, monkeypatch, tmp_path_factory):
     relu_chain(pytester.path / "chain.onnx", 2)
     pytester.makepyfile(test_perf=TEST)
     fails_with(
-        pytester, [*FAKE, "--roofline-compare-ref", "HEAD"],
+        pytester,
+        [*FAKE, "--roofline-compare-ref", "HEAD"],
         "*roofline: * is not in a git repository*",
     )

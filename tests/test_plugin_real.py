@@ -102,10 +102,12 @@ def test_assertion_failures_explain_themselves(project):
 
 def test_check_outputs_against_another_backend(project):
     pytest.importorskip("openvino")
-    project.makepyfile(test_perf="""
+    project.makepyfile(
+        test_perf="""
         def test_mm(model_profile):
             model_profile("mm.onnx", batch_size=2, check_outputs="openvino")
-    """)
+    """
+    )
     project.runpytest(*ORT, "--roofline-tolerance", "60").assert_outcomes(passed=1)
 
 

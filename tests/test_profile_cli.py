@@ -16,8 +16,18 @@ from pytest_roofline.errors import OptionError, ShapeError
 from pytest_roofline.profile import ModelProfile
 from pytest_roofline.roofline import DeviceRoofline
 
-FAST = ["--no-roofline", "--sessions", "2", "--rounds", "3", "--iterations", "2", "--quiet",
-        "--option", "intra_op_threads=1"]  # fmt: skip
+FAST = [
+    "--no-roofline",
+    "--sessions",
+    "2",
+    "--rounds",
+    "3",
+    "--iterations",
+    "2",
+    "--quiet",
+    "--option",
+    "intra_op_threads=1",
+]
 FAST_API = {"sessions": 2, "rounds": 3, "profile_iterations": 2, "options": {"intra_op_threads": "1"}}
 
 
@@ -42,8 +52,18 @@ def test_json_contract(capsys, cnn_path):
     assert data["throughput"] == pytest.approx(2 / data["latency"]["median"])
     assert data["attributed_fraction"] >= 0.99
     assert data["roofline"] is None  # --no-roofline
-    keys = {"name", "op_type", "onnx_nodes", "time", "flops", "bytes", "achieved_flops",
-            "achieved_bandwidth", "roofline_fraction", "bound"}  # fmt: skip
+    keys = {
+        "name",
+        "op_type",
+        "onnx_nodes",
+        "time",
+        "flops",
+        "bytes",
+        "achieved_flops",
+        "achieved_bandwidth",
+        "roofline_fraction",
+        "bound",
+    }
     assert data["layers"] and all(keys <= set(layer) for layer in data["layers"])
     compute = [la for la in data["layers"] if la["kind"] == "compute"]
     assert sum(la["flops"] for la in compute) == pytest.approx(data["total"]["flops"], rel=0.01)
@@ -160,10 +180,13 @@ def test_trace_without_backend_events_is_synthesized(tmp_path):
     from pytest_roofline.report.trace import write_trace
 
     kernels = KernelProfile(
-        kernels=(KernelRecord("conv", "Conv", ("Conv_0", "Relu_1"), (2e-6, 3e-6)),
-                 KernelRecord("mystery", "X", (), (1e-6, 1e-6))),
-        folded=("Shape_5",), iterations=2,
-    )  # fmt: skip
+        kernels=(
+            KernelRecord("conv", "Conv", ("Conv_0", "Relu_1"), (2e-6, 3e-6)),
+            KernelRecord("mystery", "X", (), (1e-6, 1e-6)),
+        ),
+        folded=("Shape_5",),
+        iterations=2,
+    )
     path = tmp_path / "t.json"
     write_trace(kernels, path)
     document = json.loads(path.read_text())

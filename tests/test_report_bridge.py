@@ -49,7 +49,11 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
 def test_timings_reach_json_storage_and_table(project: pytest.Pytester, tmp_path: Path) -> None:
     out, storage = tmp_path / "bench.json", tmp_path / "storage"
     result = project.runpytest(
-        "-s", "-p", "no:xdist", f"--benchmark-json={out}", "--benchmark-autosave",
+        "-s",
+        "-p",
+        "no:xdist",
+        f"--benchmark-json={out}",
+        "--benchmark-autosave",
         f"--benchmark-storage=file://{storage}",
     )
     result.assert_outcomes(passed=2)

@@ -26,8 +26,15 @@ def embedded_data(page: str) -> dict:
 def test_sections_of_a_full_run_are_present() -> None:
     page = html.render(sample_run(30))
     for text in (
-        "Batch sweeps", "Roofline", "Layers against the baseline", "History across commits",
-        "What if", "Application spans", "REGRESSION", "2 per multiply-accumulate", "Precision: fp32",
+        "Batch sweeps",
+        "Roofline",
+        "Layers against the baseline",
+        "History across commits",
+        "What if",
+        "Application spans",
+        "REGRESSION",
+        "2 per multiply-accumulate",
+        "Precision: fp32",
     ):
         assert text in page, text
     data = embedded_data(page)

@@ -21,8 +21,15 @@ from pytest_roofline.zoo import tiny_cnn
 def real_results() -> dict:
     """tiny_cnn at batch 1 and 2 through onnxruntime, under a fixed (uncalibrated) roofline."""
     profiles = [
-        profile_model(tiny_cnn(), batch=batch, roofline=device_roofline(), sessions=2, rounds=5,
-                      profile_iterations=3, options={"intra_op_threads": "1"})
+        profile_model(
+            tiny_cnn(),
+            batch=batch,
+            roofline=device_roofline(),
+            sessions=2,
+            rounds=5,
+            profile_iterations=3,
+            options={"intra_op_threads": "1"},
+        )
         for batch in (1, 2)
     ]
     return json.loads(json.dumps(results_document(profiles)))  # as if read back from disk

@@ -15,8 +15,11 @@ def roof() -> DeviceRoofline:
         peak_flops={"float32": 400 * GB},
         peak_bandwidth=25 * GB,
         fingerprint={},
-        cache_levels=(CacheLevel("L2", 1 << 20, 100 * GB), CacheLevel("L3", 32 << 20, 50 * GB),
-                      CacheLevel("DRAM", 0, 25 * GB)),
+        cache_levels=(
+            CacheLevel("L2", 1 << 20, 100 * GB),
+            CacheLevel("L3", 32 << 20, 50 * GB),
+            CacheLevel("DRAM", 0, 25 * GB),
+        ),
     )
 
 
@@ -59,9 +62,20 @@ def test_layer_by_node_prefers_the_kernel_carrying_its_flops() -> None:
     helper = Layer("Gather_token_1", "Gather", ("Shape_3",), 2e-6, 0, 64)
     main = Layer("Conv_0", "Conv", ("Conv_0", "Shape_3"), 5e-5, 1000, 4096)
     prof = ModelProfile(
-        model_name="m", model_path=None, model_hash="", backend="onnxruntime", backend_version="",
-        options={}, batch=1, input_shapes={}, latency=LatencyStats.from_samples([1e-4, 2e-4]),
-        layers=(helper, main), attributed_fraction=1.0, total_flops=1000, total_macs=500, total_bytes=4160,
+        model_name="m",
+        model_path=None,
+        model_hash="",
+        backend="onnxruntime",
+        backend_version="",
+        options={},
+        batch=1,
+        input_shapes={},
+        latency=LatencyStats.from_samples([1e-4, 2e-4]),
+        layers=(helper, main),
+        attributed_fraction=1.0,
+        total_flops=1000,
+        total_macs=500,
+        total_bytes=4160,
     )
     assert prof.layer("Shape_3") is main
     assert prof.layer("Gather_token_1") is helper

@@ -157,8 +157,11 @@ def test_temporary_files_are_removed(fake, resnet18: Path) -> None:
 
 def test_import_mode_needs_no_trtexec(resnet18: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
-    options = {"profile": str(DATA / RECORDED[0]), "layer_info": str(DATA / RECORDED[1]),
-               "times": str(DATA / RECORDED[2])}
+    options = {
+        "profile": str(DATA / RECORDED[0]),
+        "layer_info": str(DATA / RECORDED[1]),
+        "times": str(DATA / RECORDED[2]),
+    }
     backend = get_backend("trtexec", options)
     assert backend.version() == "imported"
     recorded = backend.imported_times(0)
@@ -201,9 +204,14 @@ def test_explicit_trtexec_path(fake, resnet18: Path, monkeypatch: pytest.MonkeyP
 
 @pytest.mark.parametrize(
     ("options", "match"),
-    [({"precision": "fp8"}, "precision"), ({"timeout": "-1"}, "timeout"), ({"metric": "gpu"}, "metric"),
-     ({"chunk": "0"}, "chunk"),
-     ({"layer_info": "x.json"}, "import mode"), ({"args": "'unclosed"}, "args")],
+    [
+        ({"precision": "fp8"}, "precision"),
+        ({"timeout": "-1"}, "timeout"),
+        ({"metric": "gpu"}, "metric"),
+        ({"chunk": "0"}, "chunk"),
+        ({"layer_info": "x.json"}, "import mode"),
+        ({"args": "'unclosed"}, "args"),
+    ],
 )
 def test_bad_options(options: dict[str, str], match: str) -> None:
     with pytest.raises(OptionError, match=match):

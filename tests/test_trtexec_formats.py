@@ -92,8 +92,13 @@ def test_parse_times_from_stamps_only_and_unknown_keys() -> None:
 def test_parse_profile_median_and_average() -> None:
     count, layers = parse_profile(read_json(DATA / "resnet.onnx.engine.profile.json", "x"))
     assert count == 1 and len(layers) == 36
-    assert layers[1] == LayerTime("Conv_0 + Relu_1", pytest.approx(0.111616e-3), "median",
-                                  pytest.approx(0.111616e-3), pytest.approx(10.9768))
+    assert layers[1] == LayerTime(
+        "Conv_0 + Relu_1",
+        pytest.approx(0.111616e-3),
+        "median",
+        pytest.approx(0.111616e-3),
+        pytest.approx(10.9768),
+    )
     count, old = parse_profile(fake_trtexec._profile((8, 2, 1)))
     assert {layer.statistic for layer in old} == {"average"}
     assert [layer.time for layer in old] == pytest.approx([layer.time for layer in layers])
@@ -113,13 +118,29 @@ def test_read_json_errors(tmp_path: Path) -> None:
 def test_parse_layer_info_strings_and_metadata() -> None:
     plain = parse_layer_info({"Layers": ["Conv_0 + Relu_1", "MaxPool_2"], "Bindings": ["in", "out"]})
     assert [layer.name for layer in plain] == ["Conv_0 + Relu_1", "MaxPool_2"]
-    rich = parse_layer_info({"Layers": [{
-        "Name": "/m/conv/Conv + /m/act/Relu", "LayerType": "CaskConvolution",
-        "Inputs": [{"Name": "x", "Dimensions": [1, 3, 8, 8], "Format/Datatype": "Row major linear FP32"}],
-        "Outputs": [{"Name": "y", "Dimensions": [1, 8, 8, 8],
-                     "Format/Datatype": "Channel major FP16 format"}],
-        "Metadata": "[ONNX Layer: /m/conv/Conv | Local Function: blk]\x1f[ONNX Layer: /m/act/Relu]",
-    }]})
+    rich = parse_layer_info(
+        {
+            "Layers": [
+                {
+                    "Name": "/m/conv/Conv + /m/act/Relu",
+                    "LayerType": "CaskConvolution",
+                    "Inputs": [
+                        {"Name": "x", "Dimensions": [1, 3, 8, 8], "Format/Datatype": "Row major linear FP32"}
+                    ],
+                    "Outputs": [
+                        {
+                            "Name": "y",
+                            "Dimensions": [1, 8, 8, 8],
+                            "Format/Datatype": "Channel major FP16 format",
+                        }
+                    ],
+                    "Metadata": (
+                        "[ONNX Layer: /m/conv/Conv | Local Function: blk]\x1f[ONNX Layer: /m/act/Relu]"
+                    ),
+                }
+            ]
+        }
+    )
     assert rich[0].onnx_layers == ("/m/conv/Conv", "/m/act/Relu")
     assert rich[0].precision == "fp16"
     assert rich[0].nbytes == 1 * 3 * 8 * 8 * 4 + 1 * 8 * 8 * 8 * 2
@@ -160,24 +181,38 @@ def test_metadata_attribution_when_names_carry_nothing(resnet18: onnx.ModelProto
 
 def test_myelin_foreign_node_is_a_node_range(resnet18: onnx.ModelProto) -> None:
     index = GraphIndex.from_model(resnet18)
-    rows = [LayerTime("{ForeignNode[Conv_3...Relu_9]}", 1e-3, "median", 1e-3, 100.0),
-            LayerTime("Unknown layer [profile 1]", 1e-5, "median", 1e-5, 1.0)]
+    rows = [
+        LayerTime("{ForeignNode[Conv_3...Relu_9]}", 1e-3, "median", 1e-3, 100.0),
+        LayerTime("Unknown layer [profile 1]", 1e-5, "median", 1e-5, 1.0),
+    ]
     profile = attribute_layers(rows, [], index, 1)
     assert profile.kernels[0].onnx_nodes == (
-        "Conv_3", "Relu_4", "Conv_5", "Add_6", "Relu_7", "Conv_8", "Relu_9"
+        "Conv_3",
+        "Relu_4",
+        "Conv_5",
+        "Add_6",
+        "Relu_7",
+        "Conv_8",
+        "Relu_9",
     )
     assert profile.kernels[1].onnx_nodes == ()  # reported, not dropped
     assert attributed_fraction(profile) == pytest.approx(1e-3 / (1e-3 + 1e-5))
 
 
 def test_graph_index_resolves_frontend_names() -> None:
-    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
-             helper.make_node("Add", ["m", "b"], ["y"])]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+        helper.make_node("Add", ["m", "b"], ["y"]),
+    ]
     graph = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
-        [onnx.numpy_helper.from_array(np.ones((4, 4), np.float32), "w"),
-         onnx.numpy_helper.from_array(np.ones(4, np.float32), "b")],
+        [
+            onnx.numpy_helper.from_array(np.ones((4, 4), np.float32), "w"),
+            onnx.numpy_helper.from_array(np.ones(4, np.float32), "b"),
+        ],
     )
     index = GraphIndex.from_model(helper.make_model(graph))
     assert index.order == ("mm", "Add_1")
@@ -199,8 +234,18 @@ def _analysis() -> ModelAnalysis:
         "z": TensorInfo("z", "float32", (1, 256), 4),
     }
     nodes = (
-        NodeCost("mm", "MatMul", "", 2 * 256 * 256, 256 * 256, (256 + 256 * 256) * 4, 256 * 4,
-                 256 * 256, ("x", "w"), ("y",)),
+        NodeCost(
+            "mm",
+            "MatMul",
+            "",
+            2 * 256 * 256,
+            256 * 256,
+            (256 + 256 * 256) * 4,
+            256 * 4,
+            256 * 256,
+            ("x", "w"),
+            ("y",),
+        ),
         NodeCost("r", "Reshape", "", 0, 0, 256 * 4 + 16, 256 * 4, 0, ("y", "shape"), ("z",)),
     )
     return ModelAnalysis("m", {"x": (1, 256)}, nodes, tensors, "test", (), ("z",))
@@ -222,21 +267,45 @@ def test_precision_rescales_bytes() -> None:
 @pytest.mark.parametrize(
     ("code", "present", "absent"),
     [
-        ("7103", ["--fp16", "--separateProfileRun", "--workspace=512"],
-         ["--exportLayerInfo=l.json", "--profilingVerbosity=detailed"]),
-        ("8601", ["--fp16", "--separateProfileRun", "--exportLayerInfo=l.json",
-                  "--profilingVerbosity=detailed", "--memPoolSize=workspace:512"], ["--useCudaGraph"]),
+        (
+            "7103",
+            ["--fp16", "--separateProfileRun", "--workspace=512"],
+            ["--exportLayerInfo=l.json", "--profilingVerbosity=detailed"],
+        ),
+        (
+            "8601",
+            [
+                "--fp16",
+                "--separateProfileRun",
+                "--exportLayerInfo=l.json",
+                "--profilingVerbosity=detailed",
+                "--memPoolSize=workspace:512",
+            ],
+            ["--useCudaGraph"],
+        ),
         ("100300", ["--fp16", "--separateProfileRun", "--exportLayerInfo=l.json"], ["--useCudaGraph"]),
-        ("110100", ["--exportLayerInfo=l.json", "--profilingVerbosity=detailed"],
-         ["--fp16", "--separateProfileRun", "--useCudaGraph"]),
+        (
+            "110100",
+            ["--exportLayerInfo=l.json", "--profilingVerbosity=detailed"],
+            ["--fp16", "--separateProfileRun", "--useCudaGraph"],
+        ),
     ],
 )
 def test_build_command_per_version(code: str, present: list[str], absent: list[str]) -> None:
     version = parse_banner(f"[TensorRT v{code}]")
     cmd = build_command(
-        "trtexec", version, onnx="m.onnx", engine="e.engine", build=True,
-        shapes={"input.1": (8, 3, 224, 224), "ids:0": (8, 128)}, precision="fp16", workspace_mib=512,
-        iterations=20, profile="p.json", layer_info="l.json", extra_args=["--verbose"],
+        "trtexec",
+        version,
+        onnx="m.onnx",
+        engine="e.engine",
+        build=True,
+        shapes={"input.1": (8, 3, 224, 224), "ids:0": (8, 128)},
+        precision="fp16",
+        workspace_mib=512,
+        iterations=20,
+        profile="p.json",
+        layer_info="l.json",
+        extra_args=["--verbose"],
     )
     for flag in present:
         assert flag in cmd
@@ -248,8 +317,15 @@ def test_build_command_per_version(code: str, present: list[str], absent: list[s
 
 
 def test_load_command_times_only() -> None:
-    cmd = build_command("trtexec", TrtVersion(8, 6, 1), onnx=None, engine="e.engine", build=False,
-                        iterations=5, times="t.json")
+    cmd = build_command(
+        "trtexec",
+        TrtVersion(8, 6, 1),
+        onnx=None,
+        engine="e.engine",
+        build=False,
+        iterations=5,
+        times="t.json",
+    )
     assert cmd[:2] == ["trtexec", "--loadEngine=e.engine"]
     assert "--exportTimes=t.json" in cmd
     assert not any(a.startswith(("--exportProfile", "--separateProfileRun", "--onnx")) for a in cmd)

@@ -45,12 +45,26 @@ VIEW_OPS = frozenset(
 #: Op types whose MACs the published model tables count (torchvision: conv + linear [+ matmul]).
 MAC_OP_TYPES = frozenset(
     {
-        "Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "FusedConv",
-        "Gemm", "MatMul", "MatMulInteger", "QLinearMatMul", "FusedMatMul", "FusedGemm", "Einsum",
-        "QGemm", "MatMulNBits", "MatMulIntegerToFloat", "DynamicQuantizeMatMul",
-        "Attention", "MultiHeadAttention",  # fused QK^T and softmax(.)V matmuls (+ projections)
+        "Conv",
+        "ConvTranspose",
+        "ConvInteger",
+        "QLinearConv",
+        "FusedConv",
+        "Gemm",
+        "MatMul",
+        "MatMulInteger",
+        "QLinearMatMul",
+        "FusedMatMul",
+        "FusedGemm",
+        "Einsum",
+        "QGemm",
+        "MatMulNBits",
+        "MatMulIntegerToFloat",
+        "DynamicQuantizeMatMul",
+        "Attention",
+        "MultiHeadAttention",  # fused QK^T and softmax(.)V matmuls (+ projections)
     }
-)  # fmt: skip
+)
 
 #: FLOPs per output element of elementwise ops (composite activations count their primitives).
 # fmt: off

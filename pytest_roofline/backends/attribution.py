@@ -39,11 +39,40 @@ __all__ = [
 ]
 
 # ops a kernel may absorb after its anchor (activation / bias / residual epilogues)
-EPILOGUE_OPS = frozenset({
-    "Add", "Sub", "Mul", "Div", "Sum", "Max", "Min", "Relu", "Clip", "Sigmoid", "Tanh", "LeakyRelu",
-    "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus", "PRelu", "Erf", "Gelu", "Sqrt", "Pow",
-    "Exp", "Log", "Neg", "Abs", "Cast", "BatchNormalization", "QuantizeLinear", "DequantizeLinear",
-})
+EPILOGUE_OPS = frozenset(
+    {
+        "Add",
+        "Sub",
+        "Mul",
+        "Div",
+        "Sum",
+        "Max",
+        "Min",
+        "Relu",
+        "Clip",
+        "Sigmoid",
+        "Tanh",
+        "LeakyRelu",
+        "HardSigmoid",
+        "HardSwish",
+        "Elu",
+        "Selu",
+        "Softplus",
+        "PRelu",
+        "Erf",
+        "Gelu",
+        "Sqrt",
+        "Pow",
+        "Exp",
+        "Log",
+        "Neg",
+        "Abs",
+        "Cast",
+        "BatchNormalization",
+        "QuantizeLinear",
+        "DequantizeLinear",
+    }
+)
 # Suffixes frontends append to an original node's name when they split or rename it.
 _NAME_SUFFIXES = ("/WithoutBiases", "/MatMulAddFusion", "/sink_port_0", "_nchwc")
 _TOKEN_SUFFIX = re.compile(r"_token_\d+$")
@@ -212,8 +241,22 @@ def attributed_fraction(profile: KernelProfile, known: Iterable[str] | None = No
     return attributed / total if total > 0 else 0.0
 
 
-_ITEMSIZE = {"fp32": 4, "f32": 4, "float32": 4, "tf32": 4, "fp16": 2, "f16": 2, "float16": 2,
-             "bf16": 2, "bfloat16": 2, "int8": 1, "i8": 1, "u8": 1, "fp8": 1, "int4": 0.5}
+_ITEMSIZE = {
+    "fp32": 4,
+    "f32": 4,
+    "float32": 4,
+    "tf32": 4,
+    "fp16": 2,
+    "f16": 2,
+    "float16": 2,
+    "bf16": 2,
+    "bfloat16": 2,
+    "int8": 1,
+    "i8": 1,
+    "u8": 1,
+    "fp8": 1,
+    "int4": 0.5,
+}
 
 
 def precision_itemsize(precision: str) -> float | None:

@@ -334,9 +334,16 @@ class OnnxRuntimeSession(BackendSession):
         self._feeds = {}
 
 
-_QUANTIZED_OPS = frozenset({
-    "QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger", "DynamicQuantizeLinear", "MatMulNBits",
-})
+_QUANTIZED_OPS = frozenset(
+    {
+        "QLinearConv",
+        "QLinearMatMul",
+        "ConvInteger",
+        "MatMulInteger",
+        "DynamicQuantizeLinear",
+        "MatMulNBits",
+    }
+)
 
 
 def _precision(model: Any) -> str:
@@ -346,7 +353,10 @@ def _precision(model: Any) -> str:
     if any(node.op_type in _QUANTIZED_OPS for node in model.graph.node):
         return "int8"
     floats = {init.data_type for init in model.graph.initializer} & {
-        onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE,
+        onnx.TensorProto.FLOAT,
+        onnx.TensorProto.FLOAT16,
+        onnx.TensorProto.BFLOAT16,
+        onnx.TensorProto.DOUBLE,
     }
     if floats == {onnx.TensorProto.FLOAT16}:
         return "fp16"

@@ -120,8 +120,10 @@ def attribute_runtime_model(
     resolved = {op.name: index.resolve_all((*op.original_names, op.name)) for op in ops}
     claimed = {n for nodes in resolved.values() for n in nodes}
     compute = [
-        op for op in ops
-        if not op.is_reorder and op.layer_type not in _NOT_COMPUTE
+        op
+        for op in ops
+        if not op.is_reorder
+        and op.layer_type not in _NOT_COMPUTE
         and (executed is None or op.name in executed)
     ]
 
@@ -208,8 +210,16 @@ def _epilogues(
     return found
 
 
-_OV_TO_ONNX = {"Multiply": "Mul", "Add": "Add", "Subtract": "Sub", "Divide": "Div", "Power": "Pow",
-               "MVN": "LayerNormalization", "Convert": "Cast", "Transpose": "Transpose"}
+_OV_TO_ONNX = {
+    "Multiply": "Mul",
+    "Add": "Add",
+    "Subtract": "Sub",
+    "Divide": "Div",
+    "Power": "Pow",
+    "MVN": "LayerNormalization",
+    "Convert": "Cast",
+    "Transpose": "Transpose",
+}
 
 
 def _split_off(
@@ -408,7 +418,10 @@ class OpenVinoSession(BackendSession):
             for name, avg in after.items()
         }
         return build_kernel_profile(
-            read_runtime_ops(compiled), GraphIndex.from_model(self._proto), times, info,
+            read_runtime_ops(compiled),
+            GraphIndex.from_model(self._proto),
+            times,
+            info,
             iterations=iterations,
         )
 

@@ -85,7 +85,11 @@ def run_trtexec(cmd: Sequence[str], timeout: float) -> str:
     """
     try:
         proc = subprocess.Popen(
-            list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+            list(cmd),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
             start_new_session=True,
         )
     except OSError as exc:
@@ -241,8 +245,12 @@ class TrtexecBackend(Backend):
             assert exe is not None
             try:
                 proc = subprocess.run(
-                    [exe, "--help"], capture_output=True, text=True, errors="replace",
-                    timeout=min(self.timeout, 60.0), start_new_session=True,
+                    [exe, "--help"],
+                    capture_output=True,
+                    text=True,
+                    errors="replace",
+                    timeout=min(self.timeout, 60.0),
+                    start_new_session=True,
                 )
             except subprocess.TimeoutExpired:
                 raise BackendError(f"{exe} --help did not answer within 60 s") from None
@@ -336,10 +344,14 @@ class TrtexecSession(BackendSession):
         with FileLock(str(engine) + ".lock"):
             build = not engine.exists()
             cmd = build_command(
-                backend.executable() or "trtexec", version,
+                backend.executable() or "trtexec",
+                version,
                 onnx=self._model_path() if build else None,
-                engine=str(engine), build=build, shapes=self._shapes,
-                precision=backend.precision, workspace_mib=backend.workspace,
+                engine=str(engine),
+                build=build,
+                shapes=self._shapes,
+                precision=backend.precision,
+                workspace_mib=backend.workspace,
                 iterations=max(1, iterations),
                 times=str(files["times"]) if files["times"] else None,
                 profile=str(files["profile"]) if files["profile"] else None,

@@ -42,8 +42,16 @@ _FOREIGN = re.compile(r"^\{ForeignNode\[(.+?)\.\.\.(.+)\]\}$")
 _PROFILE_SUFFIX = re.compile(r" \[profile \d+\]$")
 _INSERTED_SHAPE = re.compile(r"^(?:reshape|squeeze|unsqueeze|shuffle)_(?:after|before)_(.+)$")
 _DTYPE = re.compile(r"\b(FP32|FP16|BF16|FP8|Int8|INT8|Int32|INT32|Float|Half)\b")
-_PRECISION = {"FP32": "fp32", "Float": "fp32", "FP16": "fp16", "Half": "fp16", "BF16": "bf16",
-              "FP8": "fp8", "Int8": "int8", "INT8": "int8"}
+_PRECISION = {
+    "FP32": "fp32",
+    "Float": "fp32",
+    "FP16": "fp16",
+    "Half": "fp16",
+    "BF16": "bf16",
+    "FP8": "fp8",
+    "Int8": "int8",
+    "INT8": "int8",
+}
 _ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "Int32": 4, "INT32": 4}
 _PRECISION_FLAGS = {"fp16": ("--fp16",), "int8": ("--int8",), "best": ("--best",), "fp32": ()}
 
@@ -224,7 +232,7 @@ def parse_layer_info(data: Any) -> list[EngineLayer]:
         ins = [t for t in entry.get("Inputs", []) if isinstance(t, dict)]
         outs = [t for t in entry.get("Outputs", []) if isinstance(t, dict)]
         sizes = [_tensor_bytes(t) for t in ins + outs]
-        out_precisions = [p for _, p in sizes[len(ins):] if p]
+        out_precisions = [p for _, p in sizes[len(ins) :] if p]
         metadata = str(entry.get("Metadata", ""))
         layers.append(
             EngineLayer(
@@ -382,7 +390,8 @@ def build_command(
             cmd += list(_PRECISION_FLAGS[precision])
         if workspace_mib:
             cmd.append(
-                f"--memPoolSize=workspace:{workspace_mib}" if version >= TrtVersion(8, 4)
+                f"--memPoolSize=workspace:{workspace_mib}"
+                if version >= TrtVersion(8, 4)
                 else f"--workspace={workspace_mib}"
             )
         if shapes:

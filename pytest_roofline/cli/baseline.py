@@ -125,11 +125,20 @@ def _show(args: argparse.Namespace, store: BaselineStore) -> int:
     ]
     for key in sorted(entries):
         e = entries[key]
-        rows.append((
-            e.test, e.model, str(e.batch), e.backend, e.device_class, f"{e.figure:.4g}",
-            fmt_seconds_fixed(e.latency.get("median")), str(len(e.sessions)), str(len(e.history)),
-            (e.commit or "-")[:10],
-        ))  # fmt: skip
+        rows.append(
+            (
+                e.test,
+                e.model,
+                str(e.batch),
+                e.backend,
+                e.device_class,
+                f"{e.figure:.4g}",
+                fmt_seconds_fixed(e.latency.get("median")),
+                str(len(e.sessions)),
+                str(len(e.history)),
+                (e.commit or "-")[:10],
+            )
+        )
     for line in text_table(rows[0], rows[1:], left=len(rows[0])):
         print(line)
     return 0
@@ -143,9 +152,11 @@ def _diff(args: argparse.Namespace, store: BaselineStore) -> int:
             print(f"new         {entry.key}")
             continue
         verdict = compare(
-            entry.sessions, stored.sessions, tolerance=args.tolerance,
+            entry.sessions,
+            stored.sessions,
+            tolerance=args.tolerance,
             raw={"baseline": stored.latency.get("gate_p25"), "current": entry.latency.get("gate_p25")},
-        )  # fmt: skip
+        )
         print(f"{verdict.status:<12}{entry.key}  x{verdict.ratio:.3f}")
         if verdict.status == "regression":
             regressions += 1

@@ -25,17 +25,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "fingerprint in the user's cache dir ($ROOFLINE_CACHE_DIR overrides).",
     )
     add_backend_arguments(
-        parser, backend_help="backend to calibrate (default onnxruntime)",
+        parser,
+        backend_help="backend to calibrate (default onnxruntime)",
         option_help="backend option, e.g. intra_op_threads=2 (repeatable)",
     )
     add_format_argument(parser)
     parser.add_argument(
         "--force", action="store_true", help="measure again even when a cached calibration exists"
     )
-    parser.add_argument("--cache-dir", metavar="DIR", help="cache directory (default: $ROOFLINE_CACHE_DIR or "
-                        "the user's cache dir)")
     parser.add_argument(
-        "--dtype", action="append", choices=DTYPES, metavar="DTYPE",
+        "--cache-dir",
+        metavar="DIR",
+        help="cache directory (default: $ROOFLINE_CACHE_DIR or the user's cache dir)",
+    )
+    parser.add_argument(
+        "--dtype",
+        action="append",
+        choices=DTYPES,
+        metavar="DTYPE",
         help=f"dtype to calibrate (repeatable; float32 always; default all of {', '.join(DTYPES)})",
     )
     parser.add_argument("--quick", action="store_true", help="fewer probe sizes (smoke runs; cached apart)")
@@ -53,7 +60,11 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.flush()
 
     roofline = calibrate(
-        backend, force=args.force, cache_dir=args.cache_dir, progress=progress, dtypes=args.dtype,
+        backend,
+        force=args.force,
+        cache_dir=args.cache_dir,
+        progress=progress,
+        dtypes=args.dtype,
         quick=args.quick,
     )
     if args.format == "json":

@@ -45,15 +45,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "with the first backend's: |candidate - reference| <= atol + rtol * |reference|.",
     )
     add_model_arguments(parser)
-    parser.add_argument("--backends", default="onnxruntime,openvino",
-                        help="comma-separated backends, the first is the reference "
-                        "(default onnxruntime,openvino)")
+    parser.add_argument(
+        "--backends",
+        default="onnxruntime,openvino",
+        help="comma-separated backends, the first is the reference (default onnxruntime,openvino)",
+    )
     parser.add_argument("--inputs", metavar="FILE", help=INPUTS_HELP)
     parser.add_argument("--seed", type=int, default=0, help="seed of the generated inputs (default 0)")
     parser.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance (default 1e-3)")
     parser.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance (default 1e-4)")
-    parser.add_argument("--option", action="append", type=_backend_option, default=[],
-                        metavar="BACKEND:K=V", help="backend option (repeatable), e.g. openvino:device=CPU")
+    parser.add_argument(
+        "--option",
+        action="append",
+        type=_backend_option,
+        default=[],
+        metavar="BACKEND:K=V",
+        help="backend option (repeatable), e.g. openvino:device=CPU",
+    )
     add_format_argument(parser)
     parser.set_defaults(run=run)
 
@@ -62,10 +70,16 @@ def format_table(result: CheckResult) -> str:
     """The comparisons as an aligned text table under a one-line heading."""
     header = ("candidate", "output", "max abs err", "max rel err", "mismatched", "result")
     rows = [
-        (c.candidate, c.output, f"{c.max_abs_error:.3g}", f"{c.max_rel_error:.3g}",
-         f"{c.mismatched}/{c.elements}", "ok" if c.passed else "MISMATCH")
+        (
+            c.candidate,
+            c.output,
+            f"{c.max_abs_error:.3g}",
+            f"{c.max_rel_error:.3g}",
+            f"{c.mismatched}/{c.elements}",
+            "ok" if c.passed else "MISMATCH",
+        )
         for c in result.comparisons
-    ]  # fmt: skip
+    ]
     title = f"{result.model}: reference {result.backends[0]}, rtol={result.rtol:g}, atol={result.atol:g}"
     return "\n".join([title, *text_table(header, rows, left=2)])
 
@@ -82,8 +96,15 @@ def run(args: argparse.Namespace) -> int:
         options.setdefault(backend, {})[key] = value
     batch = parse_batch(args.batch)
     result = check_outputs(
-        args.model, backends, inputs=args.inputs, seed=args.seed, rtol=args.rtol, atol=args.atol,
-        options=options, batch=batch, dims=dict(args.dim),
+        args.model,
+        backends,
+        inputs=args.inputs,
+        seed=args.seed,
+        rtol=args.rtol,
+        atol=args.atol,
+        options=options,
+        batch=batch,
+        dims=dict(args.dim),
     )
     if args.format == "json":
         print(json.dumps(result.to_dict(), indent=2, sort_keys=True))

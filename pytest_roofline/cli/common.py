@@ -44,7 +44,11 @@ def add_model_arguments(parser: argparse.ArgumentParser, batch_help: str = "batc
     """MODEL, --dim NAME=VALUE (repeatable) and --batch."""
     parser.add_argument("model", metavar="MODEL", help="path of an .onnx model")
     parser.add_argument(
-        "--dim", action="append", type=parse_key_int, default=[], metavar="NAME=VALUE",
+        "--dim",
+        action="append",
+        type=parse_key_int,
+        default=[],
+        metavar="NAME=VALUE",
         help="bind a symbolic input dim (repeatable)",
     )
     parser.add_argument("--batch", metavar="N", help=batch_help)

@@ -36,9 +36,21 @@ __all__ = ["add_parser", "format_csv", "format_table", "run"]
 
 SORT_KEYS = ("time", "flops", "fraction", "name")
 CSV_FIELDS = (
-    "batch", "name", "op_type", "kind", "onnx_nodes", "time", "share", "flops", "bytes", "intensity",
-    "achieved_flops", "achieved_bandwidth", "roofline_fraction", "bound",
-)  # fmt: skip
+    "batch",
+    "name",
+    "op_type",
+    "kind",
+    "onnx_nodes",
+    "time",
+    "share",
+    "flops",
+    "bytes",
+    "intensity",
+    "achieved_flops",
+    "achieved_bandwidth",
+    "roofline_fraction",
+    "bound",
+)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -52,9 +64,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     add_model_arguments(parser, batch_help="batch size: N, a list 1,4,16 or a power-of-two range 1-64")
     add_backend_arguments(
-        parser, backend_help="inference backend (default onnxruntime)",
+        parser,
+        backend_help="inference backend (default onnxruntime)",
         option_help="backend option (repeatable), e.g. intra_op_threads=1, graph_optimization_level=basic",
-    )  # fmt: skip
+    )
     parser.add_argument("--inputs", metavar="FILE", help=INPUTS_HELP)
     add_format_argument(parser, ("table", "json", "csv"))
     parser.add_argument("--top", type=int, default=15, metavar="K", help="layers in the table (0 = all)")
@@ -80,8 +93,12 @@ def run(args: argparse.Namespace) -> int:
     """Profile ``args.model`` at each requested batch and print the result."""
     from pytest_roofline.api import parse_batches, run_profile
 
-    for name, value in (("--top", args.top), ("--sessions", args.sessions - 1),
-                        ("--rounds", args.rounds - 1), ("--iterations", args.iterations - 1)):  # fmt: skip
+    for name, value in (
+        ("--top", args.top),
+        ("--sessions", args.sessions - 1),
+        ("--rounds", args.rounds - 1),
+        ("--iterations", args.iterations - 1),
+    ):
         if value < 0:
             raise OptionError(f"{name} is too small")
     html_writer = _html_writer() if args.html else None
@@ -97,10 +114,19 @@ def run(args: argparse.Namespace) -> int:
     for batch in batches:
         runs.append(
             run_profile(
-                args.model, backend=args.backend, batch=batch, dims=dict(args.dim), inputs=args.inputs,
-                options=dict(args.option), roofline=roofline, sessions=args.sessions, rounds=args.rounds,
-                profile_iterations=args.iterations, budget=args.budget, progress=say,
-            )  # fmt: skip
+                args.model,
+                backend=args.backend,
+                batch=batch,
+                dims=dict(args.dim),
+                inputs=args.inputs,
+                options=dict(args.option),
+                roofline=roofline,
+                sessions=args.sessions,
+                rounds=args.rounds,
+                profile_iterations=args.iterations,
+                budget=args.budget,
+                progress=say,
+            )
         )
         roofline = runs[-1].profile.roofline or roofline  # calibrate once per sweep
     profiles = [r.profile for r in runs]
@@ -145,10 +171,13 @@ def results_document(profiles: list[ModelProfile]) -> dict[str, Any]:
         "schema_version": 1,
         "roofline": roof.to_dict() if roof is not None else None,
         "results": [
-            {"test": f"roofline profile {p.model_name} batch {p.batch}", "outcome": "passed",
-             "profile": p.to_dict()}
+            {
+                "test": f"roofline profile {p.model_name} batch {p.batch}",
+                "outcome": "passed",
+                "profile": p.to_dict(),
+            }
             for p in profiles
-        ],  # fmt: skip
+        ],
     }
 
 
@@ -201,10 +230,17 @@ def format_table(profile: ModelProfile, top: int = 15, sort: str = "time", by_ty
     lines.append("")
     if by_type:
         rows = [
-            (s.op_type, str(s.count), _ms(s.time), f"{100 * s.share:.1f}%", f"{s.flops / 1e6:.2f}",
-             f"{s.achieved_flops / 1e9:.2f}", fmt_bytes_fixed(s.bytes))
+            (
+                s.op_type,
+                str(s.count),
+                _ms(s.time),
+                f"{100 * s.share:.1f}%",
+                f"{s.flops / 1e6:.2f}",
+                f"{s.achieved_flops / 1e9:.2f}",
+                fmt_bytes_fixed(s.bytes),
+            )
             for s in profile.by_op_type()
-        ]  # fmt: skip
+        ]
         lines.append("by op type")
         lines += text_table(("op", "layers", "time", "share", "MFLOPs", "GFLOP/s", "bytes"), rows)
         return "\n".join(lines) + "\n"
@@ -216,21 +252,43 @@ def format_table(profile: ModelProfile, top: int = 15, sort: str = "time", by_ty
         nodes = ",".join(layer.onnx_nodes)
         if layer.kind == "layout":
             nodes = f"layout->{layer.serves or '?'}"
-        rows.append((
-            layer.name[:40], layer.op_type, nodes[:48] + ("..." if len(nodes) > 48 else ""), _ms(layer.time),
-            f"{100 * layer.share:.1f}%", f"{100 * cumulative:.1f}%", f"{layer.flops / 1e6:.2f}",
-            f"{layer.achieved_flops / 1e9:.2f}", fmt_bytes_fixed(layer.bytes),
-            f"{layer.achieved_bandwidth / 1e9:.2f}",
-            f"{layer.intensity:.1f}",
-            "-" if layer.roofline_fraction is None else f"{100 * layer.roofline_fraction:.1f}%",
-            layer.bound or ("-" if layer.kind == "compute" else layer.kind),
-        ))  # fmt: skip
+        rows.append(
+            (
+                layer.name[:40],
+                layer.op_type,
+                nodes[:48] + ("..." if len(nodes) > 48 else ""),
+                _ms(layer.time),
+                f"{100 * layer.share:.1f}%",
+                f"{100 * cumulative:.1f}%",
+                f"{layer.flops / 1e6:.2f}",
+                f"{layer.achieved_flops / 1e9:.2f}",
+                fmt_bytes_fixed(layer.bytes),
+                f"{layer.achieved_bandwidth / 1e9:.2f}",
+                f"{layer.intensity:.1f}",
+                "-" if layer.roofline_fraction is None else f"{100 * layer.roofline_fraction:.1f}%",
+                layer.bound or ("-" if layer.kind == "compute" else layer.kind),
+            )
+        )
     lines.append(f"{'top ' + str(len(shown)) if top else 'all'} layers by {sort}")
     lines += text_table(
-        ("layer", "op", "onnx nodes", "time", "share", "cum", "MFLOPs", "GFLOP/s", "bytes", "GB/s",
-         "FLOP/B", "fraction", "bound"),
-        rows, left=3,
-    )  # fmt: skip
+        (
+            "layer",
+            "op",
+            "onnx nodes",
+            "time",
+            "share",
+            "cum",
+            "MFLOPs",
+            "GFLOP/s",
+            "bytes",
+            "GB/s",
+            "FLOP/B",
+            "fraction",
+            "bound",
+        ),
+        rows,
+        left=3,
+    )
     return "\n".join(lines) + "\n"
 
 

@@ -33,15 +33,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("results", metavar="RESULTS.json", help="run-results JSON file")
     parser.add_argument(
-        "-o", "--output", action="append", required=True, metavar="OUT",
+        "-o",
+        "--output",
+        action="append",
+        required=True,
+        metavar="OUT",
         help="report file to write (repeatable)",
     )
     parser.add_argument(
-        "--format", choices=sorted(FORMAT_MODULES), default=None,
+        "--format",
+        choices=sorted(FORMAT_MODULES),
+        default=None,
         help="format of every OUT (default: from its extension)",
     )
     parser.add_argument(
-        "--artifact", metavar="NAME_OR_URL", default=None,
+        "--artifact",
+        metavar="NAME_OR_URL",
+        default=None,
         help="where the HTML report will be found, named in the Markdown summary",
     )
     parser.set_defaults(run=run)

@@ -49,8 +49,14 @@ def feed_pytest_benchmark(config: pytest.Config, result: dict[str, Any]) -> bool
 
     entry = benchmark_entry(result)
     fixture = SimpleNamespace(
-        name=entry["name"], fullname=entry["fullname"], group=entry["group"], param=entry["param"],
-        params=entry["params"], extra_info=entry["extra_info"], cprofile_stats=None, has_error=False,
+        name=entry["name"],
+        fullname=entry["fullname"],
+        group=entry["group"],
+        param=entry["param"],
+        params=entry["params"],
+        extra_info=entry["extra_info"],
+        cprofile_stats=None,
+        has_error=False,
     )
     metadata = Metadata(fixture, iterations=1, options=dict(entry["options"]))
     for sample in samples:

@@ -16,14 +16,41 @@ from pytest_roofline.report.view import layer_headroom
 __all__ = ["COLUMNS", "render", "write"]
 
 COLUMNS = (
-    "test", "model", "batch", "backend", "precision", "layer", "op_type", "onnx_nodes", "kind", "time_s",
-    "share", "flops", "bytes", "intensity", "achieved_flops", "achieved_bandwidth", "attainable_flops",
-    "roofline_fraction", "bound", "headroom_s", "verdict",
+    "test",
+    "model",
+    "batch",
+    "backend",
+    "precision",
+    "layer",
+    "op_type",
+    "onnx_nodes",
+    "kind",
+    "time_s",
+    "share",
+    "flops",
+    "bytes",
+    "intensity",
+    "achieved_flops",
+    "achieved_bandwidth",
+    "attainable_flops",
+    "roofline_fraction",
+    "bound",
+    "headroom_s",
+    "verdict",
 )
 
 _LAYER_KEYS = (
-    "op_type", "kind", "share", "flops", "bytes", "intensity", "achieved_flops", "achieved_bandwidth",
-    "attainable_flops", "roofline_fraction", "bound",
+    "op_type",
+    "kind",
+    "share",
+    "flops",
+    "bytes",
+    "intensity",
+    "achieved_flops",
+    "achieved_bandwidth",
+    "attainable_flops",
+    "roofline_fraction",
+    "bound",
 )
 
 
@@ -35,11 +62,16 @@ def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
         verdict = (entry.get("verdict") or {}).get("status", "")
         for layer in profile.get("layers") or []:
             row = {
-                "test": entry.get("test", ""), "model": profile.get("model", ""),
-                "batch": profile.get("batch"), "backend": profile.get("backend", ""),
-                "precision": profile.get("precision", ""), "layer": layer.get("name", ""),
-                "onnx_nodes": ";".join(layer.get("onnx_nodes") or []), "time_s": layer.get("time"),
-                "headroom_s": layer_headroom(layer), "verdict": verdict,
+                "test": entry.get("test", ""),
+                "model": profile.get("model", ""),
+                "batch": profile.get("batch"),
+                "backend": profile.get("backend", ""),
+                "precision": profile.get("precision", ""),
+                "layer": layer.get("name", ""),
+                "onnx_nodes": ";".join(layer.get("onnx_nodes") or []),
+                "time_s": layer.get("time"),
+                "headroom_s": layer_headroom(layer),
+                "verdict": verdict,
             }
             row.update({key: layer.get(key) for key in _LAYER_KEYS})
             out.append(row)

@@ -29,8 +29,16 @@ __all__ = ["render", "script_json", "write"]
 
 _HERE = Path(__file__).resolve().parent
 _STATUS_CLASS = {
-    "PASS": "ok", "IMPROVED": "ok", "NEW": "info", "NOT-COMPARED": "info", "PASSED": "ok",
-    "REGRESSION": "bad", "FAILED": "bad", "ERROR": "bad", "INCONCLUSIVE": "warn", "SKIPPED": "info",
+    "PASS": "ok",
+    "IMPROVED": "ok",
+    "NEW": "info",
+    "NOT-COMPARED": "info",
+    "PASSED": "ok",
+    "REGRESSION": "bad",
+    "FAILED": "bad",
+    "ERROR": "bad",
+    "INCONCLUSIVE": "warn",
+    "SKIPPED": "info",
 }
 
 
@@ -38,8 +46,11 @@ def script_json(data: Any) -> str:
     """JSON safe to embed in a ``<script>`` element (no ``</script>``, ``<!--`` or line separators)."""
     text = json.dumps(finite(data), separators=(",", ":"), allow_nan=False, default=_jsonable)
     return (
-        text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-        .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+        text.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
     )
 
 
@@ -81,10 +92,15 @@ def _layer_rows(layers: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows, cumulative = [], 0.0
     for rank, la in enumerate(executed, 1):
         cumulative += la.get("share") or 0.0
-        rows.append({
-            "rank": rank, "layer": la, "cumulative": cumulative, "headroom": layer_headroom(la),
-            "nodes": ", ".join(la.get("onnx_nodes") or []),
-        })
+        rows.append(
+            {
+                "rank": rank,
+                "layer": la,
+                "cumulative": cumulative,
+                "headroom": layer_headroom(la),
+                "nodes": ", ".join(la.get("onnx_nodes") or []),
+            }
+        )
     return rows
 
 
@@ -121,26 +137,47 @@ def _result_view(index: int, result: dict[str, Any], session_roof: dict[str, Any
         "roof": _roof_view(roofline),
         "layers": [
             [
-                la.get("name", ""), la.get("op_type", ""), r["nodes"], la.get("kind", ""),
-                _num(la.get("time")) or 0.0, _num(la.get("share")) or 0.0,
-                _num(la.get("flops")) or 0, _num(la.get("bytes")) or 0,
-                _num(la.get("roofline_fraction")), la.get("bound"),
+                la.get("name", ""),
+                la.get("op_type", ""),
+                r["nodes"],
+                la.get("kind", ""),
+                _num(la.get("time")) or 0.0,
+                _num(la.get("share")) or 0.0,
+                _num(la.get("flops")) or 0,
+                _num(la.get("bytes")) or 0,
+                _num(la.get("roofline_fraction")),
+                la.get("bound"),
             ]
             for r in rows
             for la in (r["layer"],)
         ],
         "ops": [[row.op_type, row.time] for row in by_op],
         "history": [
-            {"commit": h.get("commit"), "time": h.get("time"), "median": _num(h.get("median")),
-             "value": _num(h.get("value"))}
+            {
+                "commit": h.get("commit"),
+                "time": h.get("time"),
+                "median": _num(h.get("median")),
+                "value": _num(h.get("value")),
+            }
             for h in result.get("history") or []
         ],
     }
     return {
-        "id": data["id"], "test": result.get("test", ""), "label": data["label"], "profile": profile,
-        "verdict": verdict, "status": status, "status_class": _STATUS_CLASS.get(status, "info"),
-        "outcome": result.get("outcome"), "rows": rows, "folded": len(layers) - len(rows), "by_op": by_op,
-        "what_if": what_if, "slower": slower, "data": data, "history": result.get("history") or [],
+        "id": data["id"],
+        "test": result.get("test", ""),
+        "label": data["label"],
+        "profile": profile,
+        "verdict": verdict,
+        "status": status,
+        "status_class": _STATUS_CLASS.get(status, "info"),
+        "outcome": result.get("outcome"),
+        "rows": rows,
+        "folded": len(layers) - len(rows),
+        "by_op": by_op,
+        "what_if": what_if,
+        "slower": slower,
+        "data": data,
+        "history": result.get("history") or [],
         "extra_verdicts": [x for x in result.get("verdicts") or [] if isinstance(x, dict)],
     }
 
@@ -149,15 +186,20 @@ def _environment() -> Any:
     try:
         import jinja2
     except ImportError:
-        raise RooflineError(
-            'the HTML report needs jinja2: pip install "pytest-roofline[reports]"'
-        ) from None
+        raise RooflineError('the HTML report needs jinja2: pip install "pytest-roofline[reports]"') from None
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(_HERE / "templates")),
-        autoescape=True, trim_blocks=True, lstrip_blocks=True,
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
     )
     env.filters.update(
-        seconds=fmt_seconds, count=fmt_count, rate=fmt_rate, nbytes=fmt_bytes, pct=fmt_pct, ratio=fmt_ratio,
+        seconds=fmt_seconds,
+        count=fmt_count,
+        rate=fmt_rate,
+        nbytes=fmt_bytes,
+        pct=fmt_pct,
+        ratio=fmt_ratio,
         num=_num,
     )
     return env
@@ -173,10 +215,21 @@ def render(results: dict[str, Any], artifact: str | None = None) -> str:
     views = [_result_view(i, r, session_roof) for i, r in enumerate(results.get("results") or [])]
     payload = {"results": [v["data"] for v in views], "sweeps": sweeps(results.get("results") or [])}
     precisions = sorted({str((v["profile"] or {}).get("precision", "fp32")) for v in views}) or ["fp32"]
-    return _environment().get_template("report.html.j2").render(
-        run=results, views=views, sweeps=payload["sweeps"], data_json=script_json(payload),
-        css=_static("report.css"), js=_static("report.js"), flop_convention=FLOP_CONVENTION,
-        precisions=precisions, roof=_roof_view(session_roof), artifact=artifact,
+    return (
+        _environment()
+        .get_template("report.html.j2")
+        .render(
+            run=results,
+            views=views,
+            sweeps=payload["sweeps"],
+            data_json=script_json(payload),
+            css=_static("report.css"),
+            js=_static("report.js"),
+            flop_convention=FLOP_CONVENTION,
+            precisions=precisions,
+            roof=_roof_view(session_roof),
+            artifact=artifact,
+        )
     )
 
 

@@ -65,9 +65,14 @@ def render(results: dict[str, Any], artifact: str | None = None, worst: int = 5)
         for entry in ordered:
             profile, verdict = entry.get("profile") or {}, entry.get("verdict") or {}
             cells = (
-                status_word(entry), _cell(entry.get("test", "")), _cell(profile.get("model", "")),
-                profile.get("batch", ""), fmt_seconds((profile.get("latency") or {}).get("median")),
-                fmt_ratio(verdict.get("ratio")), _ci(verdict), fmt_pct(profile.get("efficiency")),
+                status_word(entry),
+                _cell(entry.get("test", "")),
+                _cell(profile.get("model", "")),
+                profile.get("batch", ""),
+                fmt_seconds((profile.get("latency") or {}).get("median")),
+                fmt_ratio(verdict.get("ratio")),
+                _ci(verdict),
+                fmt_pct(profile.get("efficiency")),
             )
             lines.append("| " + " | ".join(str(c) for c in cells) + " |")
         lines.append("")

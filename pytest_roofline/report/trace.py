@@ -40,14 +40,30 @@ def trace_events(kernels: KernelProfile) -> list[dict[str, Any]]:
                 continue
             duration = record.times[iteration] * 1e6
             events.append(
-                {"name": record.name, "cat": "Node", "ph": "X", "pid": 0, "tid": 0, "ts": clock,
-                 "dur": duration, "args": {"op_name": record.op_type, **_annotation(record)}}
-            )  # fmt: skip
+                {
+                    "name": record.name,
+                    "cat": "Node",
+                    "ph": "X",
+                    "pid": 0,
+                    "tid": 0,
+                    "ts": clock,
+                    "dur": duration,
+                    "args": {"op_name": record.op_type, **_annotation(record)},
+                }
+            )
             clock += duration
         events.append(
-            {"name": f"iteration {iteration}", "cat": "Session", "ph": "X", "pid": 0, "tid": 1,
-             "ts": start, "dur": clock - start, "args": {}}
-        )  # fmt: skip
+            {
+                "name": f"iteration {iteration}",
+                "cat": "Session",
+                "ph": "X",
+                "pid": 0,
+                "tid": 1,
+                "ts": start,
+                "dur": clock - start,
+                "args": {},
+            }
+        )
     return events
 
 

@@ -28,6 +28,7 @@ __all__ = [
 
 FLOP_CONVENTION = "FLOPs count 2 per multiply-accumulate (MAC); MACs are reported alongside."
 
+
 def load_results(path: str | Path) -> dict[str, Any]:
     """Read a run-results JSON file.
 
@@ -80,9 +81,10 @@ def worst_layers(result: dict[str, Any], limit: int = 5, threshold: float = 1.0)
     """Layers of the verdict whose time ratio exceeds ``threshold``, slowest-grown first."""
     layers = (result.get("verdict") or {}).get("layers") or []
     slower = [
-        la for la in layers
+        la
+        for la in layers
         if la.get("status") == "new" or (is_finite(la.get("ratio")) and la["ratio"] > threshold)
-    ]  # fmt: skip
+    ]
     slower.sort(key=lambda la: (la["current_time"] or 0) - (la["baseline_time"] or 0), reverse=True)
     return slower[:limit]
 

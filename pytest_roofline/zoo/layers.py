@@ -7,8 +7,15 @@ import math
 from .builder import GraphBuilder
 
 __all__ = [
-    "attention", "classifier_head", "conv", "dim_of", "gelu_erf", "inverted_residuals", "layer_norm",
-    "linear", "shape_of",
+    "attention",
+    "classifier_head",
+    "conv",
+    "dim_of",
+    "gelu_erf",
+    "inverted_residuals",
+    "layer_norm",
+    "linear",
+    "shape_of",
 ]
 
 

@@ -55,18 +55,32 @@ def _bert_like(
 
 
 def tiny_transformer(
-    seq: int = 16, hidden: int = 64, heads: int = 4, layers: int = 2, *, weights: Weights = "random",
+    seq: int = 16,
+    hidden: int = 64,
+    heads: int = 4,
+    layers: int = 2,
+    *,
+    weights: Weights = "random",
     external_data: bool = False,
-) -> onnx.ModelProto:  # fmt: skip
+) -> onnx.ModelProto:
     """A small BERT-like encoder with symbolic ``batch`` and ``seq`` dims (bind seq <= ``seq``).
 
     Heads are split by Reshapes whose target shapes come from Shape -> Gather -> Unsqueeze ->
     Concat chains, as PyTorch's legacy exporter writes them.
     """
     return _bert_like(
-        "tiny_transformer", seq="seq", positions=seq, hidden=hidden, heads=heads, layers=layers,
-        ffn=4 * hidden, vocab=100, weights=weights, external_data=external_data, pooler=False,
-    )  # fmt: skip
+        "tiny_transformer",
+        seq="seq",
+        positions=seq,
+        hidden=hidden,
+        heads=heads,
+        layers=layers,
+        ffn=4 * hidden,
+        vocab=100,
+        weights=weights,
+        external_data=external_data,
+        pooler=False,
+    )
 
 
 def bert_base(seq: int = 128, *, weights: Weights = "zeros", external_data: bool = False) -> onnx.ModelProto:
@@ -75,9 +89,18 @@ def bert_base(seq: int = 128, *, weights: Weights = "zeros", external_data: bool
     11.17 GMACs of MatMul/Gemm (attention included) at seq 128.
     """
     return _bert_like(
-        "bert_base", seq=seq, positions=512, hidden=768, heads=12, layers=12, ffn=3072, vocab=30522,
-        weights=weights, external_data=external_data, pooler=True,
-    )  # fmt: skip
+        "bert_base",
+        seq=seq,
+        positions=512,
+        hidden=768,
+        heads=12,
+        layers=12,
+        ffn=3072,
+        vocab=30522,
+        weights=weights,
+        external_data=external_data,
+        pooler=True,
+    )
 
 
 def vit_b16(
