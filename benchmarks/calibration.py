@@ -53,7 +53,7 @@ print(json.dumps({"sgemm": best, "copy": copy_bw, "blas": config}))
 CHILD_CALIBRATE = r"""
 import json, sys, time
 from pytest_roofline.backends.base import get_backend
-from pytest_roofline.calibration import calibrate
+from pytest_roofline.roofline.calibrate import calibrate
 backend = get_backend(sys.argv[1], json.loads(sys.argv[2]))
 start, cpu = time.perf_counter(), time.process_time()
 roof = calibrate(backend, force=True, cache_dir=sys.argv[3])

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from pytest_roofline.roofline import DeviceRoofline
+from pytest_roofline.roofline.calibrate import calibrate
+
 from .analysis import analyze
 from .analysis.types import ModelAnalysis, NodeCost
 from .api import profile_model, profile_sweep
 from .backends.base import Backend, get_backend
-from .calibration import calibrate
 from .check import check_outputs
 from .errors import RooflineError
 from .profile import Layer, ModelProfile
-from .roofline import DeviceRoofline
 from .stats import LatencyStats
 
 __version__ = "0.1.0"

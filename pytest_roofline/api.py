@@ -89,9 +89,9 @@ def resolve_roofline(roofline: RooflineArg, backend: Backend) -> DeviceRoofline 
         return roofline
     if roofline != "auto":
         raise OptionError(f"roofline must be a DeviceRoofline, None or 'auto', got {roofline!r}")
-    from pytest_roofline import calibration  # written alongside; imported only when asked for
+    from pytest_roofline.roofline.calibrate import calibrate
 
-    return calibration.calibrate(backend)
+    return calibrate(backend)
 
 
 def run_profile(

@@ -14,8 +14,9 @@ from .session import RooflineSession
 from .spans import Spans
 
 if TYPE_CHECKING:
+    from pytest_roofline.roofline import DeviceRoofline
+
     from .profile import ModelProfile
-    from .roofline import DeviceRoofline
 
 __all__ = ["SESSION_KEY", "SPANS_KEY", "device_roofline", "model_profile", "roofline_span"]
 

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .roofline import DeviceRoofline
+from pytest_roofline.roofline import DeviceRoofline
+
 from .stats import LatencyStats
 
 if TYPE_CHECKING:

@@ -25,9 +25,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import filelock
 import numpy as np
 
-from .baseline import BaselineEntry, BaselineStore, device_class, entry_key, module_of
+from pytest_roofline.device import device_class
+from pytest_roofline.gate import Verdict, compare, new_verdict, verdict_table
+from pytest_roofline.gate.baseline import BaselineEntry, BaselineStore, entry_key, module_of
+
 from .errors import BackendError, BaselineError, OptionError, RooflineError
-from .gate import Verdict, compare, new_verdict, verdict_table
 from .options import Settings, backend_options, parse_budget, parse_percent
 from .profile import ModelProfile
 from .stats import LatencyStats
@@ -35,9 +37,10 @@ from .stats import LatencyStats
 if TYPE_CHECKING:
     import pytest
 
+    from pytest_roofline.roofline import DeviceRoofline
+
     from .backends.base import Backend
     from .gitref import GitInfo
-    from .roofline import DeviceRoofline
 
 __all__ = ["ProfileRecord", "RooflineSession", "RunResults"]
 
@@ -245,7 +248,7 @@ class RooflineSession:
         """The device roofline through ``backend``, calibrated once per session (cached on disk)."""
         ident = f"{name}|{sorted(backend.options.items())}"
         if ident not in self.rooflines:
-            from .calibration import calibrate
+            from pytest_roofline.roofline.calibrate import calibrate
 
             force = self.settings.recalibrate and not any(self.rooflines.values())
             self.rooflines[ident] = calibrate(backend, force=force)
@@ -292,8 +295,9 @@ class RooflineSession:
             self._record(ProfileRecord(node.nodeid, key, prof, verdict))
             return prof
 
+        from pytest_roofline.gate.control import GateDesign, paired_decider, run_gate, stored_decider
+
         from .api import profile_model
-        from .control import GateDesign, paired_decider, run_gate, stored_decider
 
         spec, feeds = self._spec_and_inputs(model_path, batch_size, dims, inputs)
         design = GateDesign(budget=budget * 0.7)  # the profile's own latency gets the rest
@@ -320,7 +324,7 @@ class RooflineSession:
                     design,
                 )
             else:
-                from .control import PROBE_NAME, fit_probe, memory_share, probe_opener
+                from pytest_roofline.gate.control import PROBE_NAME, fit_probe, memory_share, probe_opener
 
                 if stored is not None and stored.probe.get("name") == PROBE_NAME:
                     blocks = {k: int(v) for k, v in (stored.probe.get("blocks") or {"compute": 1}).items()}
@@ -353,7 +357,7 @@ class RooflineSession:
                 message="baseline measured with another control probe; rewrite it with --roofline-update",
             )
         if baseline is not None and verdict.mode == "stored":
-            from .control import layer_deltas
+            from pytest_roofline.gate.control import layer_deltas
 
             deltas = layer_deltas(baseline.layers, {la.name: la.time for la in prof.layers})
             verdict = dataclasses.replace(verdict, layers=tuple(deltas))
@@ -501,7 +505,7 @@ class RooflineSession:
         prof: ModelProfile,
         run: Any,
     ) -> BaselineEntry:
-        from .control import PROBE_NAME
+        from pytest_roofline.gate.control import PROBE_NAME
 
         lat = prof.latency
         return BaselineEntry(

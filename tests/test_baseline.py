@@ -12,15 +12,15 @@ import textwrap
 
 import pytest
 
-from pytest_roofline.baseline import (
+from pytest_roofline.device import device_class
+from pytest_roofline.errors import BaselineError
+from pytest_roofline.gate.baseline import (
     HISTORY_LIMIT,
     SCHEMA_VERSION,
     BaselineEntry,
     BaselineStore,
-    device_class,
     entry_key,
 )
-from pytest_roofline.errors import BaselineError
 
 
 def make_entry(
@@ -140,7 +140,7 @@ def test_sigkill_between_temp_write_and_replace_leaves_old_file_valid(tmp_path):
     before = path.read_text()
     script = textwrap.dedent(f"""
         import os, signal
-        import pytest_roofline.baseline as b
+        import pytest_roofline.gate.baseline as b
         def stop(src, dst):
             print("TEMP", src, flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
@@ -151,7 +151,7 @@ def test_sigkill_between_temp_write_and_replace_leaves_old_file_valid(tmp_path):
     helper = tmp_path / "tests_helper_entry.py"
     helper.write_text(
         textwrap.dedent("""
-        from pytest_roofline.baseline import BaselineEntry, entry_key
+        from pytest_roofline.gate.baseline import BaselineEntry, entry_key
         def make():
             key = entry_key("tests/test_m.py::test_a", "m.onnx", 1, {}, "onnxruntime", "cpu x2")
             return BaselineEntry(key=key, test="tests/test_m.py::test_a", model="m.onnx", batch=1,

@@ -12,19 +12,19 @@ from typing import Any
 
 import pytest
 
-from pytest_roofline import calibration_probes as cp
+from pytest_roofline.roofline import probes as cp
 from pytest_roofline.backends.base import Backend, BackendSession, get_backend
-from pytest_roofline.calibration import (
+from pytest_roofline.cli import main
+from pytest_roofline.device import CpuInfo
+from pytest_roofline.errors import BackendError, OptionError
+from pytest_roofline.roofline import CacheLevel, DeviceRoofline, Probe
+from pytest_roofline.roofline.calibrate import (
     CACHE_ENV,
     cache_path,
     calibrate,
     calibration_fingerprint,
     default_cache_dir,
 )
-from pytest_roofline.cli import main
-from pytest_roofline.device import CpuInfo
-from pytest_roofline.errors import BackendError, OptionError
-from pytest_roofline.roofline import CacheLevel, DeviceRoofline, Probe
 
 ROOFLINE = [sys.executable, "-c", "import sys; from pytest_roofline.cli import main; sys.exit(main())"]
 
@@ -237,7 +237,7 @@ def test_openvino_calibrates_through_the_same_protocol(tmp_path: Any) -> None:
 
 
 def test_host_peak_and_threads_only_where_the_backend_computes_on_the_cpu() -> None:
-    from pytest_roofline.calibration import _runs_on_cpu, _threads
+    from pytest_roofline.roofline.calibrate import _runs_on_cpu, _threads
 
     assert _runs_on_cpu({"providers": ["CPUExecutionProvider"]})
     assert not _runs_on_cpu({"providers": ["CUDAExecutionProvider", "CPUExecutionProvider"]})
@@ -364,7 +364,7 @@ def _exit_code(argv: list[str]) -> int:
 def test_cached_path_loads_no_runtime(cached: Cached) -> None:
     _, _, cache_dir = cached
     code = (
-        "import sys; from pytest_roofline.calibration import calibrate\n"
+        "import sys; from pytest_roofline.roofline.calibrate import calibrate\n"
         "class B:\n"
         "    name = 'onnxruntime'\n"
         f"    def fingerprint(self): return {_fingerprint_literal(cached)}\n"
@@ -387,8 +387,8 @@ def _fingerprint_literal(cached: Cached) -> str:
 
 
 def test_two_close_sessions_are_averaged_and_a_disturbed_one_is_dropped():
-    from pytest_roofline.calibration_probes import combine_sessions
     from pytest_roofline.roofline import Probe
+    from pytest_roofline.roofline.probes import combine_sessions
 
     a = Probe("conv", "compute", "float32", 1, 200e6 / 2e-3, 2e-3)
     b = Probe("conv", "compute", "float32", 1, 200e6 / 1.9e-3, 1.9e-3)

@@ -25,8 +25,8 @@ import pytest
 from _plugin_helpers import FAKE, relu_chain
 from onnx import TensorProto, helper, numpy_helper
 
-from pytest_roofline.baseline import BaselineEntry, BaselineStore, entry_key
 from pytest_roofline.cli import main
+from pytest_roofline.gate.baseline import BaselineEntry, BaselineStore, entry_key
 
 HERE = Path(__file__).parent
 ROOFLINE = [sys.executable, "-c", "from pytest_roofline.cli import entry_point; entry_point()"]
@@ -207,7 +207,7 @@ def test_cli_unwritable_baseline_dir(stored, capfd, monkeypatch):
     def refuse(src, dst):
         raise PermissionError(13, "Permission denied", str(dst))
 
-    monkeypatch.setattr("pytest_roofline.baseline.os.replace", refuse)
+    monkeypatch.setattr("pytest_roofline.gate.baseline.os.replace", refuse)
     before = snapshot(stored)
     one_line_error(capfd, ["baseline", "update", "results.json", "--baseline-dir", "bl"], "Permission denied")
     assert snapshot(stored) == before  # the temp file was removed, the old file kept
@@ -409,7 +409,7 @@ def test_plugin_unwritable_baseline_dir_fails_the_run_and_keeps_the_old_file(pro
     BaselineStore(project / ".roofline").write([make_entry("test_p.py::test_other")])
     (project / "conftest.py").write_text(
         textwrap.dedent("""
-        import pytest_roofline.baseline as b
+        import pytest_roofline.gate.baseline as b
 
         def refuse(src, dst):
             raise PermissionError(13, "Permission denied", str(dst))
@@ -552,7 +552,7 @@ def test_sigkill_of_a_real_pytest_run_while_writing_baselines_leaves_the_old_fil
     (project / "conftest.py").write_text(
         textwrap.dedent("""
         import os, signal
-        import pytest_roofline.baseline as b
+        import pytest_roofline.gate.baseline as b
 
         def die(src, dst):
             print("TEMP", src, flush=True)
@@ -640,8 +640,8 @@ def test_plugin_real_onnxruntime_failure_at_run_fails_only_that_test(tmp_path):
     from _plugin_helpers import matmul_chain
 
     from pytest_roofline.backends.base import get_backend
-    from pytest_roofline.calibration import cache_path, calibration_fingerprint
     from pytest_roofline.roofline import DeviceRoofline
+    from pytest_roofline.roofline.calibrate import cache_path, calibration_fingerprint
 
     cache = tmp_path.with_name(tmp_path.name + "-cache")
     cache.mkdir()

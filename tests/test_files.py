@@ -6,8 +6,8 @@ import json
 import os
 import stat
 
-from pytest_roofline.baseline import BaselineStore
 from pytest_roofline.files import atomic_write_json, lock_path
+from pytest_roofline.gate.baseline import BaselineStore
 
 
 def test_atomic_write_has_umask_permissions_and_no_temp_left(tmp_path):

@@ -6,7 +6,7 @@ import onnx
 import pytest
 
 from pytest_roofline.backends.fake import FakeBackend
-from pytest_roofline.control import (
+from pytest_roofline.gate.control import (
     GateDesign,
     fit_probe,
     memory_share,
@@ -90,8 +90,8 @@ def test_noisy_new_baseline_is_sampled_until_the_batches_run_out():
 
 
 def test_layer_deltas_name_new_and_gone_layers_and_the_table_leads_with_growth():
-    from pytest_roofline.control import layer_deltas
     from pytest_roofline.gate import Verdict, verdict_table
+    from pytest_roofline.gate.control import layer_deltas
 
     baseline = {"conv1": {"time": 1e-4}, "relu9": {"time": 5e-6}}
     deltas = {d.name: d for d in layer_deltas(baseline, {"conv1": 1.1e-4, "conv_extra": 3e-5})}

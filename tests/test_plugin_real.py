@@ -13,8 +13,8 @@ import pytest
 from _plugin_helpers import matmul_chain
 
 from pytest_roofline.backends.base import get_backend
-from pytest_roofline.calibration import cache_path, calibration_fingerprint
 from pytest_roofline.roofline import DeviceRoofline
+from pytest_roofline.roofline.calibrate import cache_path, calibration_fingerprint
 
 ORT = ("--roofline-backend", "onnxruntime", "--roofline-option", "intra_op_threads=1")
 

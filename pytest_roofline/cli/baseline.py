@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pytest_roofline.baseline import BaselineEntry, BaselineStore
 from pytest_roofline.cli.common import add_format_argument
 from pytest_roofline.errors import BaselineError, RooflineError
 from pytest_roofline.fmt import fmt_seconds_fixed, text_table
 from pytest_roofline.gate import compare, verdict_table
+from pytest_roofline.gate.baseline import BaselineEntry, BaselineStore
 from pytest_roofline.options import parse_percent
 
 __all__ = ["add_parser", "run"]

@@ -6,11 +6,11 @@ import argparse
 import json
 import sys
 
-from pytest_roofline.calibration import calibrate
-from pytest_roofline.calibration_probes import DTYPES, size_label
 from pytest_roofline.cli.common import add_backend_arguments, add_format_argument
 from pytest_roofline.fmt import fmt_pct, fmt_rate, fmt_seconds
 from pytest_roofline.roofline import DeviceRoofline
+from pytest_roofline.roofline.calibrate import calibrate
+from pytest_roofline.roofline.probes import DTYPES, size_label
 
 __all__ = ["add_parser", "format_table", "run"]
 

@@ -86,7 +86,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def _default_roofline() -> str | None:
     """``"auto"`` when the calibration module is installed, else no roofline."""
-    return "auto" if importlib.util.find_spec("pytest_roofline.calibration") is not None else None
+    return "auto" if importlib.util.find_spec("pytest_roofline.roofline.calibrate") is not None else None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -22,8 +22,8 @@ from typing import Any
 
 import filelock
 
-from .errors import BaselineError
-from .files import atomic_write_json, lock_path
+from pytest_roofline.errors import BaselineError
+from pytest_roofline.files import atomic_write_json, lock_path
 
 __all__ = [
     "HISTORY_LIMIT",
@@ -31,28 +31,12 @@ __all__ = [
     "BaselineEntry",
     "BaselineStore",
     "atomic_write_json",
-    "device_class",
     "entry_key",
 ]
 
 SCHEMA_VERSION = 1
 HISTORY_LIMIT = 50
 LOCK_TIMEOUT = 120.0
-
-
-def device_class(fingerprint: Mapping[str, Any]) -> str:
-    """The device class of a fingerprint: accelerator name, else CPU model and core count."""
-    for key in ("gpu", "device_name", "accelerator"):
-        value = fingerprint.get(key)
-        if isinstance(value, str) and value:
-            return value
-    cpu = fingerprint.get("cpu")
-    if isinstance(cpu, Mapping):
-        return f"{cpu.get('model', 'cpu')} x{cpu.get('cores', '?')}"
-    from .device import cpu_info
-
-    info = cpu_info()
-    return f"{info.model} x{info.cores}"
 
 
 def entry_key(test: str, model: str, batch: int, dims: Mapping[str, int], backend: str, device: str) -> str:

@@ -1,6 +1,6 @@
 """Calibrate a device's roofline through a backend, cached per device fingerprint.
 
-:func:`calibrate` runs the probes of :mod:`pytest_roofline.calibration_probes` (GEMM ladders and a
+:func:`calibrate` runs the probes of :mod:`pytest_roofline.roofline.probes` (GEMM ladders and a
 conv per dtype, a stream ladder from cache-sized to far beyond the last-level cache) through the
 given backend and returns a :class:`~pytest_roofline.roofline.DeviceRoofline`.  The result is
 cached as JSON in the user's cache directory, one file per fingerprint (CPU model, flag hash,
@@ -20,14 +20,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .device import cpu_info
-from .errors import BackendError, OptionError, RooflineError
-from .files import atomic_write_json
-from .roofline import DeviceRoofline, Probe
+from pytest_roofline.device import cpu_info
+from pytest_roofline.errors import BackendError, OptionError, RooflineError
+from pytest_roofline.files import atomic_write_json
+from pytest_roofline.roofline.roofs import DeviceRoofline, Probe
 
 if TYPE_CHECKING:
-    from .backends.base import Backend
-    from .calibration_probes import ProbeSpec
+    from pytest_roofline.backends.base import Backend
+    from pytest_roofline.roofline.probes import ProbeSpec
 
 __all__ = [
     "CACHE_ENV",
@@ -66,7 +66,7 @@ def calibration_fingerprint(
     fingerprint); normalized through JSON so it compares equal to a stored copy.
     """
     info = cpu_info()
-    from .calibration_probes import flags_hash
+    from pytest_roofline.roofline.probes import flags_hash
 
     data: dict[str, Any] = dict(backend.fingerprint())
     data.update(
@@ -167,7 +167,7 @@ def _measure(
     quick: bool,
     progress: Progress | None,
 ) -> DeviceRoofline:
-    from . import calibration_probes as cp
+    from pytest_roofline.roofline import probes as cp
 
     plan = "quick" if quick else "full"
     specs = cp.plan_probes(dtypes, plan)
@@ -213,7 +213,7 @@ def _measure(
 
 def _run(backend: Backend, spec: ProbeSpec, plan: str, step: str, progress: Progress | None) -> Probe | None:
     """One probe; an optional probe the backend cannot run is skipped (None), others raise."""
-    from .calibration_probes import SECONDS_PER_PROBE, run_probe
+    from pytest_roofline.roofline.probes import SECONDS_PER_PROBE, run_probe
 
     try:
         probe = run_probe(backend, spec, SECONDS_PER_PROBE[plan][spec.kind])
@@ -232,7 +232,7 @@ def _run(backend: Backend, spec: ProbeSpec, plan: str, step: str, progress: Prog
 
 
 def _dtypes(dtypes: Iterable[str] | None) -> tuple[str, ...]:
-    from .calibration_probes import DTYPES
+    from pytest_roofline.roofline.probes import DTYPES
 
     if dtypes is None:
         return DTYPES

@@ -1,6 +1,6 @@
 """The device roofline: measured compute and memory roofs.
 
-Calibration probes live in :mod:`pytest_roofline.calibration`; this module holds the value type
+Calibration probes live in :mod:`pytest_roofline.roofline.calibrate`; this module holds the value type
 and the roofline arithmetic: attainable = min(peak FLOP/s, intensity × bandwidth).
 """
 

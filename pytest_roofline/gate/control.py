@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .gate import LayerDelta, Verdict, compare, needs_more, session_ratios
+from pytest_roofline.gate.verdict import LayerDelta, Verdict, compare, needs_more, session_ratios
 
 if TYPE_CHECKING:
     import onnx
 
-    from .backends.base import Backend, BackendSession
+    from pytest_roofline.backends.base import Backend, BackendSession
 
 __all__ = ["GateDesign", "GateRun", "fit_probe", "memory_share", "probe_model", "probe_opener", "run_gate"]
 
@@ -116,7 +116,7 @@ def probe_model(compute: int = 1, memory: int = 0) -> onnx.ModelProto:
 
 def probe_opener(backend: Backend, compute: int, memory: int = 0) -> Callable[[], BackendSession]:
     """A callable opening a fresh session of the probe of that shape on ``backend``."""
-    from .model import ModelSpec, bind_input_shapes, make_inputs
+    from pytest_roofline.model import ModelSpec, bind_input_shapes, make_inputs
 
     probe = probe_model(compute, memory)
     spec = ModelSpec.create(probe)
@@ -193,7 +193,7 @@ def run_gate(
         The figures (subject/control per session) and the last verdict.
     """
     if sampler is None:
-        from .measure import sample_interleaved as sampler
+        from pytest_roofline.measure import sample_interleaved as sampler
     start = time.perf_counter()
     subject: list[list[float]] = []
     control: list[list[float]] = []

@@ -5,7 +5,7 @@ Each probe is a tiny ONNX model built here with :mod:`onnx.helper` and run throu
 roof is what *that backend* reaches on this device, not what a hand-written kernel could.
 
 Heavy imports (onnx, numpy) happen inside the builders: the cached path of
-:func:`pytest_roofline.calibration.calibrate` never imports this module's dependencies.
+:func:`pytest_roofline.roofline.calibrate.calibrate` never imports this module's dependencies.
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .roofline import CacheLevel, Probe
+from pytest_roofline.roofline.roofs import CacheLevel, Probe
 
 if TYPE_CHECKING:
     import numpy as np
     import onnx
 
-    from .backends.base import Backend
-    from .device import CpuInfo
+    from pytest_roofline.backends.base import Backend
+    from pytest_roofline.device import CpuInfo
 
 Builder = Callable[[], "tuple[onnx.ModelProto, dict[str, np.ndarray]]"]
 
@@ -150,10 +150,10 @@ def run_probe(backend: Backend, spec: ProbeSpec, seconds: float) -> Probe:
     chaining nodes until one run moves ≥ 8 MiB (a 32 KiB Add alone reads 8 GB/s, chained 50 GB/s).
 
     The figure is the median of one session's samples (a sustained rate, not a lucky minimum);
-    :func:`~pytest_roofline.calibration.calibrate` runs the probes that set the roofs in a second
+    :func:`~pytest_roofline.roofline.calibrate.calibrate` runs the probes that set the roofs in a second
     session (:func:`confirmation_specs`) and keeps the better session.
     """
-    from .model import ModelSpec
+    from pytest_roofline.model import ModelSpec
 
     model, inputs = spec.build()
     model.graph.name = spec.name  # what the backend (and its errors) call the model
