@@ -5,18 +5,17 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
-from .errors import BackendUnavailable, RooflineError
-from .session import RooflineSession
-from .spans import Spans
+from pytest_roofline.errors import BackendUnavailable, RooflineError
+from pytest_roofline.session import RooflineSession
+from pytest_roofline.spans import Spans
 
 if TYPE_CHECKING:
+    from pytest_roofline.profile import ModelProfile
     from pytest_roofline.roofline import DeviceRoofline
-
-    from .profile import ModelProfile
 
 __all__ = ["SESSION_KEY", "SPANS_KEY", "device_roofline", "model_profile", "roofline_span"]
 
@@ -28,7 +27,7 @@ def _session(config: pytest.Config) -> RooflineSession:
     return config.stash[SESSION_KEY]
 
 
-def _give_up(skipped: bool, message: str) -> None:
+def _give_up(skipped: bool, message: str) -> NoReturn:
     """Skip or fail the test outside the ``except`` block (no chained traceback)."""
     __tracebackhide__ = True
     if skipped:

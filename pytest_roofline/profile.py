@@ -342,11 +342,12 @@ class ModelProfile:
     @property
     def efficiency(self) -> float | None:
         """Time-weighted roofline fraction of the model (None without a roofline)."""
-        timed = [la for la in self.layers if la.roofline_fraction is not None and la.time > 0]
-        total = sum(la.time for la in timed)
+        timed = [(la.roofline_fraction, la.time) for la in self.layers if la.roofline_fraction is not None]
+        timed = [(fraction, time) for fraction, time in timed if time > 0]
+        total = sum(time for _, time in timed)
         if not timed or total <= 0:
             return None
-        return sum(la.roofline_fraction * la.time for la in timed) / total  # type: ignore[operator]
+        return sum(fraction * time for fraction, time in timed) / total
 
     @property
     def headroom(self) -> float:

@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Sequence
 
 from pytest_roofline.errors import OptionError
+from pytest_roofline.options import parse_key_value
 
 __all__ = [
     "INPUTS_HELP",
@@ -18,14 +19,6 @@ __all__ = [
 ]
 
 INPUTS_HELP = "inputs: .npy (single-input model) or .npz by name"
-
-
-def parse_key_value(text: str) -> tuple[str, str]:
-    """``K=V`` → (K, V) for ``--option``."""
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return key.strip(), value.strip()
 
 
 def parse_key_int(text: str) -> tuple[str, int]:
@@ -76,7 +69,7 @@ def parse_batch(value: object) -> int | None:
     if value is None:
         return None
     try:
-        batch = int(value)  # type: ignore[arg-type]
+        batch = int(str(value))
     except ValueError:
         raise OptionError(f"--batch needs a positive integer, got {value!r}") from None
     if batch < 1:

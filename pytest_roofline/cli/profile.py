@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import importlib
-import importlib.util
 import io
 import json
 import sys
@@ -84,11 +82,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
-def _default_roofline() -> str | None:
-    """``"auto"`` when the calibration module is installed, else no roofline."""
-    return "auto" if importlib.util.find_spec("pytest_roofline.roofline.calibrate") is not None else None
-
-
 def run(args: argparse.Namespace) -> int:
     """Profile ``args.model`` at each requested batch and print the result."""
     from pytest_roofline.api import parse_batches, run_profile
@@ -101,9 +94,8 @@ def run(args: argparse.Namespace) -> int:
     ):
         if value < 0:
             raise OptionError(f"{name} is too small")
-    html_writer = _html_writer() if args.html else None
     batches: list[int | None] = parse_batches(args.batch) if args.batch else [None]
-    roofline = None if args.no_roofline else _default_roofline()
+    roofline = None if args.no_roofline else "auto"
 
     def say(message: str) -> None:
         if not args.quiet:
@@ -137,8 +129,11 @@ def run(args: argparse.Namespace) -> int:
             path = _per_batch(Path(args.trace), item.profile.batch, len(runs))
             write_trace(item.kernels, path, {"model": item.profile.model_name, "batch": item.profile.batch})
             say(f"trace written to {path}")
-    if html_writer is not None:
-        html_writer(results_document(profiles), Path(args.html))
+    if args.html:
+        from pytest_roofline.report import html
+        from pytest_roofline.results import RunResults
+
+        html.write(RunResults.of_profiles(profiles), Path(args.html))
         say(f"HTML report written to {args.html}")
     if args.format == "json":
         data: Any = [p.to_dict() for p in profiles]
@@ -149,36 +144,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write("\n".join(format_table(p, args.top, args.sort, args.by_type) for p in profiles))
     return 0
-
-
-def _html_writer() -> Any:
-    """The reports module's writer, or a one-line error when it is not installed."""
-    try:
-        module = importlib.import_module("pytest_roofline.report.html")
-    except ImportError as exc:
-        message = f"--html needs the HTML report module ({exc}); install pytest-roofline[reports]"
-        raise OptionError(message) from None
-    writer = getattr(module, "write_html", None) or getattr(module, "write", None)
-    if writer is None:
-        raise OptionError("--html: this pytest-roofline has no HTML writer")
-    return writer
-
-
-def results_document(profiles: list[ModelProfile]) -> dict[str, Any]:
-    """A run-results dict (the reports' input) holding these profiles."""
-    roof = next((p.roofline for p in profiles if p.roofline is not None), None)
-    return {
-        "schema_version": 1,
-        "roofline": roof.to_dict() if roof is not None else None,
-        "results": [
-            {
-                "test": f"roofline profile {p.model_name} batch {p.batch}",
-                "outcome": "passed",
-                "profile": p.to_dict(),
-            }
-            for p in profiles
-        ],
-    }
 
 
 def _per_batch(path: Path, batch: int, count: int) -> Path:

@@ -47,7 +47,7 @@ __all__ = [
 #: ~5 % peak-to-peak between processes here; paired A/A ratios stay within ±0.8 %.
 DEFAULT_DRIFT = {"stored": 0.015, "paired": 0.003}
 
-STATUSES = ("pass", "regression", "inconclusive", "new", "improved", "not-compared")
+STATUSES = ("pass", "regression", "inconclusive", "new", "improved", "not-compared", "incomparable")
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,7 @@ class Verdict:
     raw: dict[str, float | None] = field(default_factory=dict, hash=False)
     layers: tuple[LayerDelta, ...] = ()
     sessions: int = 0
+    reasons: tuple[str, ...] = ()
 
     @property
     def failed(self) -> bool:
@@ -120,6 +121,7 @@ class Verdict:
             "raw": dict(self.raw),
             "layers": [layer.to_dict() for layer in self.layers],
             "sessions": self.sessions,
+            "reasons": list(self.reasons),
         }
 
     @classmethod
@@ -133,12 +135,13 @@ class Verdict:
             tolerance=data.get("tolerance", 0.0),
             baseline=data.get("baseline"),
             ratio=data.get("ratio"),
-            ci=tuple(data["ci"]) if data.get("ci") else None,  # type: ignore[arg-type]
+            ci=(float(data["ci"][0]), float(data["ci"][1])) if data.get("ci") else None,
             noise=data.get("noise"),
             message=data.get("message", ""),
             raw=dict(data.get("raw") or {}),
             layers=tuple(LayerDelta(**la) for la in data.get("layers", [])),
             sessions=data.get("sessions", 0),
+            reasons=tuple(str(r) for r in data.get("reasons", ())),
         )
 
 

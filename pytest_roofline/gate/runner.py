@@ -1,0 +1,251 @@
+"""One model through the gate: profile it, sample it against its control, decide, build the entry.
+
+:func:`run_model_gate` is what a ``model_profile(...)`` call does once the pytest side has resolved
+the test's settings: it needs no pytest.  Stored mode normalizes the model by a control probe
+fitted to it and compares with the baseline entry; paired mode compares the model with its file
+at a git reference, interleaved.  A baseline recorded under other conditions (threads,
+providers, backend release, control probe) gives ``incomparable``, never a verdict on speed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_roofline.gate.conditions import Conditions, settings_of
+
+if TYPE_CHECKING:
+    from pytest_roofline.backends.base import Backend
+    from pytest_roofline.gate.baseline import BaselineEntry, HistoryPoint
+    from pytest_roofline.gate.sampling import GateRun
+    from pytest_roofline.gate.verdict import Verdict
+    from pytest_roofline.model import ModelSpec
+    from pytest_roofline.profile import ModelProfile
+    from pytest_roofline.roofline import DeviceRoofline
+
+__all__ = ["GateOutcome", "GateRequest", "measure_lock", "run_model_gate", "static_outcome"]
+
+MEASURE_LOCK = Path(tempfile.gettempdir()) / "pytest-roofline-measure.lock"
+PROFILE_SHARE = 0.3  # of the budget, for the profile's own latency; the gate samples in the rest
+
+
+@dataclass(frozen=True)
+class GateRequest:
+    """Everything the gate needs to judge one model in one test."""
+
+    test: str
+    key: str
+    model: Path
+    model_rel: str
+    batch: int
+    backend: Backend
+    device_class: str
+    tolerance: float
+    budget: float
+    dims: Mapping[str, int] = field(default_factory=dict, hash=False)
+    inputs: Any = None
+    metrics: tuple[str, ...] = ("latency",)
+    baseline: BaselineEntry | None = None
+    reference: ModelSpec | None = None  # paired mode: the model at the git reference
+    commit: str | None = None
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    """What the gate found: the profile, its verdicts and the baseline candidate."""
+
+    profile: ModelProfile
+    verdict: Verdict
+    extra_verdicts: tuple[Verdict, ...] = ()
+    entry: BaselineEntry | None = None
+    history: tuple[HistoryPoint, ...] = ()
+
+
+@contextlib.contextmanager
+def measure_lock() -> Iterator[None]:
+    """One measurement per machine at a time (xdist workers, concurrent pytest processes)."""
+    import filelock
+
+    with filelock.FileLock(str(MEASURE_LOCK), timeout=3600):
+        yield
+
+
+def current_conditions(backend: Backend, control: str) -> Conditions:
+    """The conditions of a run on ``backend`` normalized by control probe ``control``."""
+    return Conditions(backend.version(), settings_of(backend.fingerprint(), backend.options), control)
+
+
+def static_outcome(request: GateRequest) -> GateOutcome:
+    """A profile from static analysis alone (``--roofline-disable``): no timing, no gate."""
+    from pytest_roofline.analysis import analyze
+    from pytest_roofline.gate.verdict import new_verdict
+    from pytest_roofline.model import model_hash
+    from pytest_roofline.profile import ModelProfile
+    from pytest_roofline.stats import LatencyStats
+
+    analysis = analyze(str(request.model), batch=request.batch, dims=dict(request.dims))
+    nan = math.nan
+    profile = ModelProfile(
+        model_name=request.model.stem,
+        model_path=str(request.model),
+        model_hash=model_hash(str(request.model)),
+        backend=request.backend.name,
+        backend_version="",
+        options={},
+        batch=request.batch,
+        input_shapes={},
+        latency=LatencyStats(0, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan),
+        layers=(),
+        attributed_fraction=0.0,
+        total_flops=analysis.total.flops,
+        total_macs=analysis.total.macs,
+        total_bytes=analysis.total.bytes,
+        dims=dict(request.dims),
+        extra={"analysis_only": True},
+    )
+    verdict = new_verdict(
+        [], tolerance=request.tolerance, status="not-compared", message="timing disabled (--roofline-disable)"
+    )
+    return GateOutcome(profile, verdict)
+
+
+def _spec_and_feeds(request: GateRequest) -> tuple[ModelSpec, dict[str, Any]]:
+    import numpy as np
+
+    from pytest_roofline.inputs import load_inputs
+    from pytest_roofline.model import ModelSpec, bind_input_shapes, graph_inputs, load_model, make_inputs
+
+    spec = ModelSpec.create(str(request.model), request.batch, request.dims)
+    model = load_model(str(request.model))
+    if request.inputs is None:
+        return spec, make_inputs(model, bind_input_shapes(model, request.batch, request.dims))
+    if isinstance(request.inputs, Mapping):
+        return spec, {k: np.asarray(v) for k, v in request.inputs.items()}
+    return spec, load_inputs(request.inputs, [vi.name for vi in graph_inputs(model)])
+
+
+def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline | None]) -> GateOutcome:
+    """Profile, sample and judge ``request``'s model; ``roofline()`` gives the device roofline.
+
+    Raises:
+        RooflineError: bad model, inputs or backend failure (one line).
+    """
+    from pytest_roofline.api import profile_model
+    from pytest_roofline.gate.control import PROBE_NAME, fit_probe, memory_share, probe_opener
+    from pytest_roofline.gate.judge import incomparable
+    from pytest_roofline.gate.layers import layer_deltas, layer_verdicts
+    from pytest_roofline.gate.sampling import GateDesign, paired_decider, run_gate, stored_decider
+    from pytest_roofline.gate.verdict import new_verdict
+
+    engine, tolerance = request.backend, request.tolerance
+    spec, feeds = _spec_and_feeds(request)
+    design = GateDesign(budget=request.budget * (1 - PROFILE_SHARE))
+    profile = profile_model(
+        str(request.model),
+        backend=engine,
+        batch=request.batch,
+        dims=dict(request.dims) or None,
+        inputs=request.inputs,
+        roofline=roofline(),
+        sessions=3,
+        budget=request.budget * PROFILE_SHARE,
+    )
+    current = current_conditions(engine, PROBE_NAME)
+    baseline = request.baseline
+    differences = baseline.conditions.differences(current) if baseline else []
+    comparable = baseline if baseline is not None and not differences else None
+    blocks: dict[str, int] = {}
+
+    def subject() -> Any:
+        return engine.open(spec, feeds)
+
+    if request.reference is not None:
+        reference = request.reference
+
+        def control() -> Any:
+            return engine.open(reference, feeds)
+
+        run = run_gate([subject, control], paired_decider(tolerance), design)
+    else:
+        if comparable is not None:
+            blocks = dict(comparable.control.blocks) or {"compute": 1}
+        else:
+            blocks = fit_probe(engine, profile.latency.p25, memory_share(profile.layers))
+        decide = stored_decider(
+            comparable.sessions if comparable else None,
+            comparable.latency.gate_p25 if comparable else None,
+            tolerance,
+        )
+        run = run_gate([subject, probe_opener(engine, **blocks)], decide, design)
+    verdict = run.verdict or new_verdict(run.figures, tolerance=tolerance)
+    if differences:
+        verdict = incomparable(differences, run.figures, tolerance)
+    elif comparable is not None:
+        notes = comparable.conditions.notes(current)
+        deltas = layer_deltas(comparable.layers, {la.name: la.time for la in profile.layers})
+        verdict = dataclasses.replace(verdict, layers=tuple(deltas), reasons=(*verdict.reasons, *notes))
+    extra = layer_verdicts(request.metrics, profile, comparable, run.control_p25, tolerance)
+    profile = dataclasses.replace(profile, extra={**profile.extra, "gate": _gate_figures(run)})
+    entry = None
+    if request.reference is None and run.figures:
+        entry = _entry(request, profile, run, blocks, current)
+    history = (*baseline.history, baseline.history_point()) if baseline else ()
+    return GateOutcome(profile, verdict, tuple(extra), entry, history)
+
+
+def _gate_figures(run: GateRun) -> dict[str, Any]:
+    return {
+        "figures": list(run.figures),
+        "subject_p25": run.subject_p25,
+        "control_p25": run.control_p25,
+        "seconds": run.seconds,
+        "load": run.load.to_dict(),
+    }
+
+
+def _entry(
+    request: GateRequest, profile: ModelProfile, run: GateRun, blocks: dict[str, int], conditions: Conditions
+) -> BaselineEntry:
+    import numpy as np
+
+    from pytest_roofline.gate.baseline import BaselineEntry, ControlRecord, LatencyRecord, LayerRecord
+    from pytest_roofline.results import now
+
+    lat = profile.latency
+    return BaselineEntry(
+        key=request.key,
+        test=request.test,
+        model=request.model_rel,
+        batch=request.batch,
+        dims=dict(request.dims),
+        backend=request.backend.name,
+        device_class=request.device_class,
+        figure=float(np.median(run.figures)),
+        sessions=tuple(run.figures),
+        control=ControlRecord(conditions.control, run.control_p25, dict(blocks)),
+        latency=LatencyRecord(
+            median=lat.median,
+            mean=lat.mean,
+            min=lat.min,
+            p25=lat.p25,
+            p75=lat.p75,
+            p90=lat.p90,
+            std=lat.std,
+            gate_p25=run.subject_p25,
+            session_medians=tuple(lat.session_medians),
+        ),
+        conditions=conditions,
+        layers={la.name: LayerRecord(la.time, la.roofline_fraction) for la in profile.layers},
+        fingerprint=dict(profile.fingerprint),
+        backend_version=profile.backend_version,
+        options=dict(profile.options),
+        model_hash=profile.model_hash,
+        commit=request.commit,
+        time=now(),
+    )
