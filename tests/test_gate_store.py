@@ -68,7 +68,8 @@ def test_a_malformed_entry_is_one_line_naming_file_key_and_field(tmp_path, case)
     path = tmp_path / "tests" / "test_m.json"
     path.parent.mkdir(parents=True)
     text = json.dumps(
-        {"schema_version": SCHEMA_VERSION, "entries": {good.key: good.to_dict(), bad["key"]: bad}}, allow_nan=True
+        {"schema_version": SCHEMA_VERSION, "entries": {good.key: good.to_dict(), bad["key"]: bad}},
+        allow_nan=True,
     )
     path.write_text(text.replace("987654321987", "1e999"))
     store = BaselineStore(tmp_path)

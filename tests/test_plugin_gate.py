@@ -144,7 +144,10 @@ def test_update_results_hook_replaces_the_reported_results(project):
 
 
 def test_the_plugin_imports_neither_onnx_nor_numpy_until_a_fixture_is_used():
-    code = "import sys, pytest_roofline.plugin; print(sorted(m for m in ('numpy', 'onnx', 'onnxruntime') if m in sys.modules))"
+    code = (
+        "import sys, pytest_roofline.plugin; "
+        "print(sorted(m for m in ('numpy', 'onnx', 'onnxruntime') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
