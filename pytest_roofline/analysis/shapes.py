@@ -37,6 +37,7 @@ __all__ = [
     "ResolvedShapes",
     "inline_local_functions",
     "iter_nodes",
+    "quiet_native_output",
     "resolve_shapes",
 ]
 
@@ -268,7 +269,12 @@ def _needed(model: onnx.ModelProto) -> dict[str, str]:
 
 
 def _non_tensors(model: onnx.ModelProto) -> set[str]:
-    return {vi.name for vi in _value_infos(model.graph) if not vi.type.HasField("tensor_type")}
+    """Values declared as sequences, optionals or maps (a value info without a type is a tensor)."""
+    return {
+        vi.name
+        for vi in _value_infos(model.graph)
+        if vi.type.WhichOneof("value") not in (None, "tensor_type", "sparse_tensor_type")
+    }
 
 
 # -- the three methods -------------------------------------------------------------------------
@@ -284,9 +290,34 @@ def _onnx_inference(skeleton: onnx.ModelProto) -> dict[str, _Partial]:
 def _symbolic_inference(skeleton: onnx.ModelProto) -> dict[str, _Partial]:
     from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
 
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), _in_temp_dir():
+    with quiet_native_output(), _in_temp_dir():
         inferred = SymbolicShapeInference.infer_shapes(skeleton, auto_merge=True, guess_output_rank=False)
     return _collect(inferred) if inferred is not None else {}
+
+
+@contextlib.contextmanager
+def quiet_native_output() -> Iterator[None]:
+    """Swallow what Python and native code (onnxruntime's logger) write to stdout and stderr.
+
+    onnxruntime logs session and kernel errors from C++ straight to file descriptor 2, which
+    ``contextlib.redirect_stderr`` cannot catch; the analyzer's own failures are reported as
+    one-line errors instead.
+    """
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
+        stack.enter_context(contextlib.redirect_stderr(io.StringIO()))
+        try:
+            saved = os.dup(2)
+        except OSError:  # no file descriptor 2: nothing native to silence
+            yield
+            return
+        sink = stack.enter_context(tempfile.TemporaryFile())
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 @contextlib.contextmanager
@@ -330,10 +361,13 @@ def _onnxruntime_run(
                 existing.add(tensor)
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.log_severity_level = 3
-    session = ort.InferenceSession(runnable.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    names = [o.name for o in session.get_outputs()]
-    values = session.run(names, make_inputs(model, input_shapes))
+    options.log_severity_level = 4
+    with quiet_native_output():
+        session = ort.InferenceSession(
+            runnable.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+        names = [o.name for o in session.get_outputs()]
+        values = session.run(names, make_inputs(model, input_shapes))
     found: dict[str, _Partial] = {}
     for name, value in zip(names, values, strict=True):
         if isinstance(value, np.ndarray):
@@ -369,20 +403,93 @@ def resolve_shapes(
     methods = _resolve(model, input_shapes, base_dir, known)
     missing = [t for t in needed if t not in skip and not _complete(known.get(t))]
     if missing:
-        tensor = missing[0]
-        dims = known.get(tensor, (0, None))[1]
-        shown = (
-            "unknown rank"
-            if dims is None
-            else "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
-        )
-        raise ShapeError(
-            f"cannot resolve the shape of tensor '{tensor}' ({shown}) used by node '{needed[tensor]}'"
-            f" ({len(missing)} tensor(s) unresolved); bind the model's symbolic dims with --dim NAME=VALUE"
-            " or export it with static shapes"
-        )
+        raise ShapeError(_unresolved_message(model, missing, known, needed, base_dir))
     tensors = {name: _tensor_info(name, known[name], name in weights) for name in needed if name not in skip}
     return ResolvedShapes(tensors=tensors, method="+".join(methods) or "onnx")
+
+
+# fmt: off
+#: Ops whose output size depends on the data itself, not on any shape.
+DATA_DEPENDENT_OPS = frozenset(
+    {
+        "NonZero", "Unique", "Compress", "NonMaxSuppression", "StringSplit", "StringNormalizer",
+        "ImageDecoder", "TfIdfVectorizer", "RegexFullMatch", "SequenceEmpty", "SplitToSequence",
+    }
+)
+#: Ops whose output shape is set by the *values* of these inputs (sizes, scales, starts, counts).
+VALUE_SHAPED_INPUTS: dict[str, tuple[int, ...]] = {
+    "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Slice": (1, 2, 3, 4), "Resize": (1, 2, 3),
+    "Upsample": (1,), "Pad": (1, 2, 3), "Range": (0, 1, 2), "ConstantOfShape": (0,), "OneHot": (1,),
+    "TopK": (1,), "Unsqueeze": (1,), "Squeeze": (1,), "Split": (1,), "CenterCropPad": (1,),
+    "Col2Im": (1, 2), "AffineGrid": (1,), "MaxUnpool": (2,), "MelWeightMatrix": (0, 1, 2),
+    "DFT": (1, 2), "STFT": (1, 2, 3), "HannWindow": (0,), "HammingWindow": (0,),
+    "BlackmanWindow": (0,), "RandomNormal": (), "EyeLike": (), "ReduceSum": (1,),
+    "ReduceMean": (1,), "ReduceMax": (1,), "ReduceMin": (1,), "ReduceProd": (1,), "Loop": (0, 1),
+}
+# fmt: on
+
+
+def _unresolved_message(
+    model: onnx.ModelProto,
+    missing: list[str],
+    known: dict[str, _Partial],
+    needed: dict[str, str],
+    base_dir: Path | None,
+) -> str:
+    """One line: the first unresolved tensor, the node that blocks it and what could help."""
+    tensor = missing[0]
+    dims = known.get(tensor, (0, None))[1]
+    shown = (
+        "unknown rank" if dims is None else "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
+    )
+    head = (
+        f"cannot resolve the shape of tensor '{tensor}' ({shown}) used by node '{needed[tensor]}'"
+        f" ({len(missing)} tensor(s) unresolved)"
+    )
+    blocker = _blocking_node(model, tensor, known)
+    if blocker is None:
+        return head + "; export the model with static shapes"
+    name, node = blocker
+    constants = set(_weight_infos(model))
+    if node.op_type in DATA_DEPENDENT_OPS:
+        why = f"the output size of {node.op_type} '{name}' depends on the data, not on any dim"
+    elif node.op_type in ("Loop", "Scan"):
+        why = f"it depends on the trip count of {node.op_type} '{name}'; bind it with --trip {name}=N"
+    else:
+        positions = VALUE_SHAPED_INPUTS.get(node.op_type, ())
+        by_value = [
+            node.input[i]
+            for i in positions
+            if i < len(node.input) and node.input[i] and node.input[i] not in constants
+        ]
+        if by_value:
+            values = ", ".join(f"'{t}'" for t in by_value)
+            why = (
+                f"the shape {node.op_type} '{name}' produces depends on the values of {values}, not on a dim"
+            )
+        else:
+            why = f"no shape inference method handles {node.op_type} '{name}' here"
+    if not _weights_available(model, base_dir):
+        why += "; keep the model's external data beside it so an onnxruntime run can resolve it"
+    return f"{head}: {why}"
+
+
+def _blocking_node(
+    model: onnx.ModelProto, tensor: str, known: dict[str, _Partial]
+) -> tuple[str, onnx.NodeProto] | None:
+    """The first node upstream of ``tensor`` whose inputs are resolved but whose outputs are not."""
+    producers = {t: item for item in iter_nodes(model.graph) for t in item.node.output if t}
+    current = producers.get(tensor)
+    seen: set[str] = set()
+    while current is not None and current.name not in seen:
+        seen.add(current.name)
+        upstream = [
+            producers[t] for t in current.node.input if t and t in producers and not _complete(known.get(t))
+        ]
+        if not upstream:
+            return current.name, current.node
+        current = upstream[0]
+    return None
 
 
 def _resolve(
@@ -511,10 +618,45 @@ def _body_input_shapes(
             del dims[axis % len(dims)]
             sources.append((partial[0], tuple(dims)))  # type: ignore[index]
     else:
-        return None
+        return _modifier_input_shapes(node, sub, known)
     if len(sources) != len(formal) or not all(_complete(s) for s in sources):
         return None
     return dict(zip(formal, sources, strict=True))  # type: ignore[arg-type]
+
+
+def _modifier_input_shapes(
+    node: onnx.NodeProto, sub: onnx.GraphProto, known: dict[str, _Partial]
+) -> dict[str, _Partial] | None:
+    """Formal inputs of a subgraph attribute of any other op (FlexAttention's ``score_mod``).
+
+    FlexAttention's ``score_mod`` and ``prob_mod`` take the score tensor (batch, q_heads, q_seq,
+    kv_seq); other ops' subgraphs are seeded from their formal inputs' declared types.
+    """
+    formal = list(sub.input)
+    if node.op_type == "FlexAttention" and len(formal) == 1:
+        query, key = known.get(node.input[0]), known.get(node.input[1])
+        if query is None or key is None or not _complete(query) or not _complete(key):
+            return None
+        q_dims, k_dims = query[1], key[1]
+        if q_dims is None or k_dims is None or len(q_dims) != 4 or len(k_dims) != 4:
+            return None
+        attrs = {a.name: a.i for a in node.attribute if a.type == onnx.AttributeProto.INT}
+        default = onnx.TensorProto.DOUBLE if query[0] == onnx.TensorProto.DOUBLE else onnx.TensorProto.FLOAT
+        elem = attrs.get("softmax_precision") or default
+        return {formal[0].name: (elem, (q_dims[0], q_dims[1], q_dims[2], k_dims[2]))}
+    declared = {vi.name: _declared(vi) for vi in formal}
+    if not all(_complete(p) for p in declared.values()):
+        return None
+    return declared
+
+
+def _declared(vi: onnx.ValueInfoProto) -> _Partial | None:
+    """What a value info declares, or None for a non-tensor or shapeless one."""
+    tensor_type = vi.type.tensor_type
+    if not vi.type.HasField("tensor_type") or not tensor_type.HasField("shape"):
+        return None
+    dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in tensor_type.shape.dim)
+    return (tensor_type.elem_type, dims)
 
 
 def _weight_infos(model: onnx.ModelProto) -> dict[str, _Partial]:
