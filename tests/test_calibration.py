@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from pytest_roofline.roofline import probes as cp
 from pytest_roofline.backends.base import Backend, BackendSession, get_backend
 from pytest_roofline.cli import main
 from pytest_roofline.device import CpuInfo
 from pytest_roofline.errors import BackendError, OptionError
 from pytest_roofline.roofline import CacheLevel, DeviceRoofline, Probe
+from pytest_roofline.roofline import probes as cp
 from pytest_roofline.roofline.calibrate import (
     CACHE_ENV,
     cache_path,

@@ -19,6 +19,7 @@ import functools
 import io
 import os
 import tempfile
+import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ import onnx
 from pytest_roofline.errors import ShapeError
 from pytest_roofline.model import graph_inputs, make_inputs
 
+from .consistency import find_inconsistency
 from .folding import fold_and_infer
 from .types import TensorInfo
 
@@ -304,6 +306,8 @@ def quiet_native_output() -> Iterator[None]:
     one-line errors instead.
     """
     with contextlib.ExitStack() as stack:
+        stack.enter_context(warnings.catch_warnings())
+        warnings.simplefilter("ignore")
         stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
         stack.enter_context(contextlib.redirect_stderr(io.StringIO()))
         try:
@@ -380,7 +384,10 @@ def _onnxruntime_run(
 
 
 def resolve_shapes(
-    model: onnx.ModelProto, input_shapes: Mapping[str, _Shape], base_dir: Path | None = None
+    model: onnx.ModelProto,
+    input_shapes: Mapping[str, _Shape],
+    base_dir: Path | None = None,
+    dims: Mapping[str, int] | None = None,
 ) -> ResolvedShapes:
     """Concrete shapes of every tensor any node (also in subgraphs) touches.
 
@@ -388,6 +395,7 @@ def resolve_shapes(
         model: the model (local functions already inlined), loaded without external data.
         input_shapes: bound shapes of the graph inputs.
         base_dir: directory of the model file, for the onnxruntime fallback's external data.
+        dims: the user's dim bindings, named when they contradict the graph.
 
     Raises:
         ShapeError: a tensor's shape is still unknown after every method; names tensor and node.
@@ -403,6 +411,15 @@ def resolve_shapes(
     methods = _resolve(model, input_shapes, base_dir, known)
     missing = [t for t in needed if t not in skip and not _complete(known.get(t))]
     if missing:
+        complete = {t: tuple(d or 0 for d in p[1] or ()) for t, p in known.items() if _complete(p)}
+        problem = find_inconsistency(model, complete)
+        if problem is not None:
+            bound = ", ".join(f"{k}={v}" for k, v in sorted((dims or {}).items()))
+            raise ShapeError(
+                f"the bound dims contradict the graph's shape arithmetic: {problem} (bound: {bound})"
+                if bound
+                else f"the input shapes contradict the graph's shape arithmetic: {problem}"
+            )
         raise ShapeError(_unresolved_message(model, missing, known, needed, base_dir))
     tensors = {name: _tensor_info(name, known[name], name in weights) for name in needed if name not in skip}
     return ResolvedShapes(tensors=tensors, method="+".join(methods) or "onnx")
@@ -570,7 +587,7 @@ def _standalone(
     if seeds is None:
         return None
     produced = {t for item in iter_nodes(sub) for t in item.node.output if t}
-    local = produced | {vi.name for vi in sub.input} | {init.name for init in sub.initializer}
+    local = produced | _declared_names(sub)
     outer = sorted(t for t in inner if t not in local)
     for name in outer:
         if not _complete(known.get(name)):
@@ -589,6 +606,16 @@ def _standalone(
     standalone.opset_import.extend(model.opset_import)
     standalone.graph.CopyFrom(graph)
     return standalone, seeds
+
+
+def _declared_names(graph: onnx.GraphProto) -> set[str]:
+    """Formal inputs and initializers of ``graph`` and of every subgraph nested in it."""
+    names = {vi.name for vi in graph.input} | {init.name for init in graph.initializer}
+    for node in graph.node:
+        for attr in node.attribute:
+            for sub in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+                names |= _declared_names(sub)
+    return names
 
 
 def _body_input_shapes(
@@ -614,14 +641,17 @@ def _body_input_shapes(
             partial = known.get(tensor)
             if not _complete(partial):
                 return None
-            dims = list(partial[1])  # type: ignore[index, arg-type]
+            if partial is None or partial[1] is None:
+                return None
+            dims = list(partial[1])
             del dims[axis % len(dims)]
-            sources.append((partial[0], tuple(dims)))  # type: ignore[index]
+            sources.append((partial[0], tuple(dims)))
     else:
         return _modifier_input_shapes(node, sub, known)
-    if len(sources) != len(formal) or not all(_complete(s) for s in sources):
+    complete = [s for s in sources if s is not None and _complete(s)]
+    if len(complete) != len(formal) or len(sources) != len(formal):
         return None
-    return dict(zip(formal, sources, strict=True))  # type: ignore[arg-type]
+    return dict(zip(formal, complete, strict=True))
 
 
 def _modifier_input_shapes(
@@ -644,9 +674,12 @@ def _modifier_input_shapes(
         default = onnx.TensorProto.DOUBLE if query[0] == onnx.TensorProto.DOUBLE else onnx.TensorProto.FLOAT
         elem = attrs.get("softmax_precision") or default
         return {formal[0].name: (elem, (q_dims[0], q_dims[1], q_dims[2], k_dims[2]))}
-    declared = {vi.name: _declared(vi) for vi in formal}
-    if not all(_complete(p) for p in declared.values()):
-        return None
+    declared: dict[str, _Partial] = {}
+    for vi in formal:
+        partial = _declared(vi)
+        if partial is None or not _complete(partial):
+            return None
+        declared[vi.name] = partial
     return declared
 
 
@@ -696,7 +729,11 @@ _ITEMSIZE_FALLBACK = {"bfloat16": 2, "float8e4m3fn": 1, "float8e5m2": 1, "int4":
 def _tensor_info(name: str, partial: _Partial, is_weight: bool) -> TensorInfo:
     dtype_name, itemsize = _dtype(partial[0])
     return TensorInfo(
-        name=name, dtype=dtype_name, shape=tuple(partial[1] or ()), itemsize=itemsize, is_weight=is_weight
+        name=name,
+        dtype=dtype_name,
+        shape=tuple(d or 0 for d in partial[1] or ()),
+        itemsize=itemsize,
+        is_weight=is_weight,
     )
 
 
