@@ -82,7 +82,7 @@ def _linear_attention(ctx: CostContext) -> OpCost:
     batch, tokens = q.shape[0], q.shape[1]
     d_k, d_v = q.shape[2] // q_heads, v.shape[2] // kv_heads
     state = batch * tokens * kv_heads * d_k * d_v  # one element of every state per token and KV head
-    rule_name = str(ctx.attr("update_rule", "linear"))
+    rule_name = str(ctx.attr("update_rule", "gated_delta"))  # the schema's default
     macs = state + batch * tokens * q_heads * d_k * d_v  # k ⊗ v into the state, q^T S out of it
     flops = batch * tokens * q_heads * d_v  # scale
     if "delta" in rule_name:
