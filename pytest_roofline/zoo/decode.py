@@ -36,7 +36,7 @@ def _model(
     return helper.make_model(graph, opset_imports=opsets)
 
 
-def _vi(name: str, shape: list, elem: int = F) -> onnx.ValueInfoProto:
+def _vi(name: str, shape: list | None, elem: int = F) -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(name, elem, shape)
 
 
