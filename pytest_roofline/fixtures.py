@@ -53,6 +53,8 @@ def device_roofline(pytestconfig: pytest.Config) -> DeviceRoofline | None:
 def model_profile(request: pytest.FixtureRequest) -> Callable[..., ModelProfile]:
     """Profile a model: ``model_profile(path, batch_size=1, dims=None, inputs=None, ...)``.
 
+    ``trips`` binds the trip count of Loop nodes the graph does not fix (``{"loop": 8}``).
+
     Relative paths resolve against the test file's directory, then the rootdir.  The profile is
     gated against the stored baseline (or ``--roofline-compare-ref``) and recorded for reports.
     A backend that is not installed skips the test; other roofline errors fail it.
@@ -67,6 +69,7 @@ def model_profile(request: pytest.FixtureRequest) -> Callable[..., ModelProfile]
         backend: str | None = None,
         options: Mapping[str, str] | None = None,
         check_outputs: Any = None,
+        trips: Mapping[str, int] | None = None,
     ) -> ModelProfile:
         __tracebackhide__ = True
         try:
@@ -79,6 +82,7 @@ def model_profile(request: pytest.FixtureRequest) -> Callable[..., ModelProfile]
                 backend=backend,
                 options=options,
                 check_outputs=check_outputs,
+                trips=trips,
             )
             spans = request.node.stash.get(SPANS_KEY, None)
             # spans recorded so far are visible to the test; the full set is attached after the call

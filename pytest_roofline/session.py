@@ -168,6 +168,7 @@ class RooflineSession:
         inputs: Any = None,
         backend: str | None = None,
         options: Mapping[str, str] | None = None,
+        trips: Mapping[str, int] | None = None,
     ) -> GateRequest:
         """The gate request of one ``model_profile(...)`` call (a corrupt baseline fails here)."""
         from pytest_roofline.gate.baseline import entry_key
@@ -205,6 +206,7 @@ class RooflineSession:
             baseline=baseline,
             reference=reference,
             commit=self.git().commit if not self.settings.disable else None,
+            trips=dict(trips) if trips else None,
         )
 
     def profile(
@@ -218,13 +220,21 @@ class RooflineSession:
         backend: str | None = None,
         options: Mapping[str, str] | None = None,
         check_outputs: Any = None,
+        trips: Mapping[str, int] | None = None,
     ) -> ModelProfile:
         """Measure one model for ``node``, gate it, record it; returns the profile."""
         from pytest_roofline.bounded import run_bounded
         from pytest_roofline.gate.runner import measure_lock, run_model_gate, static_outcome
 
         request = self.request(
-            node, path, batch_size=batch_size, dims=dims, inputs=inputs, backend=backend, options=options
+            node,
+            path,
+            batch_size=batch_size,
+            dims=dims,
+            inputs=inputs,
+            backend=backend,
+            options=options,
+            trips=trips,
         )
         if check_outputs:
             self._check_outputs(

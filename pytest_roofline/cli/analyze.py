@@ -9,7 +9,12 @@ import json
 import sys
 
 from pytest_roofline.analysis import ModelAnalysis, analyze, by_op_type, published_macs
-from pytest_roofline.cli.common import add_format_argument, add_model_arguments, parse_batch
+from pytest_roofline.cli.common import (
+    add_format_argument,
+    add_model_arguments,
+    add_trip_argument,
+    parse_batch,
+)
 from pytest_roofline.errors import OptionError
 from pytest_roofline.fmt import fmt_bytes_fixed, text_table
 
@@ -46,14 +51,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--top", type=int, default=15, metavar="K", help="nodes listed in the table (default 15)"
     )
-    parser.add_argument(
-        "--trip",
-        action="append",
-        type=parse_trip,
-        default=[],
-        metavar="LOOP=N",
-        help="trip count of a Loop the graph does not fix, by node or trip-count tensor (repeatable)",
-    )
+    add_trip_argument(parser)
     parser.set_defaults(run=run)
 
 
@@ -71,18 +69,6 @@ def run(args: argparse.Namespace) -> int:
         text = format_table(result, args.top)
     sys.stdout.write(text)
     return 0
-
-
-def parse_trip(text: str) -> tuple[str, int]:
-    """``LOOP=N`` with a non-negative integer, for ``--trip``."""
-    key, sep, value = text.partition("=")
-    try:
-        number = int(value)
-    except ValueError:
-        number = -1
-    if not sep or not key.strip() or number < 0:
-        raise argparse.ArgumentTypeError(f"--trip needs LOOP=N with N a whole number >= 0, got {text!r}")
-    return key.strip(), number
 
 
 def format_csv(result: ModelAnalysis) -> str:

@@ -13,9 +13,11 @@ __all__ = [
     "add_backend_arguments",
     "add_format_argument",
     "add_model_arguments",
+    "add_trip_argument",
     "parse_batch",
     "parse_key_int",
     "parse_key_value",
+    "parse_trip",
 ]
 
 INPUTS_HELP = "inputs: .npy (single-input model) or .npz by name"
@@ -45,6 +47,30 @@ def add_model_arguments(parser: argparse.ArgumentParser, batch_help: str = "batc
         help="bind a symbolic input dim (repeatable)",
     )
     parser.add_argument("--batch", metavar="N", help=batch_help)
+
+
+def parse_trip(text: str) -> tuple[str, int]:
+    """``LOOP=N`` with a non-negative integer, for ``--trip``."""
+    key, sep, value = text.partition("=")
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if not sep or not key.strip() or number < 0:
+        raise argparse.ArgumentTypeError(f"--trip needs LOOP=N with N a whole number >= 0, got {text!r}")
+    return key.strip(), number
+
+
+def add_trip_argument(parser: argparse.ArgumentParser) -> None:
+    """--trip LOOP=N (repeatable): trip counts of Loops the graph does not fix."""
+    parser.add_argument(
+        "--trip",
+        action="append",
+        type=parse_trip,
+        default=[],
+        metavar="LOOP=N",
+        help="trip count of a Loop the graph does not fix, by node or trip-count tensor (repeatable)",
+    )
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser, backend_help: str, option_help: str) -> None:

@@ -21,6 +21,7 @@ from pytest_roofline.cli.common import (
     add_backend_arguments,
     add_format_argument,
     add_model_arguments,
+    add_trip_argument,
 )
 from pytest_roofline.errors import OptionError
 from pytest_roofline.fmt import fmt_bytes_fixed, text_table
@@ -67,6 +68,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         option_help="backend option (repeatable), e.g. intra_op_threads=1, graph_optimization_level=basic",
     )
     parser.add_argument("--inputs", metavar="FILE", help=INPUTS_HELP)
+    add_trip_argument(parser)
     add_format_argument(parser, ("table", "json", "csv"))
     parser.add_argument("--top", type=int, default=15, metavar="K", help="layers in the table (0 = all)")
     parser.add_argument("--sort", choices=SORT_KEYS, default="time", help="table order (default time)")
@@ -117,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
                 rounds=args.rounds,
                 profile_iterations=args.iterations,
                 budget=args.budget,
+                trips=dict(args.trip),
                 progress=say,
             )
         )

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_roofline.gate.conditions import Conditions, settings_of
 
 if TYPE_CHECKING:
+    from pytest_roofline.api import PreparedModel
     from pytest_roofline.backends.base import Backend
     from pytest_roofline.gate.baseline import BaselineEntry, HistoryPoint
     from pytest_roofline.gate.sampling import GateRun
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 __all__ = ["GateOutcome", "GateRequest", "measure_lock", "run_model_gate", "static_outcome"]
 
 MEASURE_LOCK = Path(tempfile.gettempdir()) / "pytest-roofline-measure.lock"
-PROFILE_SHARE = 0.3  # of the budget, for the profile's own latency; the gate samples in the rest
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,7 @@ class GateRequest:
     baseline: BaselineEntry | None = None
     reference: ModelSpec | None = None  # paired mode: the model at the git reference
     commit: str | None = None
+    trips: Mapping[str, int] | None = field(default=None, hash=False)  # Loop trip counts to bind
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ def static_outcome(request: GateRequest) -> GateOutcome:
     from pytest_roofline.profile import ModelProfile
     from pytest_roofline.stats import LatencyStats
 
-    analysis = analyze(str(request.model), batch=request.batch, dims=dict(request.dims))
+    analysis = analyze(str(request.model), batch=request.batch, dims=dict(request.dims), trips=request.trips)
     nan = math.nan
     profile = ModelProfile(
         model_name=request.model.stem,
@@ -115,74 +116,73 @@ def static_outcome(request: GateRequest) -> GateOutcome:
     return GateOutcome(profile, verdict)
 
 
-def _spec_and_feeds(request: GateRequest) -> tuple[ModelSpec, dict[str, Any]]:
+def _quick_p25(prepared: PreparedModel) -> float:
+    """The model's p25 latency from a few runs of one session (to size a new control probe)."""
     import numpy as np
 
-    from pytest_roofline.inputs import load_inputs
-    from pytest_roofline.model import ModelSpec, bind_input_shapes, graph_inputs, load_model, make_inputs
-
-    spec = ModelSpec.create(str(request.model), request.batch, request.dims)
-    model = load_model(str(request.model))
-    if request.inputs is None:
-        return spec, make_inputs(model, bind_input_shapes(model, request.batch, request.dims))
-    if isinstance(request.inputs, Mapping):
-        return spec, {k: np.asarray(v) for k, v in request.inputs.items()}
-    return spec, load_inputs(request.inputs, [vi.name for vi in graph_inputs(model)])
+    with prepared.open() as session:
+        session.time(2)
+        return float(np.percentile(session.time(7), 25))
 
 
 def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline | None]) -> GateOutcome:
     """Profile, sample and judge ``request``'s model; ``roofline()`` gives the device roofline.
 
+    The gate's own samples of the model (fresh sessions, profiler off) are the profile's latency
+    statistics: the model is timed once, not once for the profile and again for the gate.
+
     Raises:
         RooflineError: bad model, inputs or backend failure (one line).
     """
-    from pytest_roofline.api import profile_model
+    from pytest_roofline.api import assemble, prepare, profile_layers
     from pytest_roofline.gate.control import PROBE_NAME, fit_probe, memory_share, probe_opener
     from pytest_roofline.gate.judge import incomparable
     from pytest_roofline.gate.layers import layer_deltas, layer_verdicts
     from pytest_roofline.gate.sampling import GateDesign, paired_decider, run_gate, stored_decider
     from pytest_roofline.gate.verdict import new_verdict
+    from pytest_roofline.profile import build_layers
+    from pytest_roofline.stats import LatencyStats
 
     engine, tolerance = request.backend, request.tolerance
-    spec, feeds = _spec_and_feeds(request)
-    design = GateDesign(budget=request.budget * (1 - PROFILE_SHARE))
-    profile = profile_model(
+    prepared = prepare(
         str(request.model),
         backend=engine,
         batch=request.batch,
-        dims=dict(request.dims) or None,
+        dims=dict(request.dims),
         inputs=request.inputs,
-        roofline=roofline(),
-        sessions=3,
-        budget=request.budget * PROFILE_SHARE,
     )
+    layer_run = profile_layers(prepared, roofline=roofline(), trips=request.trips)
+    design = GateDesign(budget=request.budget)
     current = current_conditions(engine, PROBE_NAME)
     baseline = request.baseline
     differences = baseline.conditions.differences(current) if baseline else []
     comparable = baseline if baseline is not None and not differences else None
     blocks: dict[str, int] = {}
 
-    def subject() -> Any:
-        return engine.open(spec, feeds)
-
     if request.reference is not None:
         reference = request.reference
 
         def control() -> Any:
-            return engine.open(reference, feeds)
+            return engine.open(reference, prepared.arrays)
 
-        run = run_gate([subject, control], paired_decider(tolerance), design)
+        run = run_gate([prepared.open, control], paired_decider(tolerance), design)
     else:
         if comparable is not None:
             blocks = dict(comparable.control.blocks) or {"compute": 1}
         else:
-            blocks = fit_probe(engine, profile.latency.p25, memory_share(profile.layers))
+            layers, _ = build_layers(layer_run.analysis, layer_run.kernels, layer_run.roofline)
+            blocks = fit_probe(engine, _quick_p25(prepared), memory_share(layers))
         decide = stored_decider(
             comparable.sessions if comparable else None,
             comparable.latency.gate_p25 if comparable else None,
             tolerance,
         )
-        run = run_gate([subject, probe_opener(engine, **blocks)], decide, design)
+        run = run_gate([prepared.open, probe_opener(engine, **blocks)], decide, design)
+    latency = LatencyStats.from_samples(
+        [x for session in run.subject_samples for x in session],
+        sessions=[list(s) for s in run.subject_samples],
+    )
+    profile = assemble(prepared, layer_run, latency, {"gate": _gate_figures(run)})
     verdict = run.verdict or new_verdict(run.figures, tolerance=tolerance)
     if differences:
         verdict = incomparable(differences, run.figures, tolerance)
@@ -191,7 +191,6 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
         deltas = layer_deltas(comparable.layers, {la.name: la.time for la in profile.layers})
         verdict = dataclasses.replace(verdict, layers=tuple(deltas), reasons=(*verdict.reasons, *notes))
     extra = layer_verdicts(request.metrics, profile, comparable, run.control_p25, tolerance)
-    profile = dataclasses.replace(profile, extra={**profile.extra, "gate": _gate_figures(run)})
     entry = None
     if request.reference is None and run.figures:
         entry = _entry(request, profile, run, blocks, current)

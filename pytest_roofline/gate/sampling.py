@@ -52,6 +52,7 @@ class GateRun:
     load: MachineLoad
     verdict: Verdict | None = None
     control_session_p25s: tuple[float, ...] = ()
+    subject_samples: tuple[tuple[float, ...], ...] = ()  # seconds, one tuple per fresh session
 
 
 def _p25(samples: Sequence[Sequence[float]]) -> float:
@@ -114,6 +115,7 @@ def run_gate(
         load=MachineLoad.combine(loads),
         verdict=verdict,
         control_session_p25s=tuple(float(np.percentile(s, 25)) for s in control if len(s)),
+        subject_samples=tuple(tuple(s) for s in subject if len(s)),
     )
 
 
