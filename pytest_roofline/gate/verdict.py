@@ -10,7 +10,7 @@ Two modes share one decision rule:
 
 The confidence interval of the ratio is a deterministic percentile bootstrap over sessions,
 widened by a between-process ``drift`` floor (sessions inside one process share drift that only
-a new process reveals; see DESIGN.md).  Verdicts (``tol`` is the tolerance, e.g. 0.05):
+a new process reveals; see docs/plugin.md, "The gate").  Verdicts (``tol`` is the tolerance, e.g. 0.05):
 
 * ``regression``: the CI lies above ``1 + tol``; or the ratio exceeds ``1 + tol`` and the CI
   lies above 1 while the noise is within the tolerance.
