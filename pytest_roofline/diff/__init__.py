@@ -14,18 +14,31 @@ Details: docs/diff.md.
 from __future__ import annotations
 
 from .changes import Block, GraphDiff, NodeChange, diff_models, diff_summaries
+from .explain import AGREEMENT_ABS, AGREEMENT_REL, Explanation, agreement, explain_verdict
 from .match import Matching, match_nodes
+from .predict import DEFAULT_EFFICIENCY, EfficiencyTable, NodePrediction, Prediction, predict, roof_time
 from .summary import ModelSummary, NodeSummary, summarize
 
 __all__ = [
+    "AGREEMENT_ABS",
+    "AGREEMENT_REL",
+    "DEFAULT_EFFICIENCY",
     "Block",
+    "EfficiencyTable",
+    "Explanation",
     "GraphDiff",
     "Matching",
     "ModelSummary",
     "NodeChange",
+    "NodePrediction",
     "NodeSummary",
+    "Prediction",
+    "agreement",
     "diff_models",
     "diff_summaries",
+    "explain_verdict",
     "match_nodes",
+    "predict",
+    "roof_time",
     "summarize",
 ]
