@@ -16,7 +16,12 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from pytest_roofline.cli.common import add_backend_arguments, add_format_argument, parse_batch, parse_key_int
+from pytest_roofline.cli.common import (
+    add_backend_arguments,
+    add_format_argument,
+    add_shape_arguments,
+    parse_batch,
+)
 from pytest_roofline.errors import BackendUnavailable, OptionError
 from pytest_roofline.fmt import fmt_bytes_fixed, text_table
 
@@ -43,17 +48,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("old", metavar="OLD", help="the old .onnx model")
     parser.add_argument("new", metavar="NEW", help="the new .onnx model")
-    parser.add_argument(
-        "--dim",
-        action="append",
-        type=parse_key_int,
-        default=[],
-        metavar="NAME=VALUE",
-        help="bind a symbolic dim",
-    )
-    parser.add_argument(
-        "--batch", metavar="N", help="bind the first dim of inputs whose first dim is symbolic"
-    )
+    add_shape_arguments(parser, "bind the first dim of inputs whose first dim is symbolic")
     add_format_argument(parser)
     parser.add_argument(
         "--profile", action="store_true", help="measure both models (paired) and the old profile"

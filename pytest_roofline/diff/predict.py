@@ -294,6 +294,7 @@ def _price(
     measured = table.node_time.get(before.name) if table is not None and before is not None else None
     if table is not None and before is not None and measured is None and before.name in table.folded:
         measured = 0.0
+    efficiency: float | None
     if measured is not None and before is not None:
         if measured == 0.0:
             efficiency, basis = None, "folded"
@@ -306,26 +307,13 @@ def _price(
             time_after = roof_after / efficiency
         else:
             time_after = measured if roof_before <= 0 else 0.0
-        return NodePrediction(
-            change.name,
-            change.kind,
-            op,
-            bound,
-            roof_before,
-            roof_after,
-            time_before,
-            time_after,
-            efficiency,
-            basis,
-        )
-    if twin is not None and after is not None:
-        efficiency = roof_after / twin if twin > 0 else None
-        return NodePrediction(
-            change.name, change.kind, op, bound, roof_before, roof_after, 0.0, twin, efficiency, "twin"
-        )
-    efficiency, basis = _efficiency(op, bound, table, defaults)
-    time_before = roof_before / efficiency if efficiency else 0.0
-    time_after = roof_after / efficiency if efficiency else 0.0
+    elif twin is not None and after is not None:
+        efficiency, basis = roof_after / twin if twin > 0 else None, "twin"
+        time_before, time_after = 0.0, twin
+    else:
+        efficiency, basis = _efficiency(op, bound, table, defaults)
+        time_before = roof_before / efficiency if efficiency else 0.0
+        time_after = roof_after / efficiency if efficiency else 0.0
     return NodePrediction(
         change.name,
         change.kind,
