@@ -13,6 +13,7 @@ __all__ = [
     "add_backend_arguments",
     "add_format_argument",
     "add_model_arguments",
+    "add_shape_arguments",
     "add_trip_argument",
     "parse_batch",
     "parse_key_int",
@@ -38,6 +39,11 @@ def parse_key_int(text: str) -> tuple[str, int]:
 def add_model_arguments(parser: argparse.ArgumentParser, batch_help: str = "batch size") -> None:
     """MODEL, --dim NAME=VALUE (repeatable) and --batch."""
     parser.add_argument("model", metavar="MODEL", help="path of an .onnx model")
+    add_shape_arguments(parser, batch_help)
+
+
+def add_shape_arguments(parser: argparse.ArgumentParser, batch_help: str = "batch size") -> None:
+    """--dim NAME=VALUE (repeatable) and --batch."""
     parser.add_argument(
         "--dim",
         action="append",

@@ -33,6 +33,7 @@ __all__ = [
     "CACHE_ENV",
     "CALIBRATION_VERSION",
     "cache_path",
+    "cached_roofline",
     "calibrate",
     "calibration_fingerprint",
     "default_cache_dir",
@@ -155,6 +156,18 @@ def calibrate(
             progress,
         )
         return _measure(backend, fingerprint, wanted, quick, progress)
+
+
+def cached_roofline(
+    backend: Backend,
+    *,
+    cache_dir: str | os.PathLike[str] | None = None,
+    dtypes: Iterable[str] | None = None,
+    quick: bool = False,
+) -> DeviceRoofline | None:
+    """The calibration of ``backend`` on this device if one is cached, else None; never measures."""
+    fingerprint = calibration_fingerprint(backend, _dtypes(dtypes), quick)
+    return _read_cache(cache_path(fingerprint, cache_dir), fingerprint)[0]
 
 
 # --- measuring ----------------------------------------------------------------------------------
