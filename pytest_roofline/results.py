@@ -19,6 +19,7 @@ from pytest_roofline.schema import SchemaError, as_mapping, loads, migrate, read
 
 if TYPE_CHECKING:
     from pytest_roofline.gate.baseline import BaselineEntry, HistoryPoint
+    from pytest_roofline.gate.change import ChangeReport
     from pytest_roofline.gate.verdict import Verdict
     from pytest_roofline.profile import ModelProfile
     from pytest_roofline.roofline import DeviceRoofline
@@ -54,6 +55,7 @@ class ProfileRecord:
     entry: BaselineEntry | None = None
     history: tuple[HistoryPoint, ...] = ()
     outcome: str = "passed"
+    change: ChangeReport | None = None  # what changed in the graph since the baseline / reference
 
     @property
     def verdicts(self) -> tuple[Verdict, ...]:
@@ -71,16 +73,18 @@ class ProfileRecord:
             "history": [h.to_dict() for h in self.history],
             "outcome": self.outcome,
             "entry": self.entry.to_dict() if self.entry else None,
+            "change": self.change.to_dict() if self.change else None,
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ProfileRecord:
         """Inverse of :meth:`to_dict` (raises SchemaError, KeyError, TypeError, ValueError)."""
         from pytest_roofline.gate.baseline import BaselineEntry, HistoryPoint
+        from pytest_roofline.gate.change import ChangeReport
         from pytest_roofline.gate.verdict import Verdict
         from pytest_roofline.profile import ModelProfile
 
-        entry = data.get("entry")
+        entry, change = data.get("entry"), data.get("change")
         return cls(
             test=str(data["test"]),
             key=str(data.get("key", "")),
@@ -94,6 +98,7 @@ class ProfileRecord:
                 HistoryPoint.from_dict(as_mapping(h, "a history point")) for h in read_list(data, "history")
             ),
             outcome=str(data.get("outcome", "passed")),
+            change=ChangeReport.from_dict(as_mapping(change, "'change'")) if change else None,
         )
 
 

@@ -266,6 +266,7 @@ class RooflineSession:
             extra_verdicts=outcome.extra_verdicts,
             entry=outcome.entry,
             history=outcome.history,
+            change=outcome.change,
         )
         self.records.append(record)
         self._judge(record)
@@ -316,6 +317,8 @@ class RooflineSession:
         prof = record.profile
         for verdict in record.verdicts:
             head = f"roofline {verdict.status}: {prof.model_name} (batch {prof.batch}) {verdict.message}"
+            if verdict.explanation:
+                head += f"\n  why: {verdict.explanation}"
             if verdict.status == "regression":
                 messages.append("\n".join([head, *verdict_table(verdict)]))
             elif self.settings.strict and verdict.status in ("inconclusive", "incomparable"):

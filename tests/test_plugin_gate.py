@@ -160,3 +160,40 @@ def test_baselines_are_written_at_the_current_schema(project):
     assert entry["conditions"]["settings"] == {} and entry["conditions"]["control"].startswith(
         "control-probe"
     )
+
+
+def test_a_regression_says_whether_the_graph_changed(project):
+    project.runpytest(*FAKE, "-k", "test_model").assert_outcomes(passed=1)
+    relu_chain(project.path / "chain.onnx", 5)  # two more Relu nodes: the fake backend's time grows
+    result = project.runpytest(
+        *FAKE, "-k", "test_model", "--roofline-report=r.json", "--roofline-report=r.html"
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*roofline regression*", "*why: graph changed: +1 block*relu*measured +*"])
+    item = json.loads((project.path / "r.json").read_text())["results"][0]
+    assert item["change"]["diff"]["added"] and item["change"]["explanation"]["graph"] == "changed"
+    assert item["verdict"]["explanation"].startswith("graph changed")
+    page = (project.path / "r.html").read_text()
+    block = item["change"]["diff"]["blocks"][0]["name"]
+    assert "<h3>What changed</h3>" in page and f'data-block="{block}"' in page
+
+
+def test_an_unchanged_graph_that_got_slower_blames_the_runtime_or_the_machine(project):
+    project.runpytest(*FAKE, "-k", "test_model").assert_outcomes(passed=1)
+    path = project.path / ".roofline" / "test_perf.json"
+    data = json.loads(path.read_text())
+    for entry in data["entries"].values():  # the baseline says the same model used to be faster
+        entry["sessions"] = [x * 0.8 for x in entry["sessions"]]
+        entry["figure"] *= 0.8
+    path.write_text(json.dumps(data))
+    result = project.runpytest(*FAKE, "-k", "test_model")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*why: graph unchanged; measured +25*: the runtime or the machine*"])
+
+
+def test_a_baseline_entry_keeps_a_compact_model_summary(project):
+    project.runpytest(*FAKE).assert_outcomes(passed=2)
+    entry = next(iter(entries(project).values()))
+    assert entry["structure"]["model"] == "chain" and entry["structure"]["total"]["nodes"] == 4
+    assert len(json.dumps(entry["structure"])) < 2000  # a summary, not the model
+    assert entry["layers"]["relu0"]["nodes"] == ["relu0"] and entry["layers"]["relu0"]["op_type"] == "Relu"

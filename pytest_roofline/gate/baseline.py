@@ -125,19 +125,41 @@ class LatencyRecord:
 
 @dataclass(frozen=True)
 class LayerRecord:
-    """One layer's stored time (seconds) and roofline fraction."""
+    """One layer's stored time (seconds), roofline fraction, op type and ONNX nodes.
+
+    The op type and nodes let a later run price a graph change at the efficiencies this layer
+    reached (:mod:`pytest_roofline.gate.change`); entries of schema 1 have neither.
+    """
 
     time: float | None
     fraction: float | None = None
+    op_type: str = ""
+    nodes: tuple[str, ...] = ()
+    kind: str = "compute"
+    serves: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict."""
-        return {"time": self.time, "fraction": self.fraction}
+        """JSON-ready dict (kind and serves only when they say something)."""
+        data: dict[str, Any] = {"time": self.time, "fraction": self.fraction, "op_type": self.op_type}
+        data["nodes"] = list(self.nodes)
+        if self.kind != "compute":
+            data["kind"] = self.kind
+        if self.serves:
+            data["serves"] = self.serves
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LayerRecord:
         """Strict inverse of :meth:`to_dict`."""
-        return cls(time=read_optional_float(data, "time"), fraction=read_optional_float(data, "fraction"))
+        serves = data.get("serves")
+        return cls(
+            time=read_optional_float(data, "time"),
+            fraction=read_optional_float(data, "fraction"),
+            op_type=read_str(data, "op_type", ""),
+            nodes=tuple(str(n) for n in read_list(data, "nodes")),
+            kind=read_str(data, "kind", "compute"),
+            serves=serves if isinstance(serves, str) else None,
+        )
 
 
 @dataclass(frozen=True)

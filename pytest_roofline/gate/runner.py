@@ -21,9 +21,11 @@ from typing import TYPE_CHECKING, Any
 from pytest_roofline.gate.conditions import Conditions, settings_of
 
 if TYPE_CHECKING:
-    from pytest_roofline.api import PreparedModel
+    from pytest_roofline.api import LayerRun, PreparedModel
     from pytest_roofline.backends.base import Backend
+    from pytest_roofline.diff import ModelSummary
     from pytest_roofline.gate.baseline import BaselineEntry, HistoryPoint
+    from pytest_roofline.gate.change import ChangeReport
     from pytest_roofline.gate.sampling import GateRun
     from pytest_roofline.gate.verdict import Verdict
     from pytest_roofline.model import ModelSpec
@@ -59,13 +61,14 @@ class GateRequest:
 
 @dataclass(frozen=True)
 class GateOutcome:
-    """What the gate found: the profile, its verdicts and the baseline candidate."""
+    """What the gate found: the profile, its verdicts, what changed, and the baseline candidate."""
 
     profile: ModelProfile
     verdict: Verdict
     extra_verdicts: tuple[Verdict, ...] = ()
     entry: BaselineEntry | None = None
     history: tuple[HistoryPoint, ...] = ()
+    change: ChangeReport | None = None
 
 
 @contextlib.contextmanager
@@ -191,11 +194,61 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
         deltas = layer_deltas(comparable.layers, {la.name: la.time for la in profile.layers})
         verdict = dataclasses.replace(verdict, layers=tuple(deltas), reasons=(*verdict.reasons, *notes))
     extra = layer_verdicts(request.metrics, profile, comparable, run.control_p25, tolerance)
+    summary = _summary(prepared, layer_run)
+    change = None
+    if not differences and (comparable is not None or request.reference is not None) and summary is not None:
+        change = _change(request, prepared, layer_run.roofline, verdict, summary, profile)
+        verdict = dataclasses.replace(verdict, explanation=change.text)
     entry = None
     if request.reference is None and run.figures:
-        entry = _entry(request, profile, run, blocks, current)
+        entry = _entry(request, profile, run, blocks, current, summary)
     history = (*baseline.history, baseline.history_point()) if baseline else ()
-    return GateOutcome(profile, verdict, tuple(extra), entry, history)
+    return GateOutcome(profile, verdict, tuple(extra), entry, history, change)
+
+
+def _summary(prepared: PreparedModel, layer_run: LayerRun) -> ModelSummary | None:
+    """The model's structural summary (None when it cannot be made: the gate goes on without it)."""
+    from pytest_roofline.diff import summarize
+    from pytest_roofline.errors import RooflineError
+
+    try:
+        return summarize(
+            prepared.proto, batch=prepared.batch, dims=prepared.dims, analysis=layer_run.analysis
+        )
+    except (RooflineError, KeyError, ValueError):
+        return None
+
+
+def _change(
+    request: GateRequest,
+    prepared: PreparedModel,
+    roofline: DeviceRoofline | None,
+    verdict: Verdict,
+    summary: ModelSummary,
+    profile: ModelProfile,
+) -> ChangeReport:
+    """What changed since the baseline (stored) or the reference (paired), explaining ``verdict``."""
+    from pytest_roofline.api import prepare, profile_layers
+    from pytest_roofline.diff import summarize
+    from pytest_roofline.gate.change import baseline_profile, explain_change, stored_summary
+
+    if request.reference is not None:
+        reference = request.reference.source
+        old = summarize(reference, batch=prepared.batch, dims=prepared.dims)
+        old_profile = None
+        if old.to_dict() != summary.to_dict():  # profile the reference's layers only when it differs
+            from pytest_roofline.api import assemble
+
+            ref = prepare(reference, backend=request.backend, batch=prepared.batch, dims=prepared.dims)
+            ref_run = profile_layers(ref, roofline=roofline, trips=request.trips)
+            old_profile = assemble(ref, ref_run, profile.latency)
+        return explain_change(verdict, old, summary, roofline, old_profile)
+    baseline = request.baseline
+    assert baseline is not None
+    same = baseline.model_hash == profile.model_hash
+    return explain_change(
+        verdict, stored_summary(baseline), summary, roofline, baseline_profile(baseline), same
+    )
 
 
 def _gate_figures(run: GateRun) -> dict[str, Any]:
@@ -209,7 +262,12 @@ def _gate_figures(run: GateRun) -> dict[str, Any]:
 
 
 def _entry(
-    request: GateRequest, profile: ModelProfile, run: GateRun, blocks: dict[str, int], conditions: Conditions
+    request: GateRequest,
+    profile: ModelProfile,
+    run: GateRun,
+    blocks: dict[str, int],
+    conditions: Conditions,
+    summary: ModelSummary | None,
 ) -> BaselineEntry:
     import numpy as np
 
@@ -240,11 +298,15 @@ def _entry(
             session_medians=tuple(lat.session_medians),
         ),
         conditions=conditions,
-        layers={la.name: LayerRecord(la.time, la.roofline_fraction) for la in profile.layers},
+        layers={
+            la.name: LayerRecord(la.time, la.roofline_fraction, la.op_type, la.onnx_nodes, la.kind, la.serves)
+            for la in profile.layers
+        },
         fingerprint=dict(profile.fingerprint),
         backend_version=profile.backend_version,
         options=dict(profile.options),
         model_hash=profile.model_hash,
         commit=request.commit,
         time=now(),
+        structure=summary.to_dict(packed=True) if summary is not None else None,
     )

@@ -99,6 +99,7 @@ class Verdict:
     layers: tuple[LayerDelta, ...] = ()
     sessions: int = 0
     reasons: tuple[str, ...] = ()
+    explanation: str = ""  # what changed in the graph, and whether it explains the ratio
 
     @property
     def failed(self) -> bool:
@@ -122,6 +123,7 @@ class Verdict:
             "layers": [layer.to_dict() for layer in self.layers],
             "sessions": self.sessions,
             "reasons": list(self.reasons),
+            "explanation": self.explanation,
         }
 
     @classmethod
@@ -131,7 +133,7 @@ class Verdict:
             status=data["status"],
             mode=data.get("mode", "stored"),
             metric=data.get("metric", "latency"),
-            current=data.get("current", math.nan),
+            current=math.nan if data.get("current") is None else float(data["current"]),
             tolerance=data.get("tolerance", 0.0),
             baseline=data.get("baseline"),
             ratio=data.get("ratio"),
@@ -142,6 +144,7 @@ class Verdict:
             layers=tuple(LayerDelta(**la) for la in data.get("layers", [])),
             sessions=data.get("sessions", 0),
             reasons=tuple(str(r) for r in data.get("reasons", ())),
+            explanation=str(data.get("explanation") or ""),
         )
 
 

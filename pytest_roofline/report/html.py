@@ -166,6 +166,31 @@ def _result_view(index: int, record: ProfileRecord, session_roof: DeviceRoofline
         "data": data,
         "history": record.history,
         "extra_verdicts": record.extra_verdicts,
+        "change": _change_view(record),
+    }
+
+
+def _change_view(record: ProfileRecord) -> dict[str, Any] | None:
+    """The "What changed" section: the explanation, the changed blocks and their predicted time."""
+    change = record.change
+    if change is None:
+        return None
+    explanation = change.explanation
+    deltas: dict[int, float] = {}
+    prediction = change.prediction or {}
+    for node in prediction.get("nodes") or []:
+        block = int(node.get("block", -1))
+        deltas[block] = deltas.get(block, 0.0) + float(node.get("delta") or 0.0)
+    blocks = [
+        {**block, "predicted": deltas.get(index) if prediction.get("available") else None}
+        for index, block in enumerate((change.diff or {}).get("blocks") or [])
+    ]
+    agreement = explanation.get("agreement")
+    return {
+        "text": change.text,
+        "css": "warn" if agreement == "inconsistent" else "",
+        "blocks": blocks,
+        "assumptions": list(prediction.get("assumptions") or []),
     }
 
 

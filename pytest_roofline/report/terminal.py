@@ -78,6 +78,8 @@ def summary_lines(
             if why is None:
                 continue
             reasons.append(f"{verdict.status.upper()} {label} — {why}")
+            if verdict.explanation:
+                reasons.append(f"  why: {verdict.explanation}")
             if verdict.status == "regression":
                 reasons.extend("  " + line for line in verdict_table(verdict))
             reasons.extend(f"  note: {note}" for note in verdict.reasons if verdict.status != "incomparable")
