@@ -13,11 +13,18 @@ generic ``LayerNormalization_token_3``), so attribution works on the two graphs:
    surviving input and output tensors delimit the region);
 3. *helpers*: a node has one owner, but ORT may run it in several kernels (the transpose
    optimizer's ``Gather`` writing a Shape node's output, ``Split`` + ``Squeeze`` of
-   ``GatherSliceToSplitFusion``).  A kernel writing an original tensor of a node owned elsewhere,
-   or still without nodes but enclosed by one node's kernels in the optimized graph, lists that
-   node too and names it in ``extra["shared"]``: its FLOPs stay with the owner
+   ``GatherSliceToSplitFusion``, the reshapes around a ``Gemm`` made of an N-d MatMul, the
+   ReduceMax/Sub/Exp/ReduceSum of a Softmax inlined from its function body).  A kernel writing
+   an original tensor of a node owned elsewhere, or still without nodes but enclosed by one
+   node's (or one fused kernel's) kernels in the optimized graph, lists that node too and names
+   it in ``extra["shared"]``: its FLOPs stay with the owner
    (:func:`pytest_roofline.profile.build_layers` counts a node once);
-4. what is left is *folded*: constant or shape subgraphs computed at load time, and eliminated
+4. *precision substitutions* (fp16 models on CPU): ORT runs nodes without an fp16 kernel in
+   fp32, renames each widened tensor ``InsertedPrecisionFreeCast_<tensor>`` (names are compared
+   without the prefix) and inserts Casts named alike.  Such a Cast runs no node: it shares the
+   nodes of the kernels it serves (``serves``), and kernels that ran in fp32 say so in
+   ``extra["precision"]``;
+5. what is left is *folded*: constant or shape subgraphs computed at load time, and eliminated
    ``Identity``/``Dropout`` nodes.  Reorder kernels are ``layout`` work serving the neighbouring
    layer.  A kernel whose nodes cannot be found keeps empty ``onnx_nodes``.
 """
