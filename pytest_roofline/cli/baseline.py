@@ -10,7 +10,7 @@ from typing import Any
 
 from pytest_roofline.cli.common import add_format_argument
 from pytest_roofline.errors import BaselineError, RooflineError
-from pytest_roofline.fmt import fmt_seconds_fixed, text_table
+from pytest_roofline.fmt import fmt_seconds_fixed, printable, text_table
 from pytest_roofline.gate import compare, verdict_table
 from pytest_roofline.gate.baseline import BaselineEntry, BaselineStore
 from pytest_roofline.options import parse_percent
@@ -149,7 +149,7 @@ def _diff(args: argparse.Namespace, store: BaselineStore) -> int:
     for entry in _entries(_load_results(args.results)):
         stored = store.get(entry.key, entry.test)
         if stored is None:
-            print(f"new         {entry.key}")
+            print(f"new         {printable(entry.key)}")
             continue
         verdict = compare(
             entry.sessions,
@@ -157,11 +157,11 @@ def _diff(args: argparse.Namespace, store: BaselineStore) -> int:
             tolerance=args.tolerance,
             raw={"baseline": stored.latency.get("gate_p25"), "current": entry.latency.get("gate_p25")},
         )
-        print(f"{verdict.status:<12}{entry.key}  x{verdict.ratio:.3f}")
+        print(f"{verdict.status:<12}{printable(entry.key)}  x{verdict.ratio:.3f}")
         if verdict.status == "regression":
             regressions += 1
             for line in verdict_table(verdict):
-                print(f"    {line}")
+                print(f"    {printable(line)}")
     return 1 if regressions else 0
 
 
@@ -175,10 +175,10 @@ def _prune(args: argparse.Namespace, store: BaselineStore) -> int:
     if args.dry_run:
         present = set(store.all_entries())
         for key in sorted(set(keys) & present):
-            print(f"would remove {key}")
+            print(f"would remove {printable(key)}")
         return 0
     removed = store.remove(keys)
     for key in removed:
-        print(f"removed {key}")
+        print(f"removed {printable(key)}")
     print(f"{len(removed)} entries removed")
     return 0

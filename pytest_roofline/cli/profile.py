@@ -25,7 +25,7 @@ from pytest_roofline.cli.common import (
     add_model_arguments,
 )
 from pytest_roofline.errors import OptionError
-from pytest_roofline.fmt import fmt_bytes_fixed, text_table
+from pytest_roofline.fmt import csv_cell, elide_names, fmt_bytes_fixed, printable, text_table
 from pytest_roofline.fmt import fmt_seconds_fixed as _ms
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
 
     def say(message: str) -> None:
         if not args.quiet:
-            sys.stderr.write(f"roofline: {message}\n")
+            sys.stderr.write(f"roofline: {printable(message)}\n")
             sys.stderr.flush()
 
     runs: list[ProfileRun] = []
@@ -243,18 +243,19 @@ def format_table(profile: ModelProfile, top: int = 15, sort: str = "time", by_ty
         ]
         lines.append("by op type")
         lines += text_table(("op", "layers", "time", "share", "MFLOPs", "GFLOP/s", "bytes"), rows)
-        return "\n".join(lines) + "\n"
+        return "\n".join(map(printable, lines)) + "\n"
     layers = _sorted_layers(profile, sort)
     shown = layers if top == 0 else layers[:top]
     rows, cumulative = [], 0.0
-    for layer in shown:
+    names = elide_names([printable(layer.name) for layer in layers])  # unique among all, not just shown
+    for layer, name in zip(shown, names, strict=False):
         cumulative += layer.share
         nodes = ",".join(layer.onnx_nodes)
         if layer.kind == "layout":
             nodes = f"layout->{layer.serves or '?'}"
         rows.append(
             (
-                layer.name[:40],
+                name,
                 layer.op_type,
                 nodes[:48] + ("..." if len(nodes) > 48 else ""),
                 _ms(layer.time),
@@ -289,11 +290,11 @@ def format_table(profile: ModelProfile, top: int = 15, sort: str = "time", by_ty
         rows,
         left=3,
     )
-    return "\n".join(lines) + "\n"
+    return "\n".join(map(printable, lines)) + "\n"
 
 
 def format_csv(profiles: list[ModelProfile]) -> str:
-    """One row per layer (folded nodes included), with the batch size."""
+    """One row per layer (folded nodes included), with the batch size; formula-safe text cells."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_FIELDS)
@@ -302,5 +303,5 @@ def format_csv(profiles: list[ModelProfile]) -> str:
             data = layer.to_dict()
             data["batch"] = profile.batch
             data["onnx_nodes"] = ";".join(layer.onnx_nodes)
-            writer.writerow(["" if data.get(k) is None else data.get(k) for k in CSV_FIELDS])
+            writer.writerow(["" if data.get(k) is None else csv_cell(data.get(k)) for k in CSV_FIELDS])
     return out.getvalue()
