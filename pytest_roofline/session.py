@@ -15,12 +15,11 @@ import json
 import math
 import os
 import tempfile
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import filelock
 import numpy as np
@@ -29,7 +28,8 @@ from pytest_roofline.device import device_class
 from pytest_roofline.gate import Verdict, compare, new_verdict, verdict_table
 from pytest_roofline.gate.baseline import BaselineEntry, BaselineStore, entry_key, module_of
 
-from .errors import BackendError, BaselineError, OptionError, RooflineError
+from .bounded import run_bounded
+from .errors import BaselineError, OptionError, RooflineError
 from .options import Settings, backend_options, parse_budget, parse_percent
 from .profile import ModelProfile
 from .stats import LatencyStats
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ProfileRecord", "RooflineSession", "RunResults"]
 
-T = TypeVar("T")
 RESULTS_SCHEMA_VERSION = 1
 MEASURE_LOCK = Path(tempfile.gettempdir()) / "pytest-roofline-measure.lock"
 
@@ -127,33 +126,6 @@ class RunResults:
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def run_bounded(work: Callable[[], T], timeout: float, what: str) -> T:
-    """``work()`` in a daemon thread; past ``timeout`` seconds raise :class:`BackendError`.
-
-    A backend call cannot be interrupted from Python, so a hung one is abandoned: its thread keeps
-    running (and may keep a core busy) until the process exits, which it does not delay.
-    """
-    outcome: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            outcome["value"] = work()
-        except BaseException as exc:  # re-raised in the caller's thread
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=target, name=f"roofline-measure {what}", daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
-        raise BackendError(
-            f"backend did not finish within {timeout:g} s measuring {what}; the measurement was "
-            "abandoned (raise --roofline-timeout if the model is that slow)"
-        )
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
 
 
 @contextlib.contextmanager

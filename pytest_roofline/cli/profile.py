@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_roofline.bounded import run_bounded, set_exit_status
 from pytest_roofline.cli.common import (
     INPUTS_HELP,
     add_backend_arguments,
@@ -31,10 +32,12 @@ from pytest_roofline.fmt import fmt_seconds_fixed as _ms
 if TYPE_CHECKING:
     from pytest_roofline.api import ProfileRun
     from pytest_roofline.profile import Layer, ModelProfile
+    from pytest_roofline.roofline import DeviceRoofline
 
 __all__ = ["add_parser", "format_csv", "format_table", "run"]
 
 SORT_KEYS = ("time", "flops", "fraction", "name")
+DEFAULT_TIMEOUT = 900.0  # seconds, the plugin's --roofline-timeout default
 CSV_FIELDS = (
     "batch",
     "name",
@@ -80,8 +83,22 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--rounds", type=int, default=20, help="timed rounds per session (default 20)")
     parser.add_argument("--iterations", type=int, default=10, help="profiled iterations (default 10)")
     parser.add_argument("--budget", type=float, default=None, metavar="S", help="latency timing cap, seconds")
+    parser.add_argument(
+        "--timeout",
+        type=_timeout,
+        default=DEFAULT_TIMEOUT,
+        metavar="S",
+        help=f"stop a batch's profiling (calibration included) after S seconds: one line, exit status 2 "
+        f"(default {DEFAULT_TIMEOUT:g}, like pytest's --roofline-timeout)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     parser.set_defaults(run=run)
+
+
+def _timeout(text: str) -> float:
+    from pytest_roofline.options import parse_timeout
+
+    return parse_timeout(text)
 
 
 def _default_roofline() -> str | None:
@@ -102,8 +119,8 @@ def run(args: argparse.Namespace) -> int:
         if value < 0:
             raise OptionError(f"{name} is too small")
     html_writer = _html_writer() if args.html else None
-    batches: list[int | None] = parse_batches(args.batch) if args.batch else [None]
-    roofline = None if args.no_roofline else _default_roofline()
+    batches: list[int | None] = [b for b in parse_batches(args.batch)] if args.batch else [None]
+    roofline: DeviceRoofline | str | None = None if args.no_roofline else _default_roofline()
 
     def say(message: str) -> None:
         if not args.quiet:
@@ -111,9 +128,11 @@ def run(args: argparse.Namespace) -> int:
             sys.stderr.flush()
 
     runs: list[ProfileRun] = []
+    set_exit_status(2)  # if a runaway model cannot be stopped, the process still exits 2, not 134
     for batch in batches:
-        runs.append(
-            run_profile(
+
+        def work(batch: int | None = batch, roofline: Any = roofline) -> ProfileRun:
+            return run_profile(
                 args.model,
                 backend=args.backend,
                 batch=batch,
@@ -127,7 +146,9 @@ def run(args: argparse.Namespace) -> int:
                 budget=args.budget,
                 progress=say,
             )
-        )
+
+        what = args.model if batch is None else f"{args.model} (batch {batch})"
+        runs.append(run_bounded(work, args.timeout, what, hint="raise --timeout if the model is that slow"))
         roofline = runs[-1].profile.roofline or roofline  # calibrate once per sweep
     profiles = [r.profile for r in runs]
     if args.trace:
@@ -229,7 +250,7 @@ def format_table(profile: ModelProfile, top: int = 15, sort: str = "time", by_ty
     )
     lines.append("")
     if by_type:
-        rows = [
+        type_rows = [
             (
                 s.op_type,
                 str(s.count),
@@ -242,7 +263,7 @@ def format_table(profile: ModelProfile, top: int = 15, sort: str = "time", by_ty
             for s in profile.by_op_type()
         ]
         lines.append("by op type")
-        lines += text_table(("op", "layers", "time", "share", "MFLOPs", "GFLOP/s", "bytes"), rows)
+        lines += text_table(("op", "layers", "time", "share", "MFLOPs", "GFLOP/s", "bytes"), type_rows)
         return "\n".join(map(printable, lines)) + "\n"
     layers = _sorted_layers(profile, sort)
     shown = layers if top == 0 else layers[:top]
