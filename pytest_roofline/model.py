@@ -113,6 +113,11 @@ def load_model(source: ModelSource) -> onnx.ModelProto:
         try:
             model = onnx.load(str(path), load_external_data=False)
         except Exception as exc:  # protobuf raises DecodeError and friends
+            from .gitref import LFS_HINT, LFS_POINTER
+
+            with open(path, "rb") as handle:
+                if handle.read(len(LFS_POINTER)) == LFS_POINTER:
+                    raise ModelError(f"{path}: a Git LFS pointer, not the model; {LFS_HINT}") from None
             raise ModelError(
                 f"{path}: not a valid ONNX model (truncated or not ONNX: {type(exc).__name__}); "
                 "re-export the model"
