@@ -120,6 +120,7 @@ def run_profile(
         load_model,
         make_inputs,
         model_hash,
+        needs_batch,
     )
     from pytest_roofline.profile import ModelProfile, build_layers, profiler_scale
 
@@ -134,6 +135,10 @@ def run_profile(
             raise OptionError(f"batch {batch} differs from the inputs' first dim {found_batch}")
         batch = batch or found_batch
         dims = {**found_dims, **dict(dims or {})}
+    batch_default = batch is None and needs_batch(proto, dims)
+    if batch_default:  # like the model_profile fixture: a symbolic batch dim runs at 1
+        batch = 1
+        say("batch 1 (default; choose another with --batch N or batch=N)")
     spec = ModelSpec.create(model, batch, dims)
     shapes = bind_input_shapes(proto, batch, dims)
     if batch is not None and shapes and all(not shape or shape[0] != batch for shape in shapes.values()):
@@ -182,6 +187,7 @@ def run_profile(
             "profile_iterations": profile_iterations,
             "folded": list(kernels.folded),
             "profiler_scale": scale,
+            **({"batch_default": True} if batch_default else {}),
         },
     )
     return ProfileRun(profile, kernels)
@@ -206,7 +212,9 @@ def profile_model(
     Args:
         model: a path to an .onnx file or a loaded ``onnx.ModelProto``.
         backend: a backend name (``"onnxruntime"``, ``"openvino"``, ...) or a Backend instance.
-        batch: binds the first dim of every input whose first dim is symbolic.
+        batch: binds the first dim of every input whose first dim is symbolic; default 1 when
+            such a dim is not bound by ``dims`` (``extra["batch_default"]`` says so), as the
+            ``model_profile`` fixture does.
         dims: binds symbolic dims by name.
         inputs: arrays by input name, or a path to a ``.npy`` (single input) or ``.npz``;
             default: seeded random inputs.

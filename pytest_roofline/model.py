@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import onnx
 
-from .errors import ModelError, OptionError, ShapeError
+from .errors import ModelError, OptionError, ShapeError, UnboundDim
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -34,6 +34,7 @@ __all__ = [
     "load_model",
     "make_inputs",
     "model_hash",
+    "needs_batch",
 ]
 
 ModelSource = str | os.PathLike | onnx.ModelProto
@@ -181,15 +182,33 @@ def bind_input_shapes(
                 how = f"--dim {param}=VALUE" if param else "--dim NAME=VALUE after naming it"
                 if index == 0:
                     how += " or --batch N"
-                raise ShapeError(f"input '{vi.name}' dim {index} {label} is unknown; bind it with {how}")
+                raise ShapeError(
+                    f"input '{vi.name}' dim {index} {label} is unknown; bind it with {how}",
+                    unbound=UnboundDim(vi.name, index, param),
+                )
         shapes[vi.name] = tuple(shape)
     unused = sorted(set(dims) - used - known_params)
     if unused:
         known = ", ".join(sorted(known_params)) or "none"
         raise ShapeError(
-            f"--dim {unused[0]} names no symbolic dim of the model's inputs (symbolic dims: {known})"
+            f"--dim {unused[0]} names no symbolic dim of the model's inputs (symbolic dims: {known})",
+            unused=unused[0],
+            known=tuple(sorted(known_params)),
         )
     return shapes
+
+
+def needs_batch(model: onnx.ModelProto, dims: Mapping[str, int] | None = None) -> bool:
+    """Whether some input's first dim is left unknown by the model and by ``dims``: the dim that
+    ``batch`` binds (callers default it to 1, as the ``model_profile`` fixture does)."""
+    dims = dims or {}
+    for vi in graph_inputs(model):
+        shape = vi.type.tensor_type.shape.dim if vi.type.tensor_type.HasField("shape") else []
+        if shape:
+            first = shape[0]
+            if not (first.HasField("dim_value") and first.dim_value > 0) and first.dim_param not in dims:
+                return True
+    return False
 
 
 def input_memory_limit() -> int | None:

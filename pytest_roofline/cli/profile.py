@@ -225,7 +225,8 @@ def format_table(profile: ModelProfile, top: int = 15, sort: str = "time", by_ty
     unattributed = [la for la in profile.layers if la.kind == "unattributed"]
     lines = [
         f"model {profile.model_name}  backend {profile.backend} {profile.backend_version}  "
-        f"batch {profile.batch}  inputs {inputs}  precision {profile.precision}",
+        f"batch {profile.batch}{' (default)' if profile.extra.get('batch_default') else ''}  "
+        f"inputs {inputs}  precision {profile.precision}",
         f"latency: median {_ms(lat.median)}  p90 {_ms(lat.p90)}  p99 {_ms(lat.p99)}  mean {_ms(lat.mean)}  "
         f"min {_ms(lat.min)}  std {_ms(lat.std)}  ({lat.n} samples, {len(lat.session_medians)} sessions, "
         f"95% CI of median {_ms(lat.ci_low)}-{_ms(lat.ci_high)})",
