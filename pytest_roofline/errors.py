@@ -22,10 +22,16 @@ __all__ = [
 
 
 class RooflineError(Exception):
-    """An error the user can fix; ``str(err)`` is a single line."""
+    """An error the user can fix; ``str(err)`` is a single line, safe to print on a terminal.
+
+    Messages quote names from models and tests: whitespace runs (newlines included) become one
+    space and control or bidi characters visible escapes (:func:`pytest_roofline.fmt.printable`).
+    """
 
     def __init__(self, message: str) -> None:
-        super().__init__(" ".join(str(message).split()))
+        from .fmt import printable
+
+        super().__init__(printable(" ".join(str(message).split())))
 
     def for_pytest(self) -> str:
         """The message as a test author reads it (Python syntax where the CLI's names options)."""

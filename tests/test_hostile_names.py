@@ -165,3 +165,19 @@ def test_profile_table_tells_long_layer_names_apart(capsys: pytest.CaptureFixtur
     firsts = [row.split("  ")[0] for row in rows]
     assert len(firsts) == 2 and firsts[0] != firsts[1]
     assert firsts[0].endswith("Relu_1") and firsts[1].endswith("Relu_2")
+
+
+def test_every_error_message_is_one_printable_line() -> None:
+    from pytest_roofline.errors import ShapeError
+
+    error = ShapeError(f"input {ESCAPES} is unknown")
+    assert raw_controls(str(error)) == [] and "\n" not in str(error)
+    assert r"\x1b]0;pwned\x07" in str(error) and r"\u202eexe.txt" in str(error)
+
+
+def test_a_hostile_model_path_reaches_the_pytest_failure_escaped(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_m(model_profile):\n    model_profile('no\\x1b]0;pwned\\x07such.onnx')\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--roofline-disable")
+    result.assert_outcomes(failed=1)
+    text = result.stdout.str()
+    assert raw_controls(text) == [] and r"no\x1b]0;pwned\x07such.onnx: no such file" in text
