@@ -114,6 +114,24 @@ def test_an_abandoned_thread_alive_at_exit_ends_the_process_with_the_runs_status
     assert "unflushed tail" in proc.stdout
 
 
+def test_an_onnxruntime_session_stops_and_its_run_options_cost_nothing(tmp_path: Path) -> None:
+    from pytest_roofline.backends.base import get_backend
+    from pytest_roofline.model import ModelSpec
+
+    path = runaway_loop(tmp_path / "short.onnx", trips=3)
+    feeds = {"x": np.ones((1, 64), np.float32)}
+    with get_backend("onnxruntime", {"intra_op_threads": "1"}).open(
+        ModelSpec.create(str(path)), feeds
+    ) as session:
+        assert len(session.time(2)) == 2
+        # set explicitly, onnxruntime 1.32's wrapper skips a C++ exception per call (30 us;
+        # benchmarks/ort_overhead.py --tiny)
+        assert session._run_options.get_run_config_entry("gpu_graph_id") == "0"
+        session._stop()
+        with pytest.raises(BackendError, match="terminate"):
+            session.time(1)
+
+
 # --- the pytest plugin on real onnxruntime --------------------------------------------------------
 
 LOOP_TEST = """
