@@ -10,7 +10,11 @@ interleaved design (fresh session pairs × alternating rounds), so machine drift
 
 Prints both medians and tool/bare (target: within 2 %, i.e. 0.98-1.02 or faster).
 
-Usage: ``python benchmarks/ort_overhead.py [--sessions 5] [--rounds 40] [--iterations 5]
+``--tiny`` times a one-Relu model of a few microseconds instead, where any per-call cost of the
+tool's loop shows in full (its RunOptions, which a timeout uses to stop a runaway run, must cost
+nothing: onnxruntime 1.32's wrapper added ~30 us per call until ``gpu_graph_id`` was set).
+
+Usage: ``python benchmarks/ort_overhead.py [--tiny] [--sessions 5] [--rounds 40] [--iterations 5]
 [--option K=V]...``
 """
 
@@ -78,6 +82,19 @@ def mobilenet_like() -> onnx.ModelProto:
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def tiny_relu() -> onnx.ModelProto:
+    """One Relu on [1, 64] floats: a few microseconds, nearly all of it per-call overhead."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["input"], ["y"], name="relu")],
+        "tiny_relu",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
 class BareSession(BackendSession):
     """The loop a user writes by hand: numpy feeds, ``session.run``, perf_counter_ns per call."""
 
@@ -105,9 +122,10 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--iterations", type=int, default=5)
     parser.add_argument("--option", action="append", default=[], metavar="K=V")
+    parser.add_argument("--tiny", action="store_true", help="a one-Relu model: per-call overhead in full")
     args = parser.parse_args()
     options = dict(item.split("=", 1) for item in args.option)
-    model = mobilenet_like()
+    model = tiny_relu() if args.tiny else mobilenet_like()
     payload = model.SerializeToString()
     inputs = make_inputs(model, bind_input_shapes(model, 1))
     backend = get_backend("onnxruntime", options)
@@ -129,8 +147,8 @@ def main() -> int:
         f"design: {args.sessions} session pairs x {args.rounds} interleaved rounds x {args.iterations} "
         f"inferences each, {elapsed:.1f} s"
     )
-    print(f"tool median  {tool_median * 1e3:.4f} ms  (IOBinding, inputs and outputs pre-bound)")
-    print(f"bare median  {bare_median * 1e3:.4f} ms  (InferenceSession.run with numpy)")
+    print(f"tool median  {tool_median * 1e6:.2f} us  (IOBinding, inputs and outputs pre-bound)")
+    print(f"bare median  {bare_median * 1e6:.2f} us  (InferenceSession.run with numpy)")
     print(f"ratio tool/bare  {tool_median / bare_median:.4f}  (target <= 1.02)")
     print("per-session-pair ratios  " + " ".join(f"{r:.3f}" for r in per_session))
     return 0

@@ -120,6 +120,7 @@ class PreparedModel:
     shapes: dict[str, tuple[int, ...]]
     batch: int | None
     dims: dict[str, int]
+    batch_default: bool = False  # a symbolic batch dim nobody bound runs at 1
 
     def open(self) -> BackendSession:
         """A fresh backend session of the model with its inputs bound."""
@@ -147,7 +148,14 @@ def prepare(
 ) -> PreparedModel:
     """Load ``model``, bind its dims and inputs for ``backend`` (raises one-line RooflineErrors)."""
     from pytest_roofline.inputs import dims_from_inputs, load_inputs
-    from pytest_roofline.model import ModelSpec, bind_input_shapes, graph_inputs, load_model, make_inputs
+    from pytest_roofline.model import (
+        ModelSpec,
+        bind_input_shapes,
+        graph_inputs,
+        load_model,
+        make_inputs,
+        needs_batch,
+    )
 
     engine = _backend(backend, options)
     proto = load_model(model)
@@ -159,6 +167,9 @@ def prepare(
             raise OptionError(f"batch {batch} differs from the inputs' first dim {found_batch}")
         batch = batch or found_batch
         dims = {**found_dims, **dict(dims or {})}
+    batch_default = batch is None and needs_batch(proto, dims)
+    if batch_default:  # like the model_profile fixture: a symbolic batch dim runs at 1
+        batch = 1
     spec = ModelSpec.create(model, batch, dims)
     shapes = bind_input_shapes(proto, batch, dims)
     if batch is not None and shapes and all(not shape or shape[0] != batch for shape in shapes.values()):
@@ -166,7 +177,9 @@ def prepare(
         raise OptionError(f"batch {batch} binds nothing: the model's inputs are static ({static})")
     if inputs is None:
         arrays = make_inputs(proto, shapes, seed=0)
-    return PreparedModel(model, proto, spec, engine, arrays, dict(shapes), batch, dict(dims or {}))
+    return PreparedModel(
+        model, proto, spec, engine, arrays, dict(shapes), batch, dict(dims or {}), batch_default
+    )
 
 
 def profile_layers(
@@ -228,6 +241,7 @@ def assemble(
             "profile_iterations": run.iterations,
             "folded": list(run.kernels.folded),
             "profiler_scale": scale,
+            **({"batch_default": True} if prepared.batch_default else {}),
             **dict(extra or {}),
         },
     )
@@ -254,6 +268,8 @@ def run_profile(
 
     say = progress or (lambda message: None)
     prepared = prepare(model, backend=backend, batch=batch, dims=dims, inputs=inputs, options=options)
+    if prepared.batch_default:
+        say("batch 1 (default; choose another with --batch N or batch=N)")
     run = profile_layers(
         prepared, iterations=profile_iterations, roofline=roofline, trips=trips, progress=say
     )
@@ -282,7 +298,9 @@ def profile_model(
     Args:
         model: a path to an .onnx file or a loaded ``onnx.ModelProto``.
         backend: a backend name (``"onnxruntime"``, ``"openvino"``, ...) or a Backend instance.
-        batch: binds the first dim of every input whose first dim is symbolic.
+        batch: binds the first dim of every input whose first dim is symbolic; default 1 when
+            such a dim is not bound by ``dims`` (``extra["batch_default"]`` says so), as the
+            ``model_profile`` fixture does.
         dims: binds symbolic dims by name.
         inputs: arrays by input name, or a path to a ``.npy`` (single input) or ``.npz``;
             default: seeded random inputs.

@@ -90,7 +90,7 @@ def model_profile(request: pytest.FixtureRequest) -> Callable[..., ModelProfile]
         except BackendUnavailable as exc:
             skipped, message = True, str(exc)
         except RooflineError as exc:
-            skipped, message = False, f"roofline: {exc}"
+            skipped, message = False, f"roofline: {exc.for_pytest()}"
         _give_up(skipped, message)
 
     return profile

@@ -8,10 +8,13 @@ and :func:`fmt_seconds_fixed` (three decimals in ms/s, terminal and CLI tables).
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
+    "csv_cell",
+    "elide_names",
     "is_finite",
     "fmt_bytes",
     "fmt_bytes_fixed",
@@ -21,6 +24,7 @@ __all__ = [
     "fmt_ratio",
     "fmt_seconds",
     "fmt_seconds_fixed",
+    "printable",
     "text_table",
 ]
 
@@ -102,18 +106,80 @@ def fmt_ratio(value: Any) -> str:
     return f"{value:.3f}x" if is_finite(value) else "–"
 
 
+# Unicode categories a terminal must never receive raw: controls (C0, DEL, C1: ESC starts every
+# CSI/OSC sequence, CR/LF/TAB break lines and columns), format characters (bidi overrides such as
+# U+202E, isolates, zero-width joiners), line/paragraph separators and lone surrogates.
+_UNPRINTABLE = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def printable(text: Any) -> str:
+    r"""``text`` safe to write to a terminal: every control, bidi or invisible format character
+    becomes a visible escape (ESC → ``\x1b``, newline → ``\x0a``, RTL override → ``\u202e``).
+
+    Names come from models and tests a user may not have written (node, graph, test and span
+    names): written raw, an ESC/OSC sequence could recolour, retitle or rewrite the terminal and an
+    RTL override could make one name read as another.  Plain text passes through unchanged.
+    """
+    text = str(text)
+    if text.isprintable():  # the common case: nothing to escape (isprintable is False for Cc/Cf/Z*)
+        return text
+    return "".join(_escape(c) if unicodedata.category(c) in _UNPRINTABLE else c for c in text)
+
+
+def csv_cell(value: Any) -> Any:
+    """A CSV cell that a spreadsheet will not run as a formula (OWASP "CSV injection").
+
+    Text starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return gets a leading single
+    quote (the spreadsheet shows the text, not a formula's result). Numbers, and text that is a
+    plain number (``-0.5``, ``+3``), are returned unchanged: they stay numbers.
+    """
+    if not isinstance(value, str) or not value or value[0] not in _FORMULA_START:
+        return value
+    try:
+        float(value)
+    except ValueError:
+        return "'" + value
+    return value
+
+
+_FORMULA_START = frozenset("=+-@\t\r")
+
+
+def elide_names(names: Sequence[str], width: int = 60) -> list[str]:
+    """Display forms of ``names`` at most ``width`` characters wide, cut in the middle.
+
+    Both ends survive (``/encoder/layer.1...attention/MatMul_1``): exporters put the scope first
+    and the op with its index last, and either may be what tells two layers apart.  Names that
+    would look identical once cut are shown in full, so two different names never read the same.
+    """
+    head = max(1, (width - 3) // 3)
+    tail = max(1, width - 3 - head)
+    shown = [name if len(name) <= width else f"{name[:head]}...{name[-tail:]}" for name in names]
+    count: dict[str, set[str]] = {}
+    for name, display in zip(names, shown, strict=True):
+        count.setdefault(display, set()).add(name)
+    return [display if len(count[display]) == 1 else name for name, display in zip(names, shown, strict=True)]
+
+
 def text_table(header: Sequence[Any], rows: Sequence[Sequence[Any]], left: int = 1) -> list[str]:
     """Lines of an aligned table: columns two spaces apart, padded to their widest cell.
 
     The first ``left`` columns are left-aligned, the rest right-aligned (pass ``len(header)``
-    for an all-left table); trailing spaces are dropped.
+    for an all-left table); trailing spaces are dropped.  Every cell goes through
+    :func:`printable`, so no name can inject terminal sequences or break the layout.
     """
-    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=False)]
+    cells = [[printable(cell) for cell in row] for row in (header, *rows)]
+    widths = [max(len(cell) for cell in column) for column in zip(*cells, strict=False)]
 
-    def line(row: Sequence[Any]) -> str:
-        return "  ".join(
-            str(cell).ljust(w) if i < left else str(cell).rjust(w)
-            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-        ).rstrip()
+    def line(row: Sequence[str]) -> str:
+        pairs = enumerate(zip(row, widths, strict=True))
+        return "  ".join(cell.ljust(w) if i < left else cell.rjust(w) for i, (cell, w) in pairs).rstrip()
 
-    return [line(header), *(line(row) for row in rows)]
+    return [line(row) for row in cells]

@@ -7,7 +7,9 @@ larger than memory can be analyzed.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,22 +17,44 @@ from typing import TYPE_CHECKING
 import numpy as np
 import onnx
 
-from .errors import ModelError, ShapeError
+from .errors import ModelError, OptionError, ShapeError, UnboundDim
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
 __all__ = [
+    "INPUT_LIMIT_ENV",
+    "MAX_DIM",
     "ModelSource",
     "ModelSpec",
     "bind_input_shapes",
+    "check_input_memory",
     "graph_inputs",
+    "input_memory_limit",
     "load_model",
     "make_inputs",
     "model_hash",
+    "needs_batch",
 ]
 
 ModelSource = str | os.PathLike | onnx.ModelProto
+
+#: The largest batch or dim accepted (2**31 - 1: what a 32-bit index reaches; far beyond any real
+#: input, and far below what overflows numpy or protobuf).
+MAX_DIM = 2**31 - 1
+#: Environment variable overriding the input-memory limit: bytes (``8G``, ``512MiB``, ``2e9``) or ``0``.
+INPUT_LIMIT_ENV = "ROOFLINE_MAX_INPUT_BYTES"
+_UNITS = {
+    "": 1,
+    "k": 10**3,
+    "m": 10**6,
+    "g": 10**9,
+    "t": 10**12,
+    "ki": 2**10,
+    "mi": 2**20,
+    "gi": 2**30,
+    "ti": 2**40,
+}
 
 
 @dataclass(frozen=True)
@@ -63,11 +87,11 @@ class ModelSpec:
         cls, source: ModelSource, batch: int | None = None, dims: Mapping[str, int] | None = None
     ) -> ModelSpec:
         """Build a spec, validating batch and dims."""
-        if batch is not None and (not isinstance(batch, int) or batch < 1):
-            raise ShapeError(f"batch must be a positive integer, got {batch!r}")
+        if batch is not None and (not isinstance(batch, int) or not 1 <= batch <= MAX_DIM):
+            raise ShapeError(f"batch must be a positive integer up to {MAX_DIM}, got {batch!r}")
         for key, value in (dims or {}).items():
-            if not isinstance(value, int) or value < 1:
-                raise ShapeError(f"dim {key}={value!r} must be a positive integer")
+            if not isinstance(value, int) or not 1 <= value <= MAX_DIM:
+                raise ShapeError(f"dim {key}={value!r} must be a positive integer up to {MAX_DIM}")
         return cls(source, batch, tuple(sorted((dims or {}).items())))
 
 
@@ -90,6 +114,11 @@ def load_model(source: ModelSource) -> onnx.ModelProto:
         try:
             model = onnx.load(str(path), load_external_data=False)
         except Exception as exc:  # protobuf raises DecodeError and friends
+            from .gitref import LFS_HINT, LFS_POINTER
+
+            with open(path, "rb") as handle:
+                if handle.read(len(LFS_POINTER)) == LFS_POINTER:
+                    raise ModelError(f"{path}: a Git LFS pointer, not the model; {LFS_HINT}") from None
             raise ModelError(
                 f"{path}: not a valid ONNX model (truncated or not ONNX: {type(exc).__name__}); "
                 "re-export the model"
@@ -156,15 +185,116 @@ def bind_input_shapes(
                 how = f"--dim {param}=VALUE" if param else "--dim NAME=VALUE after naming it"
                 if index == 0:
                     how += " or --batch N"
-                raise ShapeError(f"input '{vi.name}' dim {index} {label} is unknown; bind it with {how}")
+                raise ShapeError(
+                    f"input '{vi.name}' dim {index} {label} is unknown; bind it with {how}",
+                    unbound=UnboundDim(vi.name, index, param),
+                )
         shapes[vi.name] = tuple(shape)
     unused = sorted(set(dims) - used - known_params)
     if unused:
         known = ", ".join(sorted(known_params)) or "none"
         raise ShapeError(
-            f"--dim {unused[0]} names no symbolic dim of the model's inputs (symbolic dims: {known})"
+            f"--dim {unused[0]} names no symbolic dim of the model's inputs (symbolic dims: {known})",
+            unused=unused[0],
+            known=tuple(sorted(known_params)),
         )
     return shapes
+
+
+def needs_batch(model: onnx.ModelProto, dims: Mapping[str, int] | None = None) -> bool:
+    """Whether some input's first dim is left unknown by the model and by ``dims``: the dim that
+    ``batch`` binds (callers default it to 1, as the ``model_profile`` fixture does)."""
+    dims = dims or {}
+    for vi in graph_inputs(model):
+        shape = vi.type.tensor_type.shape.dim if vi.type.tensor_type.HasField("shape") else []
+        if shape:
+            first = shape[0]
+            if not (first.HasField("dim_value") and first.dim_value > 0) and first.dim_param not in dims:
+                return True
+    return False
+
+
+def input_memory_limit() -> int | None:
+    """Bytes the made inputs may take: ``$ROOFLINE_MAX_INPUT_BYTES``, else half of the memory
+    available now (``MemAvailable`` in ``/proc/meminfo``, else the free pages); None: no limit.
+
+    The other half is for what the backend adds: its copy of the inputs, activations, outputs.
+
+    Raises:
+        OptionError: the environment variable is not a size.
+    """
+    text = os.environ.get(INPUT_LIMIT_ENV, "").strip()
+    if text:
+        match = re.fullmatch(r"([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([kKmMgGtT]i?)?[bB]?", text)
+        if match is None:
+            raise OptionError(
+                f"{INPUT_LIMIT_ENV}={text!r}: expected bytes such as 8G, 512MiB or 2e9 (0: no limit)"
+            )
+        limit = int(float(match[1]) * _UNITS[(match[2] or "").lower()])
+        return limit or None
+    available = _available_memory()
+    return None if available is None else available // 2
+
+
+def _available_memory() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def check_input_memory(model: onnx.ModelProto, shapes: Mapping[str, tuple[int, ...]]) -> int:
+    """Bytes :func:`make_inputs` needs at these shapes; refuse before anything is allocated.
+
+    The estimate is every input's element count times its element size, plus the 8 bytes per
+    element of the largest input's generation temporary (random numbers are drawn as 64-bit).
+
+    Returns:
+        The estimate in bytes.
+
+    Raises:
+        ShapeError: the estimate exceeds :func:`input_memory_limit` (one line: the largest input,
+            the sizes, how to bind smaller dims or raise the limit).
+    """
+    sizes = []
+    for vi in graph_inputs(model):
+        shape = shapes.get(vi.name, ())
+        itemsize = _itemsize(vi.type.tensor_type.elem_type)
+        sizes.append((math.prod(shape) * itemsize, math.prod(shape), vi.name, shape))
+    if not sizes:
+        return 0
+    need = sum(s[0] for s in sizes) + 8 * max(s[1] for s in sizes)
+    limit = input_memory_limit()
+    if limit is not None and need > limit:
+        from .fmt import fmt_bytes
+
+        largest = max(sizes)
+        source = (
+            f"${INPUT_LIMIT_ENV}"
+            if os.environ.get(INPUT_LIMIT_ENV, "").strip()
+            else "half the available memory"
+        )
+        raise ShapeError(
+            f"making the inputs would take {fmt_bytes(need)} of memory (largest: {largest[2]!r} "
+            f"[{'x'.join(map(str, largest[3]))}], {fmt_bytes(largest[0])}) but at most {fmt_bytes(limit)} "
+            f"may be allocated ({source}); bind smaller dims or batch, or set {INPUT_LIMIT_ENV}=SIZE "
+            "(0: no limit)"
+        )
+    return need
+
+
+def _itemsize(elem_type: int) -> int:
+    try:
+        return int(np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).itemsize)
+    except Exception:  # types numpy lacks (bfloat16, float8, ...): count 4 bytes
+        return 4
 
 
 def make_inputs(
@@ -174,7 +304,12 @@ def make_inputs(
 
     Floats are standard normal; integers are 0 or 1 (valid token ids, masks and indices for most
     models); booleans are random.
+
+    Raises:
+        ShapeError: the inputs would not fit in memory (:func:`check_input_memory`); nothing was
+            allocated.
     """
+    check_input_memory(model, shapes)
     rng = np.random.default_rng(seed)
     arrays: dict[str, np.ndarray] = {}
     for vi in graph_inputs(model):

@@ -142,14 +142,18 @@ OPTIONS: dict[str, tuple[Callable[[Any], Any], Any, str]] = {
     ),
     "compare_ref": (str, None, "paired mode: compare each model with its file at this git reference"),
     "recalibrate": (parse_bool, False, "measure the device roofline again instead of using the cache"),
-    "report": (str, [], "write a report; format from the extension: .json .html .md .csv (repeatable)"),
+    "report": (
+        str,
+        [],
+        "write a report; format from the extension: .json .html .md .csv .benchmark.json (repeatable)",
+    ),
     "disable": (parse_bool, False, "static analysis only: no timing, no gate"),
     "strict": (parse_bool, False, "a missing baseline or an inconclusive gate fails the test"),
     "timeout": (
         parse_timeout,
         900.0,
-        "seconds one measurement may take before its test fails (default 900; the hung backend "
-        "call is abandoned in a background thread)",
+        "seconds one measurement may take before its test fails (default 900; the backend is "
+        "stopped, or abandoned in a background thread when it cannot be)",
     ),
 }
 

@@ -16,6 +16,7 @@ import pytest
 
 from pytest_roofline.fixtures import SESSION_KEY, SPANS_KEY, device_roofline, model_profile, roofline_span
 from pytest_roofline.options import OPTIONS, parse_bool, settings_from_config
+from pytest_roofline.report.benchmark_bridge import new_benchmark_storage, remove_if_empty
 from pytest_roofline.session import RooflineSession
 
 __all__ = ["device_roofline", "model_profile", "roofline_span"]
@@ -25,6 +26,7 @@ MARKER = (
     "tolerance in percent, metrics 'latency' or 'layer:<name>', budget in seconds"
 )
 LIST_OPTIONS = ("option", "report")
+BENCHMARK_STORAGE = pytest.StashKey["Path | None"]()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -73,7 +75,13 @@ def pytest_configure(config: pytest.Config) -> None:
         settings_from_config(config), Path(str(config.rootpath)), is_worker=worker, device_class=device_class
     )
     config.stash[SESSION_KEY] = session
+    config.stash[BENCHMARK_STORAGE] = new_benchmark_storage(config)
     config.pluginmanager.register(RooflinePlugin(config, session), "roofline-session")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the ``.benchmarks/`` folder pytest-benchmark made in this run if it stayed empty."""
+    remove_if_empty(config.stash.get(BENCHMARK_STORAGE, None))
 
 
 class RooflinePlugin:
@@ -119,8 +127,11 @@ class RooflinePlugin:
         A baseline or report that could not be written makes an otherwise green run exit 1: a
         CI gate must not pass while losing what it was asked to record.
         """
+        from pytest_roofline.bounded import set_exit_status
+
         if self.session.is_worker:
             self.config.workeroutput["roofline"] = self.session.worker_payload()  # type: ignore[attr-defined]
+            set_exit_status(int(session.exitstatus))
             return
         hook = self.config.hook.pytest_roofline_update_results
         try:
@@ -140,6 +151,7 @@ class RooflinePlugin:
             return
         if self.session.errors and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        set_exit_status(int(session.exitstatus))  # the status kept if an abandoned measurement outlives us
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         """One line per profiled model, verdict reasons, stale entries, files written."""

@@ -314,6 +314,7 @@ class ModelProfile:
         Raises:
             LayerNotFound: no such layer or node; the message suggests close names.
         """
+        __tracebackhide__ = True  # pytest shows the test's line and the one-line message, not this frame
         for layer in self.layers:
             if layer.name == name:
                 return layer
@@ -322,7 +323,9 @@ class ModelProfile:
             return max(executing, key=lambda layer: (layer.flops, layer.time))
         import difflib
 
-        names = [layer.name for layer in self.layers] + [n for la in self.layers for n in la.onnx_nodes]
+        names = list(
+            dict.fromkeys([la.name for la in self.layers] + [n for la in self.layers for n in la.onnx_nodes])
+        )
         close = difflib.get_close_matches(name, names, n=3)
         hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise LayerNotFound(f"no layer or ONNX node {name!r} in the profile of {self.model_name}{hint}")

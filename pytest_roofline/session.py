@@ -276,19 +276,11 @@ class RooflineSession:
         feed_pytest_benchmark(node.config, record)
 
     def _reference_spec(self, path: Path, batch: int, dims: Mapping[str, int]) -> Any:
-        import onnx
-
-        from pytest_roofline.gitref import read_at_ref
+        """The model at ``--roofline-compare-ref`` with its external data at the same ref."""
+        from pytest_roofline.gitref import model_at_ref
         from pytest_roofline.model import ModelSpec
 
-        data = read_at_ref(path, str(self.settings.compare_ref))
-        try:
-            proto = onnx.load_from_string(data)
-        except Exception:
-            raise RooflineError(
-                f"{path.name} at {self.settings.compare_ref!r} is not a valid ONNX model"
-            ) from None
-        return ModelSpec.create(proto, batch, dims)
+        return ModelSpec.create(str(model_at_ref(path, str(self.settings.compare_ref))), batch, dims)
 
     def _check_outputs(
         self, path: Path, backend: str, others: Any, inputs: Any, batch: int, dims: Mapping[str, int]
@@ -309,6 +301,7 @@ class RooflineSession:
 
     def _judge(self, record: ProfileRecord) -> None:
         """The test's failure messages: regressions, and under --roofline-strict the undecided."""
+        from pytest_roofline.fmt import printable
         from pytest_roofline.gate.verdict import verdict_table
 
         messages = self.failures.setdefault(record.test, [])
@@ -316,17 +309,22 @@ class RooflineSession:
             return
         prof = record.profile
         for verdict in record.verdicts:
-            head = f"roofline {verdict.status}: {prof.model_name} (batch {prof.batch}) {verdict.message}"
+            head = printable(
+                f"roofline {verdict.status}: {prof.model_name} (batch {prof.batch}) {verdict.message}"
+            )
             if verdict.explanation:
-                head += f"\n  why: {verdict.explanation}"
+                head += f"\n  why: {printable(verdict.explanation)}"
+            table = [printable(line) for line in verdict_table(verdict)]
             if verdict.status == "regression":
-                messages.append("\n".join([head, *verdict_table(verdict)]))
+                messages.append("\n".join([head, *table]))
             elif self.settings.strict and verdict.status in ("inconclusive", "incomparable"):
-                messages.append("\n".join([f"{head} [--roofline-strict]", *verdict_table(verdict)]))
+                messages.append("\n".join([f"{head} [--roofline-strict]", *table]))
             elif self.settings.strict and verdict.status == "new":
                 messages.append(
-                    f"roofline: no baseline for {record.key} in {self.store.file_for(record.test)} "
-                    "[--roofline-strict]; record one with --roofline-update"
+                    printable(
+                        f"roofline: no baseline for {record.key} in {self.store.file_for(record.test)} "
+                        "[--roofline-strict]; record one with --roofline-update"
+                    )
                 )
 
     def attach_spans(self, test: str, spans: Mapping[str, LatencyStats]) -> None:

@@ -120,3 +120,69 @@ def test_the_plugin_feeds_every_profiled_model(
     assert ours["fullname"] == "test_fed.py::test_model::m-b2"
     assert ours["stats"]["rounds"] == len(ours["stats"]["data"]) > 0
     assert ours["extra_info"]["backend"] == "fake" and ours["extra_info"]["verdict"] == "new"
+
+
+# --- no empty .benchmarks/ (issue 14) ---------------------------------------------------------------
+
+STORAGE_GUARD = """
+import pytest
+from pytest_roofline.report.benchmark_bridge import new_benchmark_storage, remove_if_empty
+
+KEY = pytest.StashKey()
+
+def pytest_configure(config):
+    config.stash[KEY] = new_benchmark_storage(config)
+
+def pytest_unconfigure(config):
+    remove_if_empty(config.stash[KEY])
+"""
+
+
+@pytest.fixture
+def guarded(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    pytester.makeconftest(STORAGE_GUARD)
+    pytester.makepyfile(
+        test_plain="def test_a():\n    pass\n",
+        test_bench="def test_b(benchmark):\n    benchmark(sum, range(20))\n",
+    )
+    return pytester
+
+
+def test_a_run_that_benchmarks_nothing_leaves_no_benchmarks_folder(guarded: pytest.Pytester) -> None:
+    result = guarded.runpytest("-p", "no:xdist", "test_plain.py")
+    result.assert_outcomes(passed=1)
+    assert not (guarded.path / ".benchmarks").exists()
+
+
+def test_saved_benchmarks_and_an_existing_folder_stay(guarded: pytest.Pytester) -> None:
+    result = guarded.runpytest("-p", "no:xdist", "--benchmark-autosave", "test_bench.py")
+    result.assert_outcomes(passed=1)
+    assert list((guarded.path / ".benchmarks").rglob("*.json"))  # pytest-benchmark's save survives
+    (guarded.path / "mine").mkdir()
+    result = guarded.runpytest("-p", "no:xdist", "--benchmark-storage=file://mine", "test_plain.py")
+    result.assert_outcomes(passed=1)
+    assert (guarded.path / "mine").is_dir()  # existed before the run: not ours to remove
+
+
+def test_this_projects_own_runs_leave_no_benchmarks_folder(tmp_path: Path) -> None:
+    """The repository's conftest.py (the [test] extra brings pytest-benchmark into every run)."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).parent.parent
+    (tmp_path / "conftest.py").write_text((root / "conftest.py").read_text())
+    (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    for extra in ([], ["-n", "2"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert not (tmp_path / ".benchmarks").exists(), extra

@@ -94,6 +94,28 @@ def test_engine_is_built_once_and_cached(fake, resnet18: Path) -> None:
     assert len(list(engine_cache_dir().glob("resnet18-*.engine"))) == 2
 
 
+@pytest.mark.parametrize("name", ["../../escaped/evil", "ABSOLUTE/x/evil", "..", "模型/../x"])
+def test_a_hostile_graph_name_keeps_the_engine_and_its_lock_in_the_cache(
+    fake, resnet18: Path, tmp_path: Path, name: str
+) -> None:
+    """A model given as a proto (paired mode's reference, the Python API) is named by its graph."""
+    fake("8601")
+    name = name.replace("ABSOLUTE", str(tmp_path / "outside"))
+    proto = load_model(resnet18)
+    proto.graph.name = name
+    before = set(tmp_path.rglob("*"))
+    spec = ModelSpec.create(proto, batch=32)
+    with get_backend("trtexec").open(spec, make_inputs(proto, bind_input_shapes(proto, 32))) as session:
+        assert len(session.time(2)) == 2
+    created = {p for p in set(tmp_path.rglob("*")) - before if p.is_file() and p.name != "calls.jsonl"}
+    cache = engine_cache_dir()
+    assert created and all(p.parent == cache for p in created), sorted(map(str, created))
+    (engine,) = created  # the engine only: its lock went away with the build
+    assert engine.name.endswith(".engine") and not engine.name.startswith(".")
+    readable = {"../../escaped/evil": "escaped_evil-", "..": "model-", "模型/../x": "模型_.._x-"}
+    assert engine.name.startswith(readable.get(name, "tmp_"))
+
+
 def test_one_trtexec_run_serves_many_small_time_calls(fake, resnet18: Path) -> None:
     fake("8601")
     backend = get_backend("trtexec", {"chunk": "30"})

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.errors import BackendError, BackendUnavailable, OptionError
+from pytest_roofline.files import file_lock
 from pytest_roofline.model import graph_inputs, load_model, model_hash
 
 from .attribution import GraphIndex
@@ -50,7 +52,7 @@ if TYPE_CHECKING:
 
     from pytest_roofline.model import ModelSpec
 
-__all__ = ["TrtexecBackend", "TrtexecSession", "engine_cache_dir", "run_trtexec"]
+__all__ = ["TrtexecBackend", "TrtexecSession", "engine_cache_dir", "engine_stem", "run_trtexec"]
 
 _PRECISIONS = ("fp32", "fp16", "int8", "best")
 _IMPORT_KEYS = ("profile", "layer_info", "times")
@@ -64,6 +66,18 @@ def engine_cache_dir() -> Path:
 
         root = platformdirs.user_cache_dir("pytest-roofline")
     return Path(root) / "engines"
+
+
+def engine_stem(name: str, limit: int = 64) -> str:
+    """A readable file-name stem for a model's engine: one path component, never a path.
+
+    The name of a model given as a proto is its graph name, which anyone who wrote the model chose
+    (``../../escaped/evil``, ``/tmp/x/evil``).  Everything but letters and digits (any script),
+    ``.``, ``_`` and ``-`` becomes ``_``, leading dots and separators go, the length is capped; the
+    engine's key digest follows it in the file name, so two models never share an engine.
+    """
+    stem = re.sub(r"[^\w.-]", "_", name).lstrip("._-")[:limit]
+    return stem or "model"
 
 
 def _failure_detail(out: str, err: str, lines: int = 3) -> str:
@@ -323,12 +337,14 @@ class TrtexecSession(BackendSession):
             sort_keys=True,
         )
         digest = hashlib.sha256(key.encode()).hexdigest()[:24]
-        return engine_cache_dir() / f"{self._spec.name}-{digest}.engine"
+        folder = engine_cache_dir()
+        path = folder / f"{engine_stem(self._spec.name)}-{digest}.engine"
+        if path.parent != folder:  # engine_stem makes one path component; never write elsewhere
+            raise BackendError(f"model name {self._spec.name!r} cannot name an engine file")
+        return path
 
     def _run(self, iterations: int, *, times: bool, profile: bool) -> dict[str, Path]:
         """Run trtexec once, building the engine first if it is not cached; the export paths."""
-        from filelock import FileLock
-
         backend = self._backend
         version = backend.trt_version()
         engine = self._engine or self._engine_path()
@@ -341,7 +357,7 @@ class TrtexecSession(BackendSession):
         for path in files.values():
             if path is not None and path.exists():
                 path.unlink()
-        with FileLock(str(engine) + ".lock"):
+        with file_lock(engine.with_name(engine.name + ".lock"), timeout=None):  # removed when released
             build = not engine.exists()
             cmd = build_command(
                 backend.executable() or "trtexec",

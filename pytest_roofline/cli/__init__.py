@@ -13,6 +13,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from pytest_roofline.errors import RooflineError
+from pytest_roofline.fmt import printable
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -58,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args) or 0)
     except RooflineError as exc:
-        sys.stderr.write(f"roofline: error: {exc}\n")
+        sys.stderr.write(f"roofline: error: {printable(exc)}\n")  # messages quote names from models
         return 2
     except KeyboardInterrupt:
         sys.stderr.write("roofline: interrupted\n")

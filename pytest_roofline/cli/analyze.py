@@ -16,7 +16,7 @@ from pytest_roofline.cli.common import (
     parse_batch,
 )
 from pytest_roofline.errors import OptionError
-from pytest_roofline.fmt import fmt_bytes_fixed, text_table
+from pytest_roofline.fmt import csv_cell, fmt_bytes_fixed, printable, text_table
 
 __all__ = ["add_parser", "format_csv", "format_table", "run"]
 
@@ -72,12 +72,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def format_csv(result: ModelAnalysis) -> str:
-    """One row per node."""
+    """One row per node (text cells formula-safe, see :func:`~pytest_roofline.fmt.csv_cell`)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_FIELDS)
     for node in result.nodes:
-        writer.writerow([getattr(node, name) for name in CSV_FIELDS])
+        writer.writerow([csv_cell(getattr(node, name)) for name in CSV_FIELDS])
     return out.getvalue()
 
 
@@ -135,4 +135,4 @@ def format_table(result: ModelAnalysis, top: int = 15) -> str:
             "a rule but not costed (bytes only): "
             + ", ".join(f"{op} x{count} ({reason})" for op, reason, count in result.unresolved)
         )
-    return "\n".join(lines) + "\n"
+    return "\n".join(map(printable, lines)) + "\n"  # node and input names come from the model

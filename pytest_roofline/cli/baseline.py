@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from pytest_roofline.cli.common import add_format_argument
-from pytest_roofline.fmt import fmt_seconds_fixed, text_table
+from pytest_roofline.fmt import fmt_seconds_fixed, printable, text_table
 from pytest_roofline.gate.baseline import BaselineEntry
 from pytest_roofline.gate.store import BaselineStore
 from pytest_roofline.options import parse_percent
@@ -153,7 +153,7 @@ def _diff(args: argparse.Namespace, store: BaselineStore) -> int:
     for line in text_table(("status", "test", "model", "ratio", "95% CI"), rows, left=3):
         print(line)
     for line in details:
-        print(line)
+        print(printable(line))
     return 1 if regressions else 0
 
 
@@ -167,10 +167,10 @@ def _prune(args: argparse.Namespace, store: BaselineStore) -> int:
     if args.dry_run:
         present = set(store.all_entries())
         for key in sorted(set(keys) & present):
-            print(f"would remove {key}")
+            print(f"would remove {printable(key)}")
         return 0
     removed = store.remove(keys)
     for key in removed:
-        print(f"removed {key}")
+        print(f"removed {printable(key)}")
     print(f"{len(removed)} entries removed")
     return 0

@@ -7,7 +7,7 @@ import json
 import sys
 
 from pytest_roofline.cli.common import add_backend_arguments, add_format_argument
-from pytest_roofline.fmt import fmt_pct, fmt_rate, fmt_seconds
+from pytest_roofline.fmt import fmt_pct, fmt_rate, fmt_seconds, printable
 from pytest_roofline.roofline import DeviceRoofline
 from pytest_roofline.roofline.calibrate import calibrate
 from pytest_roofline.roofline.probes import DTYPES, size_label
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     backend = get_backend(args.backend, dict(args.option))
 
     def progress(message: str) -> None:
-        sys.stderr.write(f"roofline: {message}\n")
+        sys.stderr.write(f"roofline: {printable(message)}\n")
         sys.stderr.flush()
 
     roofline = calibrate(
@@ -107,7 +107,7 @@ def format_table(roofline: DeviceRoofline) -> str:
             f"{fmt_seconds(probe.seconds):>10}"
         )
     lines += ["", f"  measured {roofline.measured_at} in {roofline.duration:.1f} s"]
-    return "\n".join(lines) + "\n"
+    return "\n".join(map(printable, lines)) + "\n"  # the fingerprint may come from a cache file
 
 
 def _dtype_order(dtype: str) -> int:

@@ -19,7 +19,7 @@ from pytest_roofline.cli.common import (
     parse_key_value,
 )
 from pytest_roofline.errors import OptionError
-from pytest_roofline.fmt import text_table
+from pytest_roofline.fmt import printable, text_table
 
 if TYPE_CHECKING:
     from pytest_roofline.check import CheckResult
@@ -81,7 +81,7 @@ def format_table(result: CheckResult) -> str:
         for c in result.comparisons
     ]
     title = f"{result.model}: reference {result.backends[0]}, rtol={result.rtol:g}, atol={result.atol:g}"
-    return "\n".join([title, *text_table(header, rows, left=2)])
+    return "\n".join([printable(title), *text_table(header, rows, left=2)])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -111,7 +111,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(format_table(result))
     for failure in result.failures:
-        sys.stderr.write(
-            f"roofline: mismatch: {failure.describe()} (rtol={result.rtol:g}, atol={result.atol:g})\n"
-        )
+        detail = printable(failure.describe())
+        sys.stderr.write(f"roofline: mismatch: {detail} (rtol={result.rtol:g}, atol={result.atol:g})\n")
     return 0 if result.passed else 1

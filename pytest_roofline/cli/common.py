@@ -25,7 +25,10 @@ INPUTS_HELP = "inputs: .npy (single-input model) or .npz by name"
 
 
 def parse_key_int(text: str) -> tuple[str, int]:
-    """``NAME=VALUE`` with a positive integer value, for ``--dim``."""
+    """``NAME=VALUE`` with a positive integer value up to :data:`~pytest_roofline.model.MAX_DIM`,
+    for ``--dim``."""
+    from pytest_roofline.model import MAX_DIM
+
     key, value = parse_key_value(text)
     try:
         number = int(value)
@@ -33,6 +36,8 @@ def parse_key_int(text: str) -> tuple[str, int]:
         raise argparse.ArgumentTypeError(f"dim {key!r} needs an integer value, got {value!r}") from None
     if number < 1:
         raise argparse.ArgumentTypeError(f"dim {key!r} must be positive, got {number}")
+    if number > MAX_DIM:
+        raise argparse.ArgumentTypeError(f"dim {key!r}={number} is beyond any real input (at most {MAX_DIM})")
     return key, number
 
 
@@ -104,6 +109,8 @@ def parse_batch(value: object) -> int | None:
         batch = int(str(value))
     except ValueError:
         raise OptionError(f"--batch needs a positive integer, got {value!r}") from None
-    if batch < 1:
-        raise OptionError(f"--batch needs a positive integer, got {batch}")
+    from pytest_roofline.model import MAX_DIM
+
+    if not 1 <= batch <= MAX_DIM:
+        raise OptionError(f"--batch needs a positive integer up to {MAX_DIM}, got {batch}")
     return batch

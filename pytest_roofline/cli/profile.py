@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_roofline.bounded import run_bounded, set_exit_status
 from pytest_roofline.cli.common import (
     INPUTS_HELP,
     add_backend_arguments,
@@ -24,16 +25,18 @@ from pytest_roofline.cli.common import (
     add_trip_argument,
 )
 from pytest_roofline.errors import OptionError
-from pytest_roofline.fmt import fmt_bytes_fixed, text_table
+from pytest_roofline.fmt import csv_cell, elide_names, fmt_bytes_fixed, printable, text_table
 from pytest_roofline.fmt import fmt_seconds_fixed as _ms
 
 if TYPE_CHECKING:
     from pytest_roofline.api import ProfileRun
     from pytest_roofline.profile import Layer, ModelProfile
+    from pytest_roofline.roofline import DeviceRoofline
 
 __all__ = ["add_parser", "format_csv", "format_table", "run"]
 
 SORT_KEYS = ("time", "flops", "fraction", "name")
+DEFAULT_TIMEOUT = 900.0  # seconds, the plugin's --roofline-timeout default
 CSV_FIELDS = (
     "batch",
     "name",
@@ -80,8 +83,22 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--rounds", type=int, default=20, help="timed rounds per session (default 20)")
     parser.add_argument("--iterations", type=int, default=10, help="profiled iterations (default 10)")
     parser.add_argument("--budget", type=float, default=None, metavar="S", help="latency timing cap, seconds")
+    parser.add_argument(
+        "--timeout",
+        type=_timeout,
+        default=DEFAULT_TIMEOUT,
+        metavar="S",
+        help=f"stop a batch's profiling (calibration included) after S seconds: one line, exit status 2 "
+        f"(default {DEFAULT_TIMEOUT:g}, like pytest's --roofline-timeout)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     parser.set_defaults(run=run)
+
+
+def _timeout(text: str) -> float:
+    from pytest_roofline.options import parse_timeout
+
+    return parse_timeout(text)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -96,18 +113,20 @@ def run(args: argparse.Namespace) -> int:
     ):
         if value < 0:
             raise OptionError(f"{name} is too small")
-    batches: list[int | None] = parse_batches(args.batch) if args.batch else [None]
-    roofline = None if args.no_roofline else "auto"
+    batches: list[int | None] = [b for b in parse_batches(args.batch)] if args.batch else [None]
+    roofline: DeviceRoofline | str | None = None if args.no_roofline else "auto"
 
     def say(message: str) -> None:
         if not args.quiet:
-            sys.stderr.write(f"roofline: {message}\n")
+            sys.stderr.write(f"roofline: {printable(message)}\n")
             sys.stderr.flush()
 
     runs: list[ProfileRun] = []
+    set_exit_status(2)  # if a runaway model cannot be stopped, the process still exits 2, not 134
     for batch in batches:
-        runs.append(
-            run_profile(
+
+        def work(batch: int | None = batch, roofline: Any = roofline) -> ProfileRun:
+            return run_profile(
                 args.model,
                 backend=args.backend,
                 batch=batch,
@@ -122,7 +141,9 @@ def run(args: argparse.Namespace) -> int:
                 trips=dict(args.trip),
                 progress=say,
             )
-        )
+
+        what = args.model if batch is None else f"{args.model} (batch {batch})"
+        runs.append(run_bounded(work, args.timeout, what, hint="raise --timeout if the model is that slow"))
         roofline = runs[-1].profile.roofline or roofline  # calibrate once per sweep
     profiles = [r.profile for r in runs]
     if args.trace:
@@ -172,7 +193,8 @@ def format_table(profile: ModelProfile, top: int = 15, sort: str = "time", by_ty
     unattributed = [la for la in profile.layers if la.kind == "unattributed"]
     lines = [
         f"model {profile.model_name}  backend {profile.backend} {profile.backend_version}  "
-        f"batch {profile.batch}  inputs {inputs}  precision {profile.precision}",
+        f"batch {profile.batch}{' (default)' if profile.extra.get('batch_default') else ''}  "
+        f"inputs {inputs}  precision {profile.precision}",
         f"latency: median {_ms(lat.median)}  p90 {_ms(lat.p90)}  p99 {_ms(lat.p99)}  mean {_ms(lat.mean)}  "
         f"min {_ms(lat.min)}  std {_ms(lat.std)}  ({lat.n} samples, {len(lat.session_medians)} sessions, "
         f"95% CI of median {_ms(lat.ci_low)}-{_ms(lat.ci_high)})",
@@ -197,7 +219,7 @@ def format_table(profile: ModelProfile, top: int = 15, sort: str = "time", by_ty
     )
     lines.append("")
     if by_type:
-        rows = [
+        type_rows = [
             (
                 s.op_type,
                 str(s.count),
@@ -210,19 +232,20 @@ def format_table(profile: ModelProfile, top: int = 15, sort: str = "time", by_ty
             for s in profile.by_op_type()
         ]
         lines.append("by op type")
-        lines += text_table(("op", "layers", "time", "share", "MFLOPs", "GFLOP/s", "bytes"), rows)
-        return "\n".join(lines) + "\n"
+        lines += text_table(("op", "layers", "time", "share", "MFLOPs", "GFLOP/s", "bytes"), type_rows)
+        return "\n".join(map(printable, lines)) + "\n"
     layers = _sorted_layers(profile, sort)
     shown = layers if top == 0 else layers[:top]
     rows, cumulative = [], 0.0
-    for layer in shown:
+    names = elide_names([printable(layer.name) for layer in layers])  # unique among all, not just shown
+    for layer, name in zip(shown, names, strict=False):
         cumulative += layer.share
         nodes = ",".join(layer.onnx_nodes)
         if layer.kind == "layout":
             nodes = f"layout->{layer.serves or '?'}"
         rows.append(
             (
-                layer.name[:40],
+                name,
                 layer.op_type,
                 nodes[:48] + ("..." if len(nodes) > 48 else ""),
                 _ms(layer.time),
@@ -257,11 +280,11 @@ def format_table(profile: ModelProfile, top: int = 15, sort: str = "time", by_ty
         rows,
         left=3,
     )
-    return "\n".join(lines) + "\n"
+    return "\n".join(map(printable, lines)) + "\n"
 
 
 def format_csv(profiles: list[ModelProfile]) -> str:
-    """One row per layer (folded nodes included), with the batch size."""
+    """One row per layer (folded nodes included), with the batch size; formula-safe text cells."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_FIELDS)
@@ -270,5 +293,5 @@ def format_csv(profiles: list[ModelProfile]) -> str:
             data = layer.to_dict()
             data["batch"] = profile.batch
             data["onnx_nodes"] = ";".join(layer.onnx_nodes)
-            writer.writerow(["" if data.get(k) is None else data.get(k) for k in CSV_FIELDS])
+            writer.writerow(["" if data.get(k) is None else csv_cell(data.get(k)) for k in CSV_FIELDS])
     return out.getvalue()

@@ -74,9 +74,9 @@ class GateOutcome:
 @contextlib.contextmanager
 def measure_lock() -> Iterator[None]:
     """One measurement per machine at a time (xdist workers, concurrent pytest processes)."""
-    import filelock
+    from pytest_roofline.files import file_lock
 
-    with filelock.FileLock(str(MEASURE_LOCK), timeout=3600):
+    with file_lock(MEASURE_LOCK, 3600):
         yield
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_roofline.errors import BaselineError
-from pytest_roofline.files import atomic_write_text, lock_path
+from pytest_roofline.files import atomic_write_text, file_lock, lock_path
 from pytest_roofline.gate.baseline import MIGRATIONS, SCHEMA_VERSION, BaselineEntry, module_of
 from pytest_roofline.schema import NewerSchema, SchemaError, dumps, loads, migrate
 
@@ -161,7 +161,7 @@ class BaselineStore:
         self.check_directory()
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            with filelock.FileLock(str(lock_path(self.directory, "baselines")), timeout=LOCK_TIMEOUT):
+            with file_lock(lock_path(self.directory, "baselines"), LOCK_TIMEOUT):
                 yield
         except filelock.Timeout:
             raise BaselineError(

@@ -10,6 +10,9 @@ both plugins run side by side without conflict.
 
 from __future__ import annotations
 
+import contextlib
+import os
+from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +21,13 @@ if TYPE_CHECKING:
 
     from pytest_roofline.results import ProfileRecord
 
-__all__ = ["PLUGIN_NAME", "active_benchmark_session", "feed_pytest_benchmark"]
+__all__ = [
+    "PLUGIN_NAME",
+    "active_benchmark_session",
+    "feed_pytest_benchmark",
+    "new_benchmark_storage",
+    "remove_if_empty",
+]
 
 PLUGIN_NAME = "pytest-benchmark"  # the name pytest-benchmark registers its session plugin under
 
@@ -75,3 +84,36 @@ def feed_pytest_benchmark(config: pytest.Config, record: ProfileRecord) -> bool:
         metadata.stats.update(float(sample))
     session.benchmarks.append(metadata)
     return True
+
+
+def new_benchmark_storage(config: pytest.Config) -> Path | None:
+    """pytest-benchmark's storage folder when this run is about to create it; else None.
+
+    pytest-benchmark makes its file storage (``./.benchmarks`` by default) in its own
+    ``pytest_configure`` whether or not any test benchmarks anything, so a run of only
+    pytest-roofline's tests (or of this project's own suite) leaves an empty ``.benchmarks/`` in
+    the working directory.  Call this from a ``pytest_configure`` that runs before pytest-benchmark's
+    (it is ``trylast``) and pass the result to :func:`remove_if_empty` at ``pytest_unconfigure``.
+    Returns None when pytest-benchmark is not installed, its storage is not a folder
+    (``elasticsearch+http://...``) or the folder exists already (then it is not ours to remove).
+    """
+    try:
+        storage = config.getoption("benchmark_storage")
+    except ValueError:  # pytest-benchmark is not installed or was disabled with -p no:benchmark
+        return None
+    text = str(storage or "")
+    if "://" in text and not text.startswith("file://"):
+        return None
+    folder = Path(text.removeprefix("file://")).expanduser()
+    folder = folder if folder.is_absolute() else Path(os.getcwd()) / folder
+    return None if folder.exists() else folder
+
+
+def remove_if_empty(folder: Path | None) -> bool:
+    """Remove ``folder`` if it exists and is empty (nothing pytest-benchmark saved is ever lost)."""
+    if folder is None:
+        return False
+    with contextlib.suppress(OSError):  # not empty, gone, or not ours: leave it
+        folder.rmdir()
+        return True
+    return False

@@ -11,6 +11,7 @@ import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_roofline.fmt import csv_cell
 from pytest_roofline.report.view import layer_headroom
 
 if TYPE_CHECKING:
@@ -78,12 +79,13 @@ def rows(results: RunResults) -> list[dict[str, Any]]:
 
 
 def render(results: RunResults) -> str:
-    """The CSV text (header row first; empty cells for unknown figures)."""
+    """The CSV text (header row first; empty cells for unknown figures; text cells that a
+    spreadsheet would run as a formula are neutralized by :func:`~pytest_roofline.fmt.csv_cell`)."""
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
     writer.writeheader()
     for row in rows(results):
-        writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+        writer.writerow({k: ("" if v is None else csv_cell(v)) for k, v in row.items()})
     return buffer.getvalue()
 
 

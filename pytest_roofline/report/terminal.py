@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from pytest_roofline.fmt import fmt_pct, fmt_seconds_fixed, text_table
+from pytest_roofline.fmt import fmt_pct, fmt_seconds_fixed, printable, text_table
 
 if TYPE_CHECKING:
     from pytest_roofline.gate.verdict import Verdict
@@ -104,4 +104,4 @@ def summary_lines(
         lines.extend(f"  {key}" for key in results.stale)
     lines.extend(f"baseline written: {path}" for path in baseline_files)
     lines.extend(f"report written: {path}" for path in reports)
-    return lines
+    return [printable(line) for line in lines]  # test, model, layer and span names come from users

@@ -299,12 +299,13 @@ def _read_cache(path: Path, fingerprint: dict[str, Any]) -> tuple[DeviceRoofline
 
 
 def _lock(path: Path, progress: Progress | None) -> Any:
-    """A file lock next to ``path``, or None when the directory cannot be created/written."""
-    import filelock
+    """A file lock next to ``path`` (removed when released), or None when the directory cannot be
+    created/written."""
+    from pytest_roofline.files import file_lock
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        lock = filelock.FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT)
+        lock = file_lock(path.with_name(path.name + ".lock"), LOCK_TIMEOUT)
         with lock:  # probe that the lock file can be created here
             pass
         return lock
