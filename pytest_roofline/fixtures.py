@@ -51,7 +51,10 @@ def device_roofline(pytestconfig: pytest.Config) -> DeviceRoofline | None:
 
 @pytest.fixture
 def model_profile(request: pytest.FixtureRequest) -> Callable[..., ModelProfile]:
-    """Profile a model: ``model_profile(path, batch_size=1, dims=None, inputs=None, ...)``.
+    """Profile a model: ``model_profile(path, batch_size=None, dims=None, inputs=None, ...)``.
+
+    ``batch_size`` defaults to 1 for a model whose batch dim is symbolic, to the model's own batch
+    for a static one, and to the inputs' first dim when ``inputs`` are given.
 
     ``trips`` binds the trip count of Loop nodes the graph does not fix (``{"loop": 8}``).
 
@@ -63,7 +66,7 @@ def model_profile(request: pytest.FixtureRequest) -> Callable[..., ModelProfile]
 
     def profile(
         path: str | os.PathLike[str],
-        batch_size: int = 1,
+        batch_size: int | None = None,
         dims: Mapping[str, int] | None = None,
         inputs: Any = None,
         backend: str | None = None,

@@ -214,6 +214,18 @@ def needs_batch(model: onnx.ModelProto, dims: Mapping[str, int] | None = None) -
     return False
 
 
+def default_batch(model: onnx.ModelProto, dims: Mapping[str, int] | None = None) -> int:
+    """The batch a model runs at when none is asked for: 1 where its batch dim is symbolic (as
+    :func:`needs_batch` says), else the static first dim of its first input (1 without one)."""
+    if needs_batch(model, dims):
+        return 1
+    for vi in graph_inputs(model):
+        shape = vi.type.tensor_type.shape.dim if vi.type.tensor_type.HasField("shape") else []
+        if shape and shape[0].HasField("dim_value") and shape[0].dim_value > 0:
+            return int(shape[0].dim_value)
+    return 1
+
+
 def input_memory_limit() -> int | None:
     """Bytes the made inputs may take: ``$ROOFLINE_MAX_INPUT_BYTES``, else half of the memory
     available now (``MemAvailable`` in ``/proc/meminfo``, else the free pages); None: no limit.

@@ -163,7 +163,7 @@ class RooflineSession:
         node: pytest.Item,
         path: str | os.PathLike[str],
         *,
-        batch_size: int = 1,
+        batch_size: int | None = None,
         dims: Mapping[str, int] | None = None,
         inputs: Any = None,
         backend: str | None = None,
@@ -177,6 +177,16 @@ class RooflineSession:
         test = self.gate_settings(node.get_closest_marker("roofline"))
         model_path = resolve_model_path(path, Path(str(node.path)).parent, self.rootdir)
         backend_name, engine = self.backend(backend, options)
+        prepared = None
+        if not self.settings.disable:  # load and bind now: a bad model or input fails before measuring
+            from pytest_roofline.api import prepare
+
+            prepared = prepare(str(model_path), backend=engine, batch=batch_size, dims=dims, inputs=inputs)
+            batch_size = prepared.batch or 1
+        elif batch_size is None:  # 1 for a symbolic batch dim, the model's own when it is static
+            from pytest_roofline.model import default_batch, load_model
+
+            batch_size = default_batch(load_model(str(model_path)), dims)
         rel = relative_to_root(model_path, self.rootdir)
         device = self.device_class(engine.fingerprint())
         key = entry_key(node.nodeid, rel, batch_size, dict(dims or {}), backend_name, device)
@@ -207,6 +217,7 @@ class RooflineSession:
             reference=reference,
             commit=self.git().commit if not self.settings.disable else None,
             trips=dict(trips) if trips else None,
+            prepared=prepared,
         )
 
     def profile(
@@ -214,7 +225,7 @@ class RooflineSession:
         node: pytest.Item,
         path: str | os.PathLike[str],
         *,
-        batch_size: int = 1,
+        batch_size: int | None = None,
         dims: Mapping[str, int] | None = None,
         inputs: Any = None,
         backend: str | None = None,
@@ -238,7 +249,7 @@ class RooflineSession:
         )
         if check_outputs:
             self._check_outputs(
-                request.model, request.backend.name, check_outputs, inputs, batch_size, dims or {}
+                request.model, request.backend.name, check_outputs, inputs, request.batch, dims or {}
             )
         if self.settings.disable:
             outcome = static_outcome(request)
@@ -249,7 +260,7 @@ class RooflineSession:
                 outcome = run_bounded(
                     lambda: run_model_gate(request, lambda: self.roofline_for(name, request.backend)),
                     self.settings.timeout,
-                    f"{request.model_rel} (batch {batch_size})",
+                    f"{request.model_rel} (batch {request.batch})",
                 )
         self._record(node, request, outcome)
         return outcome.profile

@@ -9,6 +9,7 @@ formula.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import unicodedata
 
@@ -84,16 +85,26 @@ def test_csv_cell_keeps_numbers_and_plain_text(value: object) -> None:
 
 
 def test_csv_report_neutralizes_names_but_keeps_numbers() -> None:
-    layer = {"name": FORMULA, "op_type": "@op", "onnx_nodes": ["-x"], "time": 1e-3, "flops": 10, "share": 1.0}
-    results = {
-        "results": [
-            {
-                "test": "+test",
-                "profile": {"model": "=model", "batch": 1, "backend": "onnxruntime", "layers": [layer]},
-                "verdict": {"status": "pass"},
-            }
+    from _report_data import model_profile, result, results_of, run_results
+
+    profile = model_profile(1, name="=model", layer_prefix=FORMULA, folded=0)
+    results = results_of(run_results(result(profile, "pass", test="+test")))
+    layer = results.records[0].profile.layers[0]
+    results = results.with_records(
+        [
+            dataclasses.replace(
+                results.records[0],
+                profile=dataclasses.replace(
+                    results.records[0].profile,
+                    layers=(
+                        dataclasses.replace(
+                            layer, name=FORMULA, op_type="@op", onnx_nodes=("-x",), time=1e-3, flops=10
+                        ),
+                    ),
+                ),
+            )
         ]
-    }
+    )
     rows = list(csv.DictReader(io.StringIO(csv_report.render(results))))
     assert rows[0]["layer"] == "'" + FORMULA and rows[0]["model"] == "'=model" and rows[0]["test"] == "'+test"
     assert rows[0]["op_type"] == "'@op" and rows[0]["onnx_nodes"] == "'-x"

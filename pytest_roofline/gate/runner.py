@@ -57,6 +57,7 @@ class GateRequest:
     reference: ModelSpec | None = None  # paired mode: the model at the git reference
     commit: str | None = None
     trips: Mapping[str, int] | None = field(default=None, hash=False)  # Loop trip counts to bind
+    prepared: PreparedModel | None = field(default=None, hash=False)  # the model already loaded and bound
 
 
 @dataclass(frozen=True)
@@ -147,7 +148,7 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
     from pytest_roofline.stats import LatencyStats
 
     engine, tolerance = request.backend, request.tolerance
-    prepared = prepare(
+    prepared = request.prepared or prepare(
         str(request.model),
         backend=engine,
         batch=request.batch,
