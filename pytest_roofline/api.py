@@ -179,10 +179,14 @@ def run_profile(
         shape_method=analysis.shape_method,
         fingerprint=engine.fingerprint(),
         extra={
+            **kernels.extra,  # a backend's own figures, e.g. host<->device "transfer" times
             "profile_iterations": profile_iterations,
             "folded": list(kernels.folded),
             "profiler_scale": scale,
+            "timing_source": kernels.timing_source,
+            "timer_resolution": kernels.timer_resolution,
         },
+        layer_timing=kernels.timing,
     )
     return ProfileRun(profile, kernels)
 

@@ -24,6 +24,7 @@ from pytest_roofline.report.view import (
     status_word,
     sweeps,
 )
+from pytest_roofline.roofline.sanity import warning_line
 
 __all__ = ["render", "script_json", "write"]
 
@@ -116,6 +117,12 @@ def _result_view(index: int, result: dict[str, Any], session_roof: dict[str, Any
     profile = result.get("profile") or {}
     verdict = result.get("verdict") or {}
     roofline = profile.get("roofline") or session_roof
+    roofline_warning = warning_line(profile)
+    if (profile.get("roofline_check") or {}).get("status") == "invalid":  # impossible: not shown as fact
+        profile = {
+            **profile,
+            "layers": [{**la, "roofline_fraction": None} for la in profile.get("layers") or []],
+        }
     try:
         by_op = ModelProfile.from_dict(profile).by_op_type() if profile.get("layers") else []
     except (KeyError, TypeError, ValueError):
@@ -179,6 +186,7 @@ def _result_view(index: int, result: dict[str, Any], session_roof: dict[str, Any
         "data": data,
         "history": result.get("history") or [],
         "extra_verdicts": [x for x in result.get("verdicts") or [] if isinstance(x, dict)],
+        "roofline_warning": roofline_warning,
     }
 
 

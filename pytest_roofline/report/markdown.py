@@ -11,6 +11,7 @@ from typing import Any
 
 from pytest_roofline.fmt import fmt_pct, fmt_ratio, fmt_seconds
 from pytest_roofline.report.view import status_word, worst_layers
+from pytest_roofline.roofline.sanity import warning_line
 
 __all__ = ["render", "write"]
 
@@ -75,6 +76,10 @@ def render(results: dict[str, Any], artifact: str | None = None, worst: int = 5)
                 fmt_pct(profile.get("efficiency")),
             )
             lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+        lines.append("")
+    warned = [(e, warning_line(e.get("profile") or {})) for e in entries]
+    lines += [f"- **{_cell(e.get('test', ''))}**: {_cell(w)}" for e, w in warned if w]
+    if any(w for _, w in warned):
         lines.append("")
     for entry in entries:
         if status_word(entry) != "REGRESSION":
