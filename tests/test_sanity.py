@@ -235,9 +235,9 @@ def test_reports_print_the_warning_instead_of_the_figures() -> None:
     assert f"**t.py::test_a**: {warning}" in text  # the figure is named as impossible, once
     assert "5777" not in text.replace(warning, "")  # and printed nowhere as fact
     pytest.importorskip("jinja2")
-    from pytest_roofline.report import html
-
     import html as html_escaping
+
+    from pytest_roofline.report import html
 
     page = html.render(results)
     shown = html_escaping.escape(warning, quote=True).replace("&#x27;", "&#39;")
