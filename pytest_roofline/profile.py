@@ -340,6 +340,11 @@ class ModelProfile:
         return self.total_flops / self.latency.median if self.latency.median > 0 else 0.0
 
     @property
+    def on_gpu(self) -> bool:
+        """Whether the model ran on a GPU (the fingerprint names one): device-conditioned assertions."""
+        return isinstance(self.fingerprint.get("gpu"), dict)
+
+    @property
     def kernel_time(self) -> float:
         """Sum of the layers' median times (profiled run)."""
         return sum(layer.time for layer in self.layers)
