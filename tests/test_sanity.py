@@ -165,10 +165,14 @@ def test_host_timed_layers_get_a_bound_but_no_fraction() -> None:
 def test_layers_are_judged_against_the_roof_of_their_precision() -> None:
     from pytest_roofline.profile import roof_dtype
 
-    both = DeviceRoofline({"float32": 400e12, "float16": 800e12, "bfloat16": 790e12}, 4e12, {})
-    assert roof_dtype(both, "fp16") == "float16" and roof_dtype(both, "fp32") == "float32"
-    assert roof_dtype(both, "bf16") == "bfloat16" and roof_dtype(both, "mixed") == "float16"
+    gpu = DeviceRoofline({"float32": 400e12, "float16": 800e12, "bfloat16": 790e12, "int8": 1e15}, 4e12, {})
+    assert roof_dtype(gpu, "fp16") == "float16" and roof_dtype(gpu, "fp32") == "float32"
+    assert roof_dtype(gpu, "bf16") == "bfloat16" and roof_dtype(gpu, "mixed") == "float16"
+    assert roof_dtype(gpu, "int8") == "int8"
     assert roof_dtype(roof(), "fp16") == "float32"  # no float16 roof: the default (the guard names it)
+    # a CPU computes fp16 slower than fp32 (or upcasts it): fp16 data is judged against float32's roof
+    cpu = DeviceRoofline({"float32": 100e9, "float16": 20e9}, 20e9, {})
+    assert roof_dtype(cpu, "fp16") == "float32"
 
 
 @pytest.fixture(scope="module")

@@ -540,9 +540,11 @@ class OnnxRuntimeSession(BackendSession):
         return {name: value.numpy() for name, value in zip(self._output_names, values, strict=True)}
 
     def close(self) -> None:
-        """Release the ORT session."""
+        """Release the ORT session and the values bound to it (device memory on a GPU)."""
         self.session = None
         self._feeds = {}
+        self._binding = None
+        self._helpers = []
 
 
 _QUANTIZED_OPS = frozenset(
