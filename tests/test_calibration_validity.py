@@ -345,3 +345,13 @@ def test_bfloat16_on_the_cpu_says_it_has_no_probe(tmp_path: Path, ort: Backend) 
     )
     assert "bfloat16 has no probe on this device; skipped" in lines[0]
     assert set(roofline.peak_flops) == {"float32"}
+
+
+def test_spot_check_picks_cheap_probes_on_a_gpu_plan() -> None:
+    from pytest_roofline.roofline import Probe
+
+    specs = cp.plan_gpu_probes(("float32",), "full")
+    seconds = {1024: 3e-5, 2048: 1e-4, 4096: 3.8e-4, 8192: 2.6e-3}  # H200, TF32 (8192: nearest 3 ms)
+    probes = [Probe(s.name, s.kind, s.dtype, s.size, 1e12, seconds.get(s.size, 1e-3)) for s in specs]
+    chosen = [s.name for s in cp.spot_check_specs(specs, probes, 60 * 2**20)]
+    assert chosen == ["gemm-4096-float32", "stream-256MiB"]  # 4 x L2 = 240 MiB: 256 MiB is DRAM

@@ -193,12 +193,17 @@ def spot_check_specs(
 ) -> list[ProbeSpec]:
     """One or two cheap probes that re-check a cached roofline: a mid-size GEMM and a DRAM stream.
 
-    The float32 GEMM whose cached time per run is nearest 3 ms (mid-size, cheap to repeat) and the
+    The float32 GEMM whose cached time per run is nearest 3 ms among those up to n = 4096 (mid-size:
+    cheap to build and repeat; a GPU's 8192 would spend the budget making its inputs) and the
     smallest stream probe in the DRAM range (:func:`dram_bandwidth`'s points): both must be in
     ``probes`` so the spot figures have cached ones to compare with.
     """
     by_name = {p.name: p for p in probes}
-    gemms = [p for p in probes if p.kind == "compute" and p.dtype == "float32" and p.name.startswith("gemm-")]
+    gemms = [
+        p
+        for p in probes
+        if p.kind == "compute" and p.dtype == "float32" and p.name.startswith("gemm-") and p.size <= 4096
+    ]
     chosen: set[str] = set()
     if gemms:
         chosen.add(min(gemms, key=lambda p: abs(math.log(max(p.seconds, 1e-9) / 3e-3))).name)
