@@ -194,3 +194,15 @@ def test_sm_count_from_cuda_bindings_when_importable(fake_nvml, monkeypatch: pyt
     monkeypatch.setattr(gpu_module, "_cuda_attributes", lambda index: (132, 50 * 2**20))
     info = gpu_info(0)
     assert info is not None and (info.sm_count, info.sm_source, info.l2_bytes) == (132, "cuda", 50 * 2**20)
+
+
+def test_gpu_modules_are_not_imported_at_plugin_start() -> None:
+    import subprocess
+
+    code = (
+        "import sys, pytest_roofline.plugin, pytest_roofline.session, pytest_roofline.roofline.calibrate\n"
+        "print([m for m in ('pynvml', 'cupti', 'cuda', 'pytest_roofline.device.gpu', "
+        "'pytest_roofline.backends.cupti') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stderr
