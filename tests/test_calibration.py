@@ -11,8 +11,9 @@ import warnings
 from typing import Any
 
 import pytest
+from _calibration_helpers import Counting
 
-from pytest_roofline.backends.base import Backend, BackendSession, get_backend
+from pytest_roofline.backends.base import Backend, get_backend
 from pytest_roofline.cli import main
 from pytest_roofline.device import CpuInfo
 from pytest_roofline.device.load import MachineLoad
@@ -32,32 +33,6 @@ ROOFLINE = [sys.executable, "-c", "import sys; from pytest_roofline.cli import m
 
 
 Cached = tuple[DeviceRoofline, "Counting", Any]  # (roofline, its counting backend, its cache dir)
-
-
-class Counting(Backend):
-    """A real backend wrapped to count ``open`` calls, optionally with a changed fingerprint."""
-
-    def __init__(self, inner: Backend, extra: dict[str, Any] | None = None, refuse: str = "") -> None:
-        self.inner, self.extra_fp, self.refuse = inner, dict(extra or {}), refuse
-        self.name = inner.name  # type: ignore[misc]
-        self.options = inner.options
-        self.opened: list[str] = []
-
-    @classmethod
-    def available(cls) -> bool:
-        return True
-
-    def version(self) -> str:
-        return self.inner.version()
-
-    def fingerprint(self) -> dict[str, Any]:
-        return {**self.inner.fingerprint(), **self.extra_fp}
-
-    def open(self, spec: Any, inputs: Any) -> BackendSession:
-        self.opened.append(spec.name)
-        if self.refuse and self.refuse in spec.name:
-            raise BackendError(f"no kernel for {spec.name}")
-        return self.inner.open(spec, inputs)
 
 
 @pytest.fixture(scope="module")

@@ -12,13 +12,13 @@ import dataclasses
 import hashlib
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _calibration_helpers import Counting, use_fake_nvml
 
-from pytest_roofline.backends.base import Backend, BackendSession, get_backend
+from pytest_roofline.backends.base import Backend, get_backend
 from pytest_roofline.cli.calibrate import format_table
 from pytest_roofline.device.gpu import gpu_fingerprint, gpu_info
 from pytest_roofline.device.load import MachineLoad
@@ -32,30 +32,6 @@ from pytest_roofline.roofline.roofs import roofline_data_problem
 HERE = Path(__file__).resolve().parent
 
 
-class Recording(Backend):
-    """A real backend that records the probes it opens; ``extra`` changes its fingerprint."""
-
-    def __init__(self, inner: Backend, extra: dict[str, Any] | None = None) -> None:
-        self.inner, self.extra_fp = inner, dict(extra or {})
-        self.name = inner.name  # type: ignore[misc]
-        self.options = inner.options
-        self.opened: list[str] = []
-
-    @classmethod
-    def available(cls) -> bool:
-        return True
-
-    def version(self) -> str:
-        return self.inner.version()
-
-    def fingerprint(self) -> dict[str, Any]:
-        return {**self.inner.fingerprint(), **self.extra_fp}
-
-    def open(self, spec: Any, inputs: Any) -> BackendSession:
-        self.opened.append(spec.name)
-        return self.inner.open(spec, inputs)
-
-
 @pytest.fixture(scope="module")
 def ort() -> Backend:
     return get_backend("onnxruntime", {"intra_op_threads": "1"})
@@ -65,7 +41,7 @@ def ort() -> Backend:
 def cached(tmp_path_factory: pytest.TempPathFactory, ort: Backend) -> tuple[DeviceRoofline, Path]:
     """A real quick float32 calibration and its cache file."""
     cache_dir = tmp_path_factory.mktemp("cache")
-    roofline = calibrate(Recording(ort), cache_dir=cache_dir, quick=True, dtypes=["float32"])
+    roofline = calibrate(Counting(ort), cache_dir=cache_dir, quick=True, dtypes=["float32"])
     return roofline, cache_path(roofline.fingerprint, cache_dir)
 
 
@@ -125,7 +101,7 @@ def test_bad_cache_values_are_a_corrupt_cache(
 
 
 def test_a_corrupt_cache_value_is_said_once_remeasured_and_replaced(tmp_path: Path, ort: Backend) -> None:
-    backend = Recording(ort)
+    backend = Counting(ort)
     fingerprint = calibration_fingerprint(backend, ["float32"], quick=True)
     path = cache_path(fingerprint, tmp_path)
     first = calibrate(backend, cache_dir=tmp_path, quick=True, dtypes=["float32"])
@@ -172,7 +148,7 @@ def test_spot_check_catches_a_cache_measured_under_load(
 ) -> None:
     roofline, path = cached
     _write(path, _scaled(roofline, 0.5))  # every figure halved, as a busy calibration reads
-    backend = Recording(ort)
+    backend = Counting(ort)
     lines: list[str] = []
     result = calibrate(
         backend, cache_dir=path.parent, quick=True, dtypes=["float32"], progress=lines.append, spot_check=True
@@ -189,7 +165,7 @@ def test_spot_check_runs_one_mid_size_gemm_and_one_dram_stream(
     cached: tuple[DeviceRoofline, Path], ort: Backend
 ) -> None:
     roofline, _ = cached
-    backend = Recording(ort)
+    backend = Counting(ort)
     result = calibration.spot_check(backend, roofline)
     llc = calibration._last_level_cache(roofline.fingerprint)
     dram = {p.name for p in cp.dram_points(list(roofline.probes), llc)}
@@ -293,10 +269,7 @@ def test_gpu_probe_models_are_valid_and_int8_is_signed() -> None:
 
 @pytest.fixture
 def fake_h200(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.syspath_prepend(str(HERE / "fake_pynvml"))
-    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    gpu_info.cache_clear()
+    use_fake_nvml(monkeypatch)
     yield
     gpu_info.cache_clear()
 
@@ -312,7 +285,7 @@ def test_gpu_calibration_logic_on_small_sizes(
     monkeypatch.setitem(cp.GPU_STREAM_SIZES, "quick", (2**20, 8 * 2**20, 256 * 2**20))
     monkeypatch.setattr(cp, "GPU_STREAM_BYTES_PER_RUN", 64 * 2**20)
     gpu = {"providers": ["CUDAExecutionProvider"], "gpu": gpu_fingerprint(0)}
-    backend = Recording(ort, extra=gpu)
+    backend = Counting(ort, extra=gpu)
     lines: list[str] = []
     roofline = calibrate(backend, cache_dir=tmp_path, quick=True, progress=lines.append)
     fp = roofline.fingerprint
@@ -341,7 +314,7 @@ def test_gpu_calibration_logic_on_small_sizes(
 def test_bfloat16_on_the_cpu_says_it_has_no_probe(tmp_path: Path, ort: Backend) -> None:
     lines: list[str] = []
     roofline = calibrate(
-        Recording(ort), cache_dir=tmp_path, quick=True, dtypes=["bfloat16"], progress=lines.append
+        Counting(ort), cache_dir=tmp_path, quick=True, dtypes=["bfloat16"], progress=lines.append
     )
     assert "bfloat16 has no probe on this device; skipped" in lines[0]
     assert set(roofline.peak_flops) == {"float32"}

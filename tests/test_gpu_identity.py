@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _calibration_helpers import use_fake_nvml
 
 from pytest_roofline.device import device_class, device_name
 from pytest_roofline.device import gpu as gpu_module
@@ -28,11 +29,7 @@ SMI = (DATA / "nvidia-smi-q.txt").read_text()
 @pytest.fixture
 def fake_nvml(monkeypatch: pytest.MonkeyPatch):
     """The fake pynvml first on sys.path, caches cleared, CUDA_VISIBLE_DEVICES unset."""
-    monkeypatch.syspath_prepend(str(HERE / "fake_pynvml"))
-    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.delenv("FAKE_NVML", raising=False)
-    gpu_info.cache_clear()
+    use_fake_nvml(monkeypatch)
     import pynvml
 
     assert Path(pynvml.__file__).parent.name == "fake_pynvml"

@@ -9,12 +9,12 @@ host-timed path of a GPU profile, run for real on the CPU provider.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
 import onnxruntime
 import pytest
+from _calibration_helpers import use_fake_nvml
 from onnx import TensorProto, helper
 
 from pytest_roofline.api import profile_model
@@ -37,10 +37,7 @@ def cuda_listed(monkeypatch: pytest.MonkeyPatch):
     """onnxruntime claims a CUDA provider and NVML is the fake H200 (logic tests only)."""
     have = onnxruntime.get_available_providers()
     monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: ["CUDAExecutionProvider", *have])
-    monkeypatch.syspath_prepend(str(HERE / "fake_pynvml"))
-    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    gpu_info.cache_clear()
+    use_fake_nvml(monkeypatch)
     yield
     gpu_info.cache_clear()
 

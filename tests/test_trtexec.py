@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _calibration_helpers import use_fake_nvml
 
 from pytest_roofline.backends.attribution import GraphIndex, attributed_fraction
 from pytest_roofline.backends.base import get_backend
@@ -226,10 +227,7 @@ def test_a_trtexec_run_is_identified_by_the_gpu_of_its_device_option(
     from pytest_roofline.device.gpu import gpu_info
 
     fake()
-    monkeypatch.syspath_prepend(str(HERE / "fake_pynvml"))
-    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    gpu_info.cache_clear()
+    use_fake_nvml(monkeypatch)
     try:
         backend = get_backend("trtexec", {"args": "--device=0 --useSpinWait"})
         assert backend.device_index() == 0
