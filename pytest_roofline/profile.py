@@ -269,6 +269,7 @@ def roof_dtype(roofline: DeviceRoofline, precision: str) -> str:
     """
     peaks = roofline.peak_flops
     default = roofline.dtype
+    candidates: list[str]
     if precision == "mixed":
         candidates = [d for d in ("float32", "float16", "bfloat16") if d in peaks]
     else:
