@@ -93,14 +93,16 @@ def with_extra_blocks(model: onnx.ModelProto, blocks: int) -> onnx.ModelProto:
     return variant
 
 
-def paired_slowdown(base: Path, variant: Path, sessions: int = 9, rounds: int = 40) -> float:
+def paired_slowdown(
+    base: Path, variant: Path, sessions: int = 9, rounds: int = 40, threads: str = THREADS
+) -> float:
     """Median over fresh sessions of p25(variant)/p25(base), interleaved (the true slowdown)."""
     from pytest_roofline.backends.base import get_backend
     from pytest_roofline.gate import session_ratios
     from pytest_roofline.measure import sample_interleaved
     from pytest_roofline.model import ModelSpec, bind_input_shapes, load_model, make_inputs
 
-    backend = get_backend("onnxruntime", {"intra_op_threads": THREADS})
+    backend = get_backend("onnxruntime", {"intra_op_threads": threads})
     specs = [ModelSpec.create(str(p)) for p in (variant, base)]
     model = load_model(str(base))
     feeds = make_inputs(model, bind_input_shapes(model))
@@ -114,14 +116,17 @@ def paired_slowdown(base: Path, variant: Path, sessions: int = 9, rounds: int = 
     return float(np.median(session_ratios(result[0], result[1])))
 
 
-def tune_variant(model: onnx.ModelProto, target: float, work: Path, name: str) -> tuple[Path, float]:
-    """A variant whose paired slowdown is about ``target`` (e.g. 0.08), and its measured slowdown."""
+def tune_variant(
+    model: onnx.ModelProto, target: float, work: Path, name: str, threads: str = THREADS
+) -> tuple[Path, float]:
+    """A variant whose paired slowdown is about ``target`` (e.g. 0.08) at ``threads`` intra-op
+    threads ("0": onnxruntime's default), and its measured slowdown."""
     base = work / "base.onnx"
     blocks, measured = 2, 0.0
     for _ in range(3):
         path = work / f"{name}.onnx"
         onnx.save(with_extra_blocks(model, blocks), str(path))
-        measured = paired_slowdown(base, path) - 1.0
+        measured = paired_slowdown(base, path, threads=threads) - 1.0
         per_block = max(measured / blocks, 1e-4)
         wanted = max(1, round(target / per_block))
         if wanted == blocks or abs(measured - target) < 0.15 * target:

@@ -16,14 +16,28 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     import numpy as np
+    import onnx
 
-    from pytest_roofline.backends.base import Backend, KernelProfile
+    from pytest_roofline.analysis.types import ModelAnalysis
+    from pytest_roofline.backends.base import Backend, BackendSession, KernelProfile
     from pytest_roofline.inputs import InputSource
-    from pytest_roofline.model import ModelSource
+    from pytest_roofline.model import ModelSource, ModelSpec
     from pytest_roofline.profile import ModelProfile
     from pytest_roofline.roofline import DeviceRoofline
+    from pytest_roofline.stats import LatencyStats
 
-__all__ = ["ProfileRun", "parse_batches", "profile_model", "profile_sweep", "run_profile"]
+__all__ = [
+    "LayerRun",
+    "PreparedModel",
+    "ProfileRun",
+    "assemble",
+    "parse_batches",
+    "prepare",
+    "profile_layers",
+    "profile_model",
+    "profile_sweep",
+    "run_profile",
+]
 
 RooflineArg = Union["DeviceRoofline", str, None]
 MAX_BATCH = 1 << 16
@@ -94,7 +108,35 @@ def resolve_roofline(roofline: RooflineArg, backend: Backend) -> DeviceRoofline 
     return calibrate(backend)
 
 
-def run_profile(
+@dataclass(frozen=True)
+class PreparedModel:
+    """A model bound to a backend: its spec, proto, input arrays and the shapes they bind."""
+
+    source: ModelSource
+    proto: onnx.ModelProto
+    spec: ModelSpec
+    engine: Backend
+    arrays: dict[str, np.ndarray]
+    shapes: dict[str, tuple[int, ...]]
+    batch: int | None
+    dims: dict[str, int]
+
+    def open(self) -> BackendSession:
+        """A fresh backend session of the model with its inputs bound."""
+        return self.engine.open(self.spec, self.arrays)
+
+
+@dataclass(frozen=True)
+class LayerRun:
+    """A profiled run joined with the static analysis, and the roofline to place it under."""
+
+    kernels: KernelProfile
+    analysis: ModelAnalysis
+    roofline: DeviceRoofline | None
+    iterations: int
+
+
+def prepare(
     model: ModelSource,
     *,
     backend: str | Backend = "onnxruntime",
@@ -102,31 +144,14 @@ def run_profile(
     dims: Mapping[str, int] | None = None,
     inputs: InputSource | None = None,
     options: Mapping[str, str] | None = None,
-    roofline: RooflineArg = None,
-    sessions: int = 5,
-    rounds: int = 20,
-    profile_iterations: int = 10,
-    budget: float | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> ProfileRun:
-    """:func:`profile_model`, also returning the kernel profile (for traces)."""
-    from pytest_roofline.analysis import analyze
+) -> PreparedModel:
+    """Load ``model``, bind its dims and inputs for ``backend`` (raises one-line RooflineErrors)."""
     from pytest_roofline.inputs import dims_from_inputs, load_inputs
-    from pytest_roofline.measure import measure_latency
-    from pytest_roofline.model import (
-        ModelSpec,
-        bind_input_shapes,
-        graph_inputs,
-        load_model,
-        make_inputs,
-        model_hash,
-    )
-    from pytest_roofline.profile import ModelProfile, build_layers, profiler_scale
+    from pytest_roofline.model import ModelSpec, bind_input_shapes, graph_inputs, load_model, make_inputs
 
-    say = progress or (lambda message: None)
     engine = _backend(backend, options)
     proto = load_model(model)
-    arrays: dict[str, np.ndarray]
+    arrays: dict[str, np.ndarray] = {}
     if inputs is not None:
         arrays = load_inputs(inputs, [vi.name for vi in graph_inputs(proto)])
         found_batch, found_dims = dims_from_inputs(proto, arrays)
@@ -141,54 +166,104 @@ def run_profile(
         raise OptionError(f"batch {batch} binds nothing: the model's inputs are static ({static})")
     if inputs is None:
         arrays = make_inputs(proto, shapes, seed=0)
+    return PreparedModel(model, proto, spec, engine, arrays, dict(shapes), batch, dict(dims or {}))
+
+
+def profile_layers(
+    prepared: PreparedModel,
+    *,
+    iterations: int = 10,
+    roofline: RooflineArg = None,
+    trips: Mapping[str, int] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> LayerRun:
+    """Profile ``prepared`` for ``iterations`` runs and analyze it (FLOPs, bytes per node)."""
+    from pytest_roofline.analysis import analyze
+
+    say = progress or (lambda message: None)
+    spec = prepared.spec
     # the backend loads the model first: its verdict on a model it rejects is the clearest error
-    say(f"profiling {spec.name} on {engine.name}: {profile_iterations} iterations")
-    with engine.open(spec, arrays) as session:
-        kernels = session.profile(profile_iterations)
+    say(f"profiling {spec.name} on {prepared.engine.name}: {iterations} iterations")
+    with prepared.open() as session:
+        kernels = session.profile(iterations)
     say(f"analyzing {spec.name}")
-    analysis = analyze(proto if spec.path is None else spec.path, batch=batch, dims=dims)
-    device_roof = resolve_roofline(roofline, engine)
+    source = prepared.proto if spec.path is None else spec.path
+    analysis = analyze(source, batch=prepared.batch, dims=prepared.dims, trips=trips)
+    return LayerRun(kernels, analysis, resolve_roofline(roofline, prepared.engine), iterations)
 
-    def opener():  # noqa: ANN202 - a BackendSession
-        return engine.open(spec, arrays)
 
-    say(f"timing {spec.name}: {sessions} fresh sessions x {rounds} rounds")
-    latency = measure_latency(opener, sessions=sessions, rounds=rounds, budget=budget)
-    scale = profiler_scale(kernels, latency.median)
-    layers, fraction = build_layers(analysis, kernels, device_roof, time_scale=scale)
-    total = analysis.total
-    first_shape = next(iter(shapes.values()), ())
-    profile = ModelProfile(
+def assemble(
+    prepared: PreparedModel, run: LayerRun, latency: LatencyStats, extra: Mapping[str, Any] | None = None
+) -> ModelProfile:
+    """The :class:`ModelProfile` of a profiled run and the model's end-to-end latency."""
+    from pytest_roofline.model import model_hash
+    from pytest_roofline.profile import ModelProfile, build_layers, profiler_scale
+
+    scale = profiler_scale(run.kernels, latency.median)
+    layers, fraction = build_layers(run.analysis, run.kernels, run.roofline, time_scale=scale)
+    total = run.analysis.total
+    first_shape = next(iter(prepared.shapes.values()), ())
+    spec, engine = prepared.spec, prepared.engine
+    return ModelProfile(
         model_name=spec.name,
         model_path=str(spec.path) if spec.path is not None else None,
-        model_hash=model_hash(model),
+        model_hash=model_hash(prepared.source),
         backend=engine.name,
         backend_version=engine.version(),
         options=dict(engine.options),
-        batch=batch or (int(first_shape[0]) if first_shape else 1),
-        input_shapes=dict(shapes),
+        batch=prepared.batch or (int(first_shape[0]) if first_shape else 1),
+        input_shapes=dict(prepared.shapes),
         latency=latency,
         layers=tuple(layers),
         attributed_fraction=fraction,
         total_flops=total.flops,
         total_macs=total.macs,
         total_bytes=total.bytes,
-        precision=kernels.precision,
-        roofline=device_roof,
-        dims=dict(dims or {}),
-        shape_method=analysis.shape_method,
+        precision=run.kernels.precision,
+        roofline=run.roofline,
+        dims=dict(prepared.dims),
+        shape_method=run.analysis.shape_method,
         fingerprint=engine.fingerprint(),
         extra={
-            **kernels.extra,  # a backend's own figures, e.g. host<->device "transfer" times
-            "profile_iterations": profile_iterations,
-            "folded": list(kernels.folded),
+            **run.kernels.extra,  # a backend's own figures, e.g. host<->device "transfer" times
+            "profile_iterations": run.iterations,
+            "folded": list(run.kernels.folded),
             "profiler_scale": scale,
-            "timing_source": kernels.timing_source,
-            "timer_resolution": kernels.timer_resolution,
+            "timing_source": run.kernels.timing_source,
+            "timer_resolution": run.kernels.timer_resolution,
+            **dict(extra or {}),
         },
-        layer_timing=kernels.timing,
+        layer_timing=run.kernels.timing,
     )
-    return ProfileRun(profile, kernels)
+
+
+def run_profile(
+    model: ModelSource,
+    *,
+    backend: str | Backend = "onnxruntime",
+    batch: int | None = None,
+    dims: Mapping[str, int] | None = None,
+    inputs: InputSource | None = None,
+    options: Mapping[str, str] | None = None,
+    roofline: RooflineArg = None,
+    sessions: int = 5,
+    rounds: int = 20,
+    profile_iterations: int = 10,
+    budget: float | None = None,
+    trips: Mapping[str, int] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> ProfileRun:
+    """:func:`profile_model`, also returning the kernel profile (for traces)."""
+    from pytest_roofline.measure import measure_latency
+
+    say = progress or (lambda message: None)
+    prepared = prepare(model, backend=backend, batch=batch, dims=dims, inputs=inputs, options=options)
+    run = profile_layers(
+        prepared, iterations=profile_iterations, roofline=roofline, trips=trips, progress=say
+    )
+    say(f"timing {prepared.spec.name}: {sessions} fresh sessions x {rounds} rounds")
+    latency = measure_latency(prepared.open, sessions=sessions, rounds=rounds, budget=budget)
+    return ProfileRun(assemble(prepared, run, latency), run.kernels)
 
 
 def profile_model(
@@ -204,6 +279,7 @@ def profile_model(
     rounds: int = 20,
     profile_iterations: int = 10,
     budget: float | None = None,
+    trips: Mapping[str, int] | None = None,
 ) -> ModelProfile:
     """Measure ``model`` end to end and per layer, and place its layers under the roofline.
 
@@ -220,6 +296,7 @@ def profile_model(
         sessions, rounds: the latency sampling design (fresh sessions × interleaved rounds).
         profile_iterations: profiled inferences for the per-layer times.
         budget: seconds the latency measurement may take (rounds shrink to fit, at least 3).
+        trips: trip counts of Loop nodes the graph does not fix, by node or trip-count input name.
 
     Raises:
         RooflineError: bad model, shapes, inputs, options, or the backend rejected the model.
@@ -236,6 +313,7 @@ def profile_model(
         rounds=rounds,
         profile_iterations=profile_iterations,
         budget=budget,
+        trips=trips,
     ).profile
 
 

@@ -5,18 +5,17 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
-from .errors import BackendUnavailable, RooflineError
-from .session import RooflineSession
-from .spans import Spans
+from pytest_roofline.errors import BackendUnavailable, RooflineError
+from pytest_roofline.session import RooflineSession
+from pytest_roofline.spans import Spans
 
 if TYPE_CHECKING:
+    from pytest_roofline.profile import ModelProfile
     from pytest_roofline.roofline import DeviceRoofline
-
-    from .profile import ModelProfile
 
 __all__ = ["SESSION_KEY", "SPANS_KEY", "device_roofline", "model_profile", "roofline_span"]
 
@@ -28,7 +27,7 @@ def _session(config: pytest.Config) -> RooflineSession:
     return config.stash[SESSION_KEY]
 
 
-def _give_up(skipped: bool, message: str) -> None:
+def _give_up(skipped: bool, message: str) -> NoReturn:
     """Skip or fail the test outside the ``except`` block (no chained traceback)."""
     __tracebackhide__ = True
     if skipped:
@@ -54,6 +53,8 @@ def device_roofline(pytestconfig: pytest.Config) -> DeviceRoofline | None:
 def model_profile(request: pytest.FixtureRequest) -> Callable[..., ModelProfile]:
     """Profile a model: ``model_profile(path, batch_size=1, dims=None, inputs=None, ...)``.
 
+    ``trips`` binds the trip count of Loop nodes the graph does not fix (``{"loop": 8}``).
+
     Relative paths resolve against the test file's directory, then the rootdir.  The profile is
     gated against the stored baseline (or ``--roofline-compare-ref``) and recorded for reports.
     A backend that is not installed skips the test; other roofline errors fail it.
@@ -68,6 +69,7 @@ def model_profile(request: pytest.FixtureRequest) -> Callable[..., ModelProfile]
         backend: str | None = None,
         options: Mapping[str, str] | None = None,
         check_outputs: Any = None,
+        trips: Mapping[str, int] | None = None,
     ) -> ModelProfile:
         __tracebackhide__ = True
         try:
@@ -80,6 +82,7 @@ def model_profile(request: pytest.FixtureRequest) -> Callable[..., ModelProfile]
                 backend=backend,
                 options=options,
                 check_outputs=check_outputs,
+                trips=trips,
             )
             spans = request.node.stash.get(SPANS_KEY, None)
             # spans recorded so far are visible to the test; the full set is attached after the call

@@ -1,7 +1,7 @@
 """The sampling design: several fresh sessions, warm-up, interleaved rounds.
 
 On shared machines the noise that matters is between sessions and between moments, not between
-consecutive inferences (DESIGN.md, "Measurement on a noisy machine").  So a figure samples several
+consecutive inferences (docs/plugin.md, "The gate").  So a figure samples several
 freshly opened sessions, and subjects compared with each other (model A vs model B, or the model
 vs a calibration probe) run in interleaved rounds inside each session set, so that drift of the
 machine hits all of them alike.

@@ -123,7 +123,8 @@ def bind_input_shapes(
     """Concrete shapes of the model's inputs after binding ``batch`` and named ``dims``.
 
     ``batch`` binds the first dim of every input whose first dim is symbolic or unknown; ``dims``
-    binds dims by their symbolic name.
+    binds dims by their symbolic name. A declared size of 0 is a legal (empty) dim. Inputs that
+    are not tensors (sequences, optionals, maps) have no shape and are left out.
 
     Raises:
         ShapeError: a dim stays unknown, or a named dim matches no input.
@@ -133,6 +134,8 @@ def bind_input_shapes(
     known_params: set[str] = set()
     shapes: dict[str, tuple[int, ...]] = {}
     for vi in graph_inputs(model):
+        if vi.type.WhichOneof("value") not in (None, "tensor_type"):
+            continue  # a sequence, optional or map input: no tensor shape to bind
         tensor_type = vi.type.tensor_type
         if not tensor_type.HasField("shape"):
             raise ShapeError(f"input '{vi.name}' has no shape in the model; re-export it with shapes")
@@ -141,7 +144,7 @@ def bind_input_shapes(
             param = dim.dim_param if dim.HasField("dim_param") else ""
             if param:
                 known_params.add(param)
-            if dim.HasField("dim_value") and dim.dim_value > 0:
+            if dim.HasField("dim_value") and dim.dim_value >= 0:
                 shape.append(dim.dim_value)
             elif param and param in dims:
                 shape.append(dims[param])
@@ -175,6 +178,8 @@ def make_inputs(
     rng = np.random.default_rng(seed)
     arrays: dict[str, np.ndarray] = {}
     for vi in graph_inputs(model):
+        if vi.name not in shapes:
+            continue  # not a tensor input (see bind_input_shapes)
         dtype = onnx.helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)
         shape = shapes[vi.name]
         if np.issubdtype(dtype, np.floating):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ __all__ = [
     "backend_options",
     "parse_bool",
     "parse_budget",
+    "parse_key_value",
     "parse_option",
     "parse_percent",
     "parse_timeout",
@@ -63,10 +65,16 @@ def parse_timeout(text: str | float) -> float:
     return _seconds(text, "timeout", "900 or 60")
 
 
+def parse_key_value(text: str) -> tuple[str, str]:
+    """``K=V`` → (K, V), for ``--option`` and ``--roofline-option``."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
+
+
 def parse_option(text: str) -> tuple[str, str]:
     """``K=V`` or ``BACKEND:K=V`` for ``--roofline-option``."""
-    from .cli.common import parse_key_value
-
     return parse_key_value(text)
 
 
@@ -117,7 +125,7 @@ class Settings:
 
 
 #: option name → (ini key, parser, default, help)
-OPTIONS: dict[str, tuple[Any, Any, str]] = {
+OPTIONS: dict[str, tuple[Callable[[Any], Any], Any, str]] = {
     "backend": (str, "onnxruntime", "backend that runs the models (default onnxruntime)"),
     "option": (parse_option, [], "backend option K=V, or BACKEND:K=V for one backend only (repeatable)"),
     "baseline_dir": (

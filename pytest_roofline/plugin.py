@@ -1,7 +1,8 @@
-"""pytest11 entry point of pytest-roofline: options, ini keys, marker, fixtures, thin hooks.
+"""pytest11 entry point of pytest-roofline: options, ini keys, marker, fixtures, hooks, thin hooks.
 
 Hooks delegate to :class:`~pytest_roofline.session.RooflineSession`, kept in ``config.stash``.
-See https://docs.pytest.org/en/stable/reference/reference.html#hooks for each hook.
+See https://docs.pytest.org/en/stable/reference/reference.html#hooks for each hook.  Importing
+this module imports neither onnx nor numpy: they load when a fixture is first used.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from .fixtures import SESSION_KEY, SPANS_KEY, device_roofline, model_profile, roofline_span
-from .options import OPTIONS, parse_bool, settings_from_config
-from .session import RooflineSession
+from pytest_roofline.fixtures import SESSION_KEY, SPANS_KEY, device_roofline, model_profile, roofline_span
+from pytest_roofline.options import OPTIONS, parse_bool, settings_from_config
+from pytest_roofline.session import RooflineSession
 
 __all__ = ["device_roofline", "model_profile", "roofline_span"]
 
@@ -23,6 +24,13 @@ MARKER = (
     "tolerance in percent, metrics 'latency' or 'layer:<name>', budget in seconds"
 )
 LIST_OPTIONS = ("option", "report")
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    """Register pytest-roofline's own hooks (:mod:`pytest_roofline.hookspec`)."""
+    from pytest_roofline import hookspec
+
+    pluginmanager.add_hookspecs(hookspec)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -44,15 +52,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             )
         else:
             group.addoption(flag, type=parse, default=None, dest=f"roofline_{name}", help=help_text)
-        parser.addini(f"roofline_{name}", help_text, type="linelist" if name in LIST_OPTIONS else "string")
+        if name in LIST_OPTIONS:
+            parser.addini(f"roofline_{name}", help_text, type="linelist")
+        else:
+            parser.addini(f"roofline_{name}", help_text, type="string")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """Register the marker; create the run's session and register its hooks."""
     config.addinivalue_line("markers", MARKER)
-    settings = settings_from_config(config)
     worker = hasattr(config, "workerinput")
-    session = RooflineSession(settings, Path(str(config.rootpath)), is_worker=worker)
+
+    def device_class(fingerprint: Any) -> str:
+        from pytest_roofline.device import device_class as default
+
+        return config.hook.pytest_roofline_device_class(fingerprint=fingerprint) or default(fingerprint)
+
+    session = RooflineSession(
+        settings_from_config(config), Path(str(config.rootpath)), is_worker=worker, device_class=device_class
+    )
     config.stash[SESSION_KEY] = session
     config.pluginmanager.register(RooflinePlugin(config, session), "roofline-session")
 
@@ -103,12 +121,13 @@ class RooflinePlugin:
         if self.session.is_worker:
             self.config.workeroutput["roofline"] = self.session.worker_payload()  # type: ignore[attr-defined]
             return
-        self.session.finish()
+        hook = self.config.hook.pytest_roofline_update_results
+        self.session.finish(lambda results: hook(config=self.config, results=results))
         if self.session.errors and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        """One line per profiled model, regression tables, stale entries, files written."""
+        """One line per profiled model, verdict reasons, stale entries, files written."""
         lines = self.session.summary()
         if lines:
             terminalreporter.write_sep("-", "roofline")
@@ -120,6 +139,6 @@ def pytest_assertrepr_compare(
     config: pytest.Config, op: str, left: object, right: object
 ) -> list[str] | None:
     """Explain comparisons involving layers, profiles and latency statistics."""
-    from .assertions import explain_compare
+    from pytest_roofline.assertions import explain_compare
 
     return explain_compare(op, left, right)

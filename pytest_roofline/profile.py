@@ -395,19 +395,33 @@ class ModelProfile:
 
     @property
     def efficiency(self) -> float | None:
-        """Time-weighted roofline fraction of the model (None without a roofline)."""
-        timed = [la for la in self.layers if la.roofline_fraction is not None and la.time > 0]
-        total = sum(la.time for la in timed)
+        """Time-weighted roofline fraction of the model.
+
+        None without a roofline, with host-timed layers, or when the figures are physically
+        impossible (``roofline_check.status == "invalid"``: its message says why, and
+        :attr:`raw_efficiency` keeps the impossible figure): no consumer prints 5777 % as fact.
+        """
+        raw = self.raw_efficiency
+        if raw is None or self.roofline_check.status in ("invalid", "host-timed"):
+            return None
+        return raw
+
+    @property
+    def raw_efficiency(self) -> float | None:
+        """Time-weighted roofline fraction, unchecked (see :attr:`efficiency`)."""
+        timed = [(la.roofline_fraction, la.time) for la in self.layers if la.roofline_fraction is not None]
+        timed = [(fraction, time) for fraction, time in timed if time > 0]
+        total = sum(time for _, time in timed)
         if not timed or total <= 0:
             return None
-        return sum(la.roofline_fraction * la.time for la in timed) / total  # type: ignore[operator]
+        return sum(fraction * time for fraction, time in timed) / total
 
     @property
     def roofline_check(self) -> RooflineCheck:
         """Whether this profile's roofline figures are physically possible (see :mod:`.roofline.sanity`).
 
         ``check.valid`` is False when a layer runs above 1.15 x its roof or the model above 100 %;
-        ``check.message()`` names the likely cause.  ``to_dict`` then reports no efficiency.
+        ``check.message()`` names the likely cause; :attr:`efficiency` is then None.
         """
         from .roofline.sanity import check_profile
 
@@ -442,7 +456,7 @@ class ModelProfile:
             "throughput": self.throughput,
             "total": {"flops": self.total_flops, "macs": self.total_macs, "bytes": self.total_bytes},
             "achieved_flops": self.achieved_flops,
-            "efficiency": self.efficiency if check.status != "invalid" else None,
+            "efficiency": self.efficiency,
             "roofline_check": check.to_dict(),
             "layer_timing": self.layer_timing,
             "headroom": self.headroom,

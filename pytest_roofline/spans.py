@@ -13,8 +13,10 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-from .stats import LatencyStats
+if TYPE_CHECKING:
+    from pytest_roofline.stats import LatencyStats
 
 __all__ = ["Spans"]
 
@@ -45,4 +47,6 @@ class Spans:
 
     def stats(self) -> dict[str, LatencyStats]:
         """Statistics per span name, in the order the spans first ran."""
+        from pytest_roofline.stats import LatencyStats
+
         return {name: LatencyStats.from_samples(values) for name, values in self._samples.items() if values}

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
 
 from pytest_roofline.profile import Layer, ModelProfile, apply_roofline
+from pytest_roofline.report import finite
+from pytest_roofline.results import ProfileRecord, RunResults, parse_results
 from pytest_roofline.roofline import CacheLevel, DeviceRoofline
 from pytest_roofline.stats import LatencyStats
 
@@ -153,3 +156,13 @@ def sample_run(n_layers: int = 40) -> dict[str, Any]:
         result(model_profile(n_layers, batch=8, seed=1, name="resnet"), "pass"),
         result(model_profile(12, batch=1, seed=2, name="tiny"), "pass"),
     )
+
+
+def results_of(document: dict[str, Any]) -> RunResults:
+    """The :class:`RunResults` of a results document (as ``load_results`` reads it from disk)."""
+    return parse_results(json.loads(json.dumps(finite(document))))
+
+
+def record_of(item: dict[str, Any]) -> ProfileRecord:
+    """One ``results[]`` item as a :class:`ProfileRecord`."""
+    return results_of(run_results(item)).records[0]

@@ -11,35 +11,12 @@ import sys
 import textwrap
 
 import pytest
+from _baselines import make_entry
 
 from pytest_roofline.device import device_class
 from pytest_roofline.errors import BaselineError
-from pytest_roofline.gate.baseline import (
-    HISTORY_LIMIT,
-    SCHEMA_VERSION,
-    BaselineEntry,
-    BaselineStore,
-    entry_key,
-)
-
-
-def make_entry(
-    test: str = "tests/test_m.py::test_a", figure: float = 2.0, model: str = "m.onnx"
-) -> BaselineEntry:
-    key = entry_key(test, model, 1, {}, "onnxruntime", "cpu x2")
-    return BaselineEntry(
-        key=key,
-        test=test,
-        model=model,
-        batch=1,
-        backend="onnxruntime",
-        device_class="cpu x2",
-        figure=figure,
-        sessions=(figure, figure),
-        latency={"median": figure / 1000},
-        commit="abc",
-        time="2026-01-01T00:00:00+00:00",
-    )
+from pytest_roofline.gate.baseline import HISTORY_LIMIT, SCHEMA_VERSION, entry_key
+from pytest_roofline.gate.store import BaselineStore
 
 
 def test_entry_key_is_logical_identity():
@@ -73,8 +50,8 @@ def test_update_keeps_bounded_history(tmp_path):
     entry = BaselineStore(tmp_path).get(make_entry().key, make_entry().test)
     assert entry.figure == HISTORY_LIMIT + 5
     assert len(entry.history) == HISTORY_LIMIT
-    assert entry.history[-1]["value"] == HISTORY_LIMIT + 4
-    assert entry.history[-1]["commit"] == "abc"
+    assert entry.history[-1].value == HISTORY_LIMIT + 4
+    assert entry.history[-1].commit == "abc"
 
 
 def test_merge_keeps_entries_written_by_others(tmp_path):
@@ -105,8 +82,14 @@ def test_corrupt_or_future_file_is_reported_and_not_rewritten(tmp_path, content,
     with pytest.raises(BaselineError):
         store.write([make_entry()])
     assert path.read_text() == content
+    if "99" in content:  # a newer schema is never rewritten by this version, not even when forced
+        with pytest.raises(BaselineError, match="upgrade pytest-roofline"):
+            store.write([make_entry()], force=True)
+        assert path.read_text() == content
+        return
     store.write([make_entry()], force=True)
     assert store.read(path)[make_entry().key].figure == 2.0
+    assert path.with_name(path.name + ".corrupt").read_text() == content  # nothing lost
 
 
 def test_remove_deletes_entries_and_empty_files(tmp_path):
@@ -140,7 +123,7 @@ def test_sigkill_between_temp_write_and_replace_leaves_old_file_valid(tmp_path):
     before = path.read_text()
     script = textwrap.dedent(f"""
         import os, signal
-        import pytest_roofline.gate.baseline as b
+        import pytest_roofline.gate.store as b
         def stop(src, dst):
             print("TEMP", src, flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
@@ -151,11 +134,9 @@ def test_sigkill_between_temp_write_and_replace_leaves_old_file_valid(tmp_path):
     helper = tmp_path / "tests_helper_entry.py"
     helper.write_text(
         textwrap.dedent("""
-        from pytest_roofline.gate.baseline import BaselineEntry, entry_key
+        from _baselines import make_entry
         def make():
-            key = entry_key("tests/test_m.py::test_a", "m.onnx", 1, {}, "onnxruntime", "cpu x2")
-            return BaselineEntry(key=key, test="tests/test_m.py::test_a", model="m.onnx", batch=1,
-                                 backend="onnxruntime", device_class="cpu x2", figure=5.0, sessions=(5.0,))
+            return make_entry(figure=5.0, sessions=(5.0,))
     """)
     )
     proc = subprocess.run(
@@ -164,7 +145,7 @@ def test_sigkill_between_temp_write_and_replace_leaves_old_file_valid(tmp_path):
         capture_output=True,
         text=True,
         timeout=60,
-        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.path.dirname(__file__)])},
     )
     assert proc.returncode == -signal.SIGKILL
     temp = proc.stdout.split("TEMP", 1)[1].split()[0]

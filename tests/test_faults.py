@@ -22,11 +22,14 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from _baselines import make_entry as baseline_entry
 from _plugin_helpers import FAKE, relu_chain
+from _report_data import model_profile, result, run_results
 from onnx import TensorProto, helper, numpy_helper
 
 from pytest_roofline.cli import main
-from pytest_roofline.gate.baseline import BaselineEntry, BaselineStore, entry_key
+from pytest_roofline.gate.baseline import SCHEMA_VERSION, BaselineEntry
+from pytest_roofline.gate.store import BaselineStore
 
 HERE = Path(__file__).parent
 ROOFLINE = [sys.executable, "-c", "from pytest_roofline.cli import entry_point; entry_point()"]
@@ -85,17 +88,7 @@ def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
 
 
 def make_entry(test: str = "test_m.py::test_a", figure: float = 1.0) -> BaselineEntry:
-    key = entry_key(test, "good.onnx", 1, {}, "fake", "fake-device")
-    return BaselineEntry(
-        key=key,
-        test=test,
-        model="good.onnx",
-        batch=1,
-        backend="fake",
-        device_class="fake-device",
-        figure=figure,
-        sessions=(figure,),
-    )
+    return baseline_entry(test, figure, "good.onnx", backend="fake", device="fake-device", sessions=(figure,))
 
 
 @pytest.fixture
@@ -166,7 +159,8 @@ def stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     BaselineStore(tmp_path / "bl").write([make_entry()])
     entry = make_entry("test_m.py::test_b").to_dict()
-    results = {"schema_version": 1, "results": [{"key": "k", "entry": entry}]}
+    item = {**result(model_profile(4), "pass", test="test_m.py::test_b"), "key": entry["key"], "entry": entry}
+    results = run_results(item)
     (tmp_path / "results.json").write_text(json.dumps(results))
     return tmp_path
 
@@ -207,7 +201,7 @@ def test_cli_unwritable_baseline_dir(stored, capfd, monkeypatch):
     def refuse(src, dst):
         raise PermissionError(13, "Permission denied", str(dst))
 
-    monkeypatch.setattr("pytest_roofline.gate.baseline.os.replace", refuse)
+    monkeypatch.setattr("pytest_roofline.gate.store.os.replace", refuse)
     before = snapshot(stored)
     one_line_error(capfd, ["baseline", "update", "results.json", "--baseline-dir", "bl"], "Permission denied")
     assert snapshot(stored) == before  # the temp file was removed, the old file kept
@@ -409,7 +403,7 @@ def test_plugin_unwritable_baseline_dir_fails_the_run_and_keeps_the_old_file(pro
     BaselineStore(project / ".roofline").write([make_entry("test_p.py::test_other")])
     (project / "conftest.py").write_text(
         textwrap.dedent("""
-        import pytest_roofline.gate.baseline as b
+        import pytest_roofline.gate.store as b
 
         def refuse(src, dst):
             raise PermissionError(13, "Permission denied", str(dst))
@@ -552,7 +546,7 @@ def test_sigkill_of_a_real_pytest_run_while_writing_baselines_leaves_the_old_fil
     (project / "conftest.py").write_text(
         textwrap.dedent("""
         import os, signal
-        import pytest_roofline.gate.baseline as b
+        import pytest_roofline.gate.store as b
 
         def die(src, dst):
             print("TEMP", src, flush=True)
@@ -567,7 +561,7 @@ def test_sigkill_of_a_real_pytest_run_while_writing_baselines_leaves_the_old_fil
     temp = Path(proc.stdout.split("TEMP", 1)[1].split()[0])
     assert temp.exists() and json.loads(temp.read_text())["entries"]  # fully written, never renamed
     assert path.read_bytes() == before
-    assert json.loads(path.read_text())["schema_version"] == 1
+    assert json.loads(path.read_text())["schema_version"] == SCHEMA_VERSION
 
 
 # --- concurrent writers: pytest processes and xdist workers at the same moment ---------------------------

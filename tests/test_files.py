@@ -7,7 +7,7 @@ import os
 import stat
 
 from pytest_roofline.files import atomic_write_json, lock_path
-from pytest_roofline.gate.baseline import BaselineStore
+from pytest_roofline.gate.store import BaselineStore
 
 
 def test_atomic_write_has_umask_permissions_and_no_temp_left(tmp_path):

@@ -6,15 +6,8 @@ import onnx
 import pytest
 
 from pytest_roofline.backends.fake import FakeBackend
-from pytest_roofline.gate.control import (
-    GateDesign,
-    fit_probe,
-    memory_share,
-    paired_decider,
-    probe_model,
-    run_gate,
-    stored_decider,
-)
+from pytest_roofline.gate.control import fit_probe, memory_share, probe_model
+from pytest_roofline.gate.sampling import GateDesign, paired_decider, run_gate, stored_decider
 from pytest_roofline.profile import Layer
 
 
@@ -91,9 +84,10 @@ def test_noisy_new_baseline_is_sampled_until_the_batches_run_out():
 
 def test_layer_deltas_name_new_and_gone_layers_and_the_table_leads_with_growth():
     from pytest_roofline.gate import Verdict, verdict_table
-    from pytest_roofline.gate.control import layer_deltas
+    from pytest_roofline.gate.baseline import LayerRecord
+    from pytest_roofline.gate.layers import layer_deltas
 
-    baseline = {"conv1": {"time": 1e-4}, "relu9": {"time": 5e-6}}
+    baseline = {"conv1": LayerRecord(1e-4), "relu9": LayerRecord(5e-6)}
     deltas = {d.name: d for d in layer_deltas(baseline, {"conv1": 1.1e-4, "conv_extra": 3e-5})}
     assert deltas["conv1"].ratio == pytest.approx(1.1) and deltas["conv1"].status == "compared"
     assert deltas["conv_extra"].status == "new" and deltas["conv_extra"].ratio is None

@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from _report_data import model_profile, result, run_results
+from _report_data import model_profile, result, results_of, run_results
 
 from pytest_roofline.fmt import fmt_seconds
 from pytest_roofline.report import html
@@ -34,7 +34,7 @@ def report(tmp_path_factory):
     ]
     results = run_results(result(profiles[0]), result(profiles[1], "pass"), result(profiles[2], "pass"))
     path = tmp_path_factory.mktemp("report") / "report.html"
-    html.write(results, path)
+    html.write(results_of(results), path)
     return path, profiles
 
 
@@ -164,7 +164,7 @@ def test_real_profile_report(pw, tmp_path) -> None:
     from _report_data import device_roofline
 
     from pytest_roofline.api import profile_model
-    from pytest_roofline.cli.profile import results_document
+    from pytest_roofline.results import RunResults
     from pytest_roofline.zoo import tiny_cnn
 
     profile = profile_model(
@@ -177,7 +177,7 @@ def test_real_profile_report(pw, tmp_path) -> None:
         options={"intra_op_threads": "1"},
     )
     path = tmp_path / "real.html"
-    html.write(results_document([profile]), path)
+    html.write(results_of(RunResults.of_profiles([profile]).to_dict()), path)
     with open_report(pw, path, tmp_path / "chromium-profile") as (tab, requests, errors):
         executed = [la for la in profile.layers if la.kind != "folded" and la.time > 0]
         assert tab.locator("section#r0 [data-chart=roofline] circle.pt").count() == len(executed)
@@ -203,7 +203,7 @@ def test_degenerate_results_render_without_errors(pw, tmp_path) -> None:
     results = run_results(no_roof_dict, empty, result(data_only, "inconclusive"), result(many, "pass"))
     results["roofline"] = None
     path = tmp_path / "edge.html"
-    html.write(results, path)
+    html.write(results_of(results), path)
     with open_report(pw, path, tmp_path / "chromium-profile") as (tab, requests, errors):
         assert errors == [] and requests == []
         assert tab.locator("section#r0 circle.pt").count() == 6

@@ -7,6 +7,8 @@ import json
 import pytest
 from _plugin_helpers import FAKE, fails_with, relu_chain
 
+from pytest_roofline.gate.baseline import SCHEMA_VERSION
+
 TEST_FILE = """
 def test_model(model_profile):
     prof = model_profile("chain.onnx", batch_size=2)
@@ -36,7 +38,7 @@ def test_first_run_writes_new_baseline_then_passes(project):
     (key,) = entries
     assert key == "test_perf.py::test_model|chain.onnx|b2|fake|fake-device"
     entry = entries[key]
-    assert entry["probe"]["name"].startswith("control-probe")
+    assert entry["control"]["name"].startswith("control-probe")
     assert len(entry["sessions"]) >= 5 and entry["figure"] > 0
     assert entry["layers"]["relu0"]["time"] > 0
     second = project.runpytest(*FAKE)
@@ -207,8 +209,14 @@ def test_corrupt_or_future_baseline_fails_naming_file(project, content, words):
     path.write_text(content)
     fails_with(project, [*FAKE], f"*baseline file {path}*{words}*")
     assert path.read_text() == content
-    project.runpytest(*FAKE, "--roofline-update").assert_outcomes(passed=1)
-    assert json.loads(path.read_text())["schema_version"] == 1
+    result = project.runpytest(*FAKE, "--roofline-update")
+    result.assert_outcomes(passed=1)
+    if "schema_version" in content:  # written by a newer pytest-roofline: never downgraded
+        assert result.ret == 1 and path.read_text() == content
+        result.stdout.fnmatch_lines(["*roofline error: baselines not written*upgrade pytest-roofline*"])
+        return
+    assert json.loads(path.read_text())["schema_version"] == SCHEMA_VERSION
+    assert path.with_name("test_perf.json.corrupt").read_text() == content  # nothing lost
 
 
 def test_strict_fails_without_baseline(project):

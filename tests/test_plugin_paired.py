@@ -39,6 +39,7 @@ def test_unchanged_model_passes_and_slower_one_fails(repo):
         repo,
         [*FAKE, "--roofline-compare-ref", "HEAD"],
         "*time vs reference +20% exceeds the 5% tolerance*",
+        "*why: graph changed: +1 block*measured +20*",
     )
 
 

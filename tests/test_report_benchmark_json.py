@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _report_data import sample_run
+from _report_data import results_of, sample_run
 
 from pytest_roofline.report import benchmark_json
 
@@ -46,7 +46,7 @@ def test_keys_match_a_real_benchmark_json(
     real_path = tmp_path / "real.json"
     pytester.runpytest("-p", "no:xdist", f"--benchmark-json={real_path}").assert_outcomes(passed=1)
     real = json.loads(real_path.read_text())
-    ours = benchmark_json.to_benchmark_json(sample_run(6))
+    ours = benchmark_json.to_benchmark_json(results_of(sample_run(6)))
     assert _keys(real) <= _keys(ours)
     assert _keys(real["machine_info"]) <= _keys(ours["machine_info"])
     assert _keys(real["commit_info"]) <= _keys(ours["commit_info"])
@@ -60,7 +60,7 @@ def test_keys_match_a_real_benchmark_json(
 
 def test_entries_carry_latency_samples_and_roofline_figures() -> None:
     run = sample_run(6)
-    doc = benchmark_json.to_benchmark_json(run)
+    doc = benchmark_json.to_benchmark_json(results_of(run))
     assert len(doc["benchmarks"]) == 3
     assert len({b["fullname"] for b in doc["benchmarks"]}) == 3
     first, profile = doc["benchmarks"][0], run["results"][0]["profile"]
@@ -76,7 +76,7 @@ def test_summary_only_profiles_still_give_stats() -> None:
     run = sample_run(4)
     latency = run["results"][0]["profile"]["latency"]
     latency["samples"] = []
-    stats = benchmark_json.to_benchmark_json(run)["benchmarks"][0]["stats"]
+    stats = benchmark_json.to_benchmark_json(results_of(run))["benchmarks"][0]["stats"]
     assert stats["median"] == latency["median"] and stats["rounds"] == latency["n"] and stats["data"] == []
 
 
@@ -85,7 +85,7 @@ def test_pytest_benchmark_compare_loads_it(tmp_path: Path) -> None:
     if cli is None:
         pytest.skip("pytest-benchmark command not installed")
     path = tmp_path / "0001_roofline.json"
-    benchmark_json.write(sample_run(4), path)
+    benchmark_json.write(results_of(sample_run(4)), path)
     done = subprocess.run([cli, "compare", str(path)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "test_resnet[b1][resnet-b1]" in done.stdout and "test_tiny[b1][tiny-b1]" in done.stdout

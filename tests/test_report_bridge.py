@@ -13,20 +13,22 @@ SAMPLES = [0.010, 0.011, 0.0105, 0.012, 0.0102, 0.0099, 0.0101]
 
 CONFTEST = f"""
 import pytest
+from pytest_roofline.gate.verdict import Verdict
+from pytest_roofline.profile import ModelProfile
 from pytest_roofline.report.benchmark_bridge import feed_pytest_benchmark
+from pytest_roofline.results import ProfileRecord
+from pytest_roofline.stats import LatencyStats
 
 @pytest.fixture
 def fed(request):
-    entry = {{
-        "test": request.node.nodeid,
-        "profile": {{
-            "model": "tiny", "batch": 2, "backend": "onnxruntime", "precision": "fp32",
-            "latency": {{"samples": {SAMPLES!r}, "median": 0.0102, "n": {len(SAMPLES)}}},
-            "total": {{"flops": 123456, "macs": 61728, "bytes": 4096}}, "efficiency": 0.25,
-        }},
-        "verdict": {{"status": "pass", "ratio": 1.01}},
-    }}
-    return feed_pytest_benchmark(request.config, entry)
+    profile = ModelProfile(
+        model_name="tiny", model_path=None, model_hash="", backend="onnxruntime", backend_version="",
+        options={{}}, batch=2, input_shapes={{}}, latency=LatencyStats.from_samples({SAMPLES!r}),
+        layers=(), attributed_fraction=1.0, total_flops=123456, total_macs=61728, total_bytes=4096,
+    )
+    verdict = Verdict(status="pass", mode="stored", metric="latency", current=1.0, tolerance=0.05, ratio=1.01)
+    record = ProfileRecord(test=request.node.nodeid, key="k", profile=profile, verdict=verdict)
+    return feed_pytest_benchmark(request.config, record)
 """
 
 TESTS = """
@@ -88,3 +90,26 @@ def test_both_plugins_register_their_options(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--help")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*--roofline-*", "*--benchmark-json*"])
+
+
+def test_the_plugin_feeds_every_profiled_model(
+    pytester: pytest.Pytester, monkeypatch, tmp_path: Path
+) -> None:
+    """No helper call in the test: model_profile's timings reach pytest-benchmark's JSON by themselves."""
+    from _plugin_helpers import FAKE, relu_chain
+
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    relu_chain(pytester.path / "m.onnx", 4)
+    pytester.makepyfile(
+        test_fed="""
+        def test_model(model_profile):
+            model_profile("m.onnx", batch_size=2)
+        """
+    )
+    out = tmp_path / "bench.json"
+    result = pytester.runpytest("-p", "no:xdist", *FAKE, f"--benchmark-json={out}", "--roofline-budget=1")
+    result.assert_outcomes(passed=1)
+    (ours,) = json.loads(out.read_text())["benchmarks"]
+    assert ours["fullname"] == "test_fed.py::test_model::m-b2"
+    assert ours["stats"]["rounds"] == len(ours["stats"]["data"]) > 0
+    assert ours["extra_info"]["backend"] == "fake" and ours["extra_info"]["verdict"] == "new"

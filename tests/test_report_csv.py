@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
-from _report_data import sample_run
+from _report_data import results_of, sample_run
 
 from pytest_roofline.report import csv as csv_report
 
@@ -13,7 +13,7 @@ from pytest_roofline.report import csv as csv_report
 def test_one_row_per_layer_per_result(tmp_path) -> None:
     run = sample_run(10)
     path = tmp_path / "layers.csv"
-    csv_report.write(run, path)
+    csv_report.write(results_of(run), path)
     rows = list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8"))))
     expected = sum(len(r["profile"]["layers"]) for r in run["results"])
     assert len(rows) == expected

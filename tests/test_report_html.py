@@ -7,7 +7,7 @@ import re
 import sys
 
 import pytest
-from _report_data import model_profile, result, run_results, sample_run
+from _report_data import model_profile, result, results_of, run_results, sample_run
 
 from pytest_roofline.errors import RooflineError
 from pytest_roofline.report import html
@@ -24,7 +24,7 @@ def embedded_data(page: str) -> dict:
 
 
 def test_sections_of_a_full_run_are_present() -> None:
-    page = html.render(sample_run(30))
+    page = html.render(results_of(sample_run(30)))
     for text in (
         "Batch sweeps",
         "Roofline",
@@ -51,7 +51,7 @@ def test_sections_of_a_full_run_are_present() -> None:
 
 def test_names_from_user_files_are_escaped_everywhere() -> None:
     profile = model_profile(8, name=EVIL, layer_prefix=EVIL)
-    page = html.render(run_results(result(profile, test=f"tests/t.py::test[{EVIL}]")))
+    page = html.render(results_of(run_results(result(profile, test=f"tests/t.py::test[{EVIL}]"))))
     assert "<img" not in page and "</script><img" not in page
     assert page.count("</script>") == 2  # the data blob and the code, nothing from the data
     assert "&lt;img src=x" in page
@@ -67,7 +67,7 @@ def test_script_json_cannot_close_its_element() -> None:
 
 
 def test_page_makes_no_network_requests() -> None:
-    page = html.render(sample_run(20))
+    page = html.render(results_of(sample_run(20)))
     # the SVG namespace URI is an identifier, not a request; nothing else may name a host
     hosts = set(re.findall(r"https?://[^\s\"')]+", page)) - {"http://www.w3.org/2000/svg"}
     assert hosts == set()
@@ -81,7 +81,7 @@ def test_300_layer_model_is_under_5_mb(tmp_path) -> None:
         result(model_profile(300, batch=4, seed=3, name="big")),
     )
     path = tmp_path / "report.html"
-    html.write(results, path)
+    html.write(results_of(results), path)
     size = path.stat().st_size
     assert 0 < size < 5 * 1024 * 1024
     assert len(embedded_data(path.read_text(encoding="utf-8"))["results"][1]["layers"]) == 300
@@ -91,15 +91,15 @@ def test_renders_without_roofline_verdict_or_history() -> None:
     profile = model_profile(5).to_dict()
     profile["roofline"] = None
     bare = {"schema_version": 1, "results": [{"test": "t::x", "profile": profile, "outcome": "passed"}]}
-    page = html.render(bare)
+    page = html.render(results_of(bare))
     assert "PASSED" in page and "History across commits" not in page
     assert embedded_data(page)["results"][0]["roof"] is None
-    assert "pytest-roofline report" in html.render({"schema_version": 1, "results": []})
+    assert "pytest-roofline report" in html.render(results_of({"schema_version": 1, "results": []}))
 
 
 def test_what_if_table_lists_timed_op_types_and_roof_estimate() -> None:
     profile = model_profile(16)
-    page = html.render(run_results(result(profile, "pass")))
+    page = html.render(results_of(run_results(result(profile, "pass"))))
     ops = re.findall(r'data-op="([^"]+)"', page)
     assert sorted(ops) == sorted({la.op_type for la in profile.layers if la.time > 0})
     at_roof = profile.latency.median * (profile.kernel_time - profile.headroom) / profile.kernel_time
@@ -109,7 +109,7 @@ def test_what_if_table_lists_timed_op_types_and_roof_estimate() -> None:
 def test_missing_jinja2_names_the_extra(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "jinja2", None)
     with pytest.raises(RooflineError, match=r"pytest-roofline\[reports\]"):
-        html.render(sample_run(3))
+        html.render(results_of(sample_run(3)))
 
 
 def test_extra_verdicts_are_listed() -> None:
@@ -117,5 +117,5 @@ def test_extra_verdicts_are_listed() -> None:
     run["results"][0]["verdicts"] = [
         {"metric": "layer:<conv>", "status": "regression", "ratio": 1.3, "message": "conv 1.30x slower"}
     ]
-    page = html.render(run)
+    page = html.render(results_of(run))
     assert "Other gate" in page and "layer:&lt;conv&gt;" in page and "1.300x" in page

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import xml.etree.ElementTree as ET
 
 import pytest
-from _report_data import sample_run
+from _report_data import record_of, sample_run
 
 from pytest_roofline.report import junit
 
 
 def test_properties_of_a_result() -> None:
     entry = sample_run(6)["results"][0]
-    props = dict(junit.properties(entry))
+    props = dict(junit.properties(record_of(entry)))
     latency = entry["profile"]["latency"]
     assert float(props["roofline_latency_median_s"]) == pytest.approx(latency["median"], rel=1e-5)
     assert float(props["roofline_efficiency"]) == pytest.approx(entry["profile"]["efficiency"], rel=1e-5)
@@ -22,23 +21,45 @@ def test_properties_of_a_result() -> None:
 
 
 def test_unknown_figures_are_left_out() -> None:
-    props = dict(junit.properties({"profile": {"model": "m", "batch": 1, "latency": {"median": 0.01}}}))
-    assert set(props) == {"roofline_model", "roofline_batch", "roofline_latency_median_s"}
+    import dataclasses
+    import math
+
+    from pytest_roofline.stats import LatencyStats
+
+    record = record_of(sample_run(3)["results"][1])
+    nan = math.nan
+    latency = LatencyStats(1, 0.01, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan)
+    profile = dataclasses.replace(record.profile, latency=latency, layers=(), roofline=None)
+    verdict = dataclasses.replace(record.verdict, ratio=None, ci=None)
+    props = dict(junit.properties(dataclasses.replace(record, profile=profile, verdict=verdict)))
+    assert set(props) == {
+        "roofline_model",
+        "roofline_batch",
+        "roofline_backend",
+        "roofline_latency_median_s",
+        "roofline_throughput",
+        "roofline_attributed_fraction",
+        "roofline_verdict",
+    }
 
 
-def test_written_into_junit_xml(pytester: pytest.Pytester, tmp_path) -> None:
-    entry = sample_run(3)["results"][1]
-    (pytester.path / "entry.json").write_text(json.dumps(entry))
+def test_written_into_junit_xml_by_the_plugin(pytester: pytest.Pytester, tmp_path) -> None:
+    from _plugin_helpers import FAKE, relu_chain
+
+    from pytest_roofline.results import load_results
+
+    relu_chain(pytester.path / "m.onnx", 3)
     pytester.makepyfile(
         """
-        import json, pathlib
-        from pytest_roofline.report import junit
-
-        def test_model(record_property):
-            junit.record(record_property, json.loads(pathlib.Path("entry.json").read_text()))
+        def test_model(model_profile):
+            model_profile("m.onnx")
         """
     )
     xml_path = tmp_path / "junit.xml"
-    pytester.runpytest("-p", "no:xdist", f"--junitxml={xml_path}").assert_outcomes(passed=1)
+    result = pytester.runpytest(
+        "-p", "no:xdist", *FAKE, f"--junitxml={xml_path}", f"--roofline-report={tmp_path / 'r.json'}"
+    )
+    result.assert_outcomes(passed=1)
     props = {p.get("name"): p.get("value") for p in ET.parse(xml_path).getroot().iter("property")}
-    assert props == dict(junit.properties(entry))
+    assert props == dict(junit.properties(load_results(tmp_path / "r.json").records[0]))
+    assert props["roofline_verdict"] == "new" and float(props["roofline_latency_median_s"]) > 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from _report_data import model_profile, result, run_results, sample_run
+from _report_data import model_profile, result, results_of, run_results, sample_run
 
 from pytest_roofline.report import markdown
 
@@ -10,7 +10,7 @@ from pytest_roofline.report import markdown
 def test_verdict_table_regressions_first_with_worst_layers() -> None:
     run = sample_run(12)
     run["artifacts"] = {"html": "roofline-report.html"}
-    text = markdown.render(run)
+    text = markdown.render(results_of(run))
     rows = [line for line in text.splitlines() if line.startswith("| ") and "tests/" in line]
     assert [row.split("|")[1].strip() for row in rows] == ["REGRESSION", "PASS", "PASS"]
     first = rows[0]
@@ -24,7 +24,7 @@ def test_verdict_table_regressions_first_with_worst_layers() -> None:
 
 def test_status_words_not_emoji_and_cells_are_safe() -> None:
     profile = model_profile(4, name="a|b<script>", layer_prefix="x|y")
-    text = markdown.render(run_results(result(profile)), artifact="https://ci.example/artifact/1")
+    text = markdown.render(results_of(run_results(result(profile))), artifact="https://ci.example/artifact/1")
     assert "a\\|b&lt;script&gt;" in text and "<script>" not in text
     assert "x\\|y_0" in text
     assert all(ord(ch) < 0x2600 for ch in text)  # no emoji or pictographs
@@ -32,5 +32,5 @@ def test_status_words_not_emoji_and_cells_are_safe() -> None:
 
 
 def test_no_results_and_no_artifact() -> None:
-    text = markdown.render({"schema_version": 1, "results": [], "stale": ["k1"]})
+    text = markdown.render(results_of({"schema_version": 1, "results": [], "stale": ["k1"]}))
     assert "0 result(s): none." in text and "1 baseline entr" in text and "Full report" not in text

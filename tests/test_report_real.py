@@ -8,12 +8,12 @@ import json
 import re
 
 import pytest
-from _report_data import device_roofline
+from _report_data import device_roofline, results_of
 
 from pytest_roofline.api import profile_model
-from pytest_roofline.cli.profile import results_document
 from pytest_roofline.report import benchmark_json, html, markdown
 from pytest_roofline.report import csv as csv_report
+from pytest_roofline.results import RunResults
 from pytest_roofline.zoo import tiny_cnn
 
 
@@ -32,12 +32,12 @@ def real_results() -> dict:
         )
         for batch in (1, 2)
     ]
-    return json.loads(json.dumps(results_document(profiles)))  # as if read back from disk
+    return json.loads(json.dumps(RunResults.of_profiles(profiles).to_dict()))  # as if read back from disk
 
 
 def test_html_of_a_real_profile(real_results) -> None:
     pytest.importorskip("jinja2")
-    page = html.render(real_results)
+    page = html.render(results_of(real_results))
     blob = re.search(r'id="roofline-data">(.*?)</script>', page, re.S).group(1)
     data = json.loads(blob)
     for entry, view in zip(real_results["results"], data["results"], strict=True):
@@ -49,11 +49,11 @@ def test_html_of_a_real_profile(real_results) -> None:
 
 
 def test_other_formats_of_a_real_profile(real_results) -> None:
-    rows = list(csv.DictReader(io.StringIO(csv_report.render(real_results))))
+    rows = list(csv.DictReader(io.StringIO(csv_report.render(results_of(real_results)))))
     assert len(rows) == sum(len(r["profile"]["layers"]) for r in real_results["results"])
     assert any(r["op_type"] == "Conv" and float(r["flops"]) > 0 for r in rows)
-    doc = benchmark_json.to_benchmark_json(real_results)
+    doc = benchmark_json.to_benchmark_json(results_of(real_results))
     assert [b["params"]["batch"] for b in doc["benchmarks"]] == [1, 2]
     assert all(b["stats"]["rounds"] > 0 and b["stats"]["median"] > 0 for b in doc["benchmarks"])
-    text = markdown.render(real_results)
+    text = markdown.render(results_of(real_results))
     assert "tiny_cnn" in text and text.count("| PASSED |") == 2  # no baseline: the pytest outcome

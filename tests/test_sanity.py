@@ -225,14 +225,13 @@ def test_on_the_cpu_a_stale_calibration_is_caught_and_a_fresh_one_is_not(
 
 
 def test_reports_print_the_warning_instead_of_the_figures() -> None:
+    from _report_data import result, results_of, run_results
+
     from pytest_roofline.report import markdown
 
     prof = profile([(1e-3, 57.77)]).to_dict()
-    results = {
-        "results": [
-            {"test": "t.py::test_a", "outcome": "passed", "profile": prof, "verdict": {"status": "pass"}}
-        ]
-    }
+    item = {**result(profile([(1e-3, 57.77)]), "pass", test="t.py::test_a"), "profile": prof}
+    results = results_of(run_results(item))
     warning = warning_line(prof)
     assert warning is not None
     text = markdown.render(results)

@@ -9,18 +9,47 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import replace
 
+import numpy as np
 import onnx
 
 from pytest_roofline.model import ModelSource, ModelSpec, bind_input_shapes, load_model
 
-from .costs import CONTAINER_OPS, MAC_OP_TYPES, VIEW_OPS, CostContext, OpCost, lookup, rule
+from . import contrib  # noqa: F401  (registers the com.microsoft rules)
+from .consistency import check_consistency
+from .control import plan_executions, value_inputs
+from .costs import (
+    CONTAINER_OPS,
+    MAC_OP_TYPES,
+    VIEW_OPS,
+    CostContext,
+    OpCost,
+    logical_elements,
+    lookup,
+    rule,
+    wanted_values,
+)
 from .shapes import GraphNode, inline_local_functions, iter_nodes, resolve_shapes
-from .types import GroupCost, ModelAnalysis, NodeCost, TensorInfo, Totals
+from .types import (
+    FORM_NOT_HANDLED,
+    NO_RULE,
+    SHAPE_UNRESOLVED,
+    ControlFlow,
+    Coverage,
+    GroupCost,
+    ModelAnalysis,
+    NodeCost,
+    TensorInfo,
+    Totals,
+)
+from .values import known_values
 
 __all__ = [
     "MAC_OP_TYPES",
+    "ControlFlow",
     "CostContext",
+    "Coverage",
     "GroupCost",
     "ModelAnalysis",
     "NodeCost",
@@ -39,7 +68,11 @@ _GRAPH_ATTRS = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 
 
 def analyze(
-    model: ModelSource | ModelSpec, *, batch: int | None = None, dims: Mapping[str, int] | None = None
+    model: ModelSource | ModelSpec,
+    *,
+    batch: int | None = None,
+    dims: Mapping[str, int] | None = None,
+    trips: Mapping[str, int] | None = None,
 ) -> ModelAnalysis:
     """Analyze a model at bound shapes without reading its external-data weights.
 
@@ -47,32 +80,47 @@ def analyze(
         model: a path, a loaded ``onnx.ModelProto`` or a :class:`~pytest_roofline.model.ModelSpec`.
         batch: binds the first dim of every input whose first dim is symbolic.
         dims: binds symbolic dims by name.
+        trips: binds the trip count of Loop nodes whose count the graph does not fix, by the Loop
+            node's name (its display name for a nested loop) or the name of its trip-count input.
 
     Returns:
-        Per-node costs (subgraph and local-function nodes included), resolved tensors, totals.
+        Per-node costs (subgraph and local-function nodes included, each with its executions per
+        run), resolved tensors, control-flow decisions, totals and their coverage.
 
     Raises:
         ModelError: the model cannot be loaded.
-        ShapeError: a dim is unbound or a tensor's shape cannot be resolved.
+        ShapeError: a dim is unbound, a tensor's shape cannot be resolved, bound dims contradict
+            the graph's shape arithmetic, or a trip-count binding names no Loop or contradicts it.
     """
     if isinstance(model, ModelSpec):
-        model, batch, dims = model.source, model.batch, model.dims_dict
-    spec = ModelSpec.create(model, batch, dims)
-    proto = load_model(model)
+        source: ModelSource = model.source
+        batch, dims = model.batch, model.dims_dict
+    else:
+        source = model
+    spec = ModelSpec.create(source, batch, dims)
+    proto = load_model(source)
     input_shapes = bind_input_shapes(proto, batch, dims)
     flat, origin = inline_local_functions(proto)
     base_dir = spec.path.parent if spec.path is not None else None
-    resolved = resolve_shapes(flat, input_shapes, base_dir)
+    resolved = resolve_shapes(flat, input_shapes, base_dir, dims)
     tensors = resolved.tensors
+    check_consistency(flat, tensors, dims or {})
+    items = list(iter_nodes(flat.graph))
+    names = _display_names(items)
+    wanted = {t for item in items for t in (*value_inputs(item.node), *wanted_values(item.node))}
+    values = known_values(flat, tensors, wanted)
     nodes: list[NodeCost] = []
-    seen_names: Counter[str] = Counter()
     counted_params: set[str] = set()
-    for item in iter_nodes(flat.graph):
-        name = item.name if not seen_names[item.name] else f"{item.name}_{seen_names[item.name]}"
-        seen_names[item.name] += 1
+    for item, name in zip(items, names, strict=True):
         graph = item.graph or origin.get(item.node.name, "")
-        nodes.append(_node_cost(item, name, graph, tensors, counted_params))
-    uncosted = Counter(n.op_type for n in nodes if not n.costed)
+        nodes.append(_node_cost(item, name, graph, tensors, counted_params, values))
+    plan = plan_executions(items, names, {n.name: n.flops for n in nodes}, tensors, values, trips)
+    if plan.flows:
+        nodes = [
+            replace(n, executions=plan.executions.get(n.name, 1), assumed=n.name in plan.assumed)
+            for n in nodes
+        ]
+    uncosted = Counter(n.op_type for n in nodes if not n.costed and n.reason == NO_RULE)
     return ModelAnalysis(
         model_name=spec.name,
         input_shapes=dict(input_shapes),
@@ -81,7 +129,19 @@ def analyze(
         shape_method=resolved.method,
         uncosted=tuple(sorted(uncosted.items(), key=lambda kv: (-kv[1], kv[0]))),
         graph_outputs=tuple(vi.name for vi in proto.graph.output),
+        control_flow=plan.flows,
+        flops_range=(plan.flops_low, plan.flops_high) if plan.flops_low != plan.flops_high else None,
     )
+
+
+def _display_names(items: list[GraphNode]) -> list[str]:
+    """Node names made unique: a repeated name gets ``_1``, ``_2``, ..."""
+    seen: Counter[str] = Counter()
+    names = []
+    for item in items:
+        names.append(item.name if not seen[item.name] else f"{item.name}_{seen[item.name]}")
+        seen[item.name] += 1
+    return names
 
 
 def by_op_type(analysis: ModelAnalysis) -> dict[str, tuple[int, Totals]]:
@@ -93,10 +153,10 @@ def by_op_type(analysis: ModelAnalysis) -> dict[str, tuple[int, Totals]]:
         op: (
             len(nodes),
             Totals(
-                flops=sum(n.flops for n in nodes),
-                macs=sum(n.macs for n in nodes),
+                flops=sum(n.total_flops for n in nodes),
+                macs=sum(n.total_macs for n in nodes),
                 params=sum(n.params for n in nodes),
-                bytes=sum(n.bytes for n in nodes),
+                bytes=sum(n.total_bytes for n in nodes),
             ),
         )
         for op, nodes in groups.items()
@@ -105,8 +165,8 @@ def by_op_type(analysis: ModelAnalysis) -> dict[str, tuple[int, Totals]]:
 
 
 def published_macs(analysis: ModelAnalysis) -> int:
-    """MACs of conv, gemm, matmul and einsum nodes: the figure published model tables report."""
-    return sum(n.macs for n in analysis.nodes if n.op_type in MAC_OP_TYPES)
+    """MACs of conv, gemm, matmul and einsum nodes (all executions): the figure published tables report."""
+    return sum(n.total_macs for n in analysis.nodes if n.op_type in MAC_OP_TYPES)
 
 
 def _attribute(attr: onnx.AttributeProto) -> object:
@@ -125,30 +185,42 @@ def _is_param(tensor: TensorInfo | None) -> bool:
 
 
 def _node_cost(
-    item: GraphNode, name: str, graph: str, tensors: dict[str, TensorInfo], counted_params: set[str]
+    item: GraphNode,
+    name: str,
+    graph: str,
+    tensors: dict[str, TensorInfo],
+    counted_params: set[str],
+    values: Mapping[str, np.ndarray],
 ) -> NodeCost:
     node = item.node
     inputs = tuple(tensors.get(t) if t else None for t in node.input)
     outputs = tuple(tensors.get(t) if t else None for t in node.output)
     rule_fn = lookup(node.domain, node.op_type)
     cost = None
+    reason = NO_RULE if rule_fn is None else ""
     if rule_fn is not None:
         attrs = {a.name: _attribute(a) for a in node.attribute if a.type not in _GRAPH_ATTRS}
+        node_values = {i: values[t] for i, t in enumerate(node.input) if t in values}
         try:
-            cost = rule_fn(CostContext(node=node, inputs=inputs, outputs=outputs, attrs=attrs))
+            cost = rule_fn(
+                CostContext(node=node, inputs=inputs, outputs=outputs, attrs=attrs, values=node_values)
+            )
         except (TypeError, ValueError, IndexError, KeyError, AttributeError, ZeroDivisionError):
             cost = None  # a form the rule does not handle (e.g. an unusual rank): bytes only
-    costed = rule_fn is not None and cost is not None
+        if cost is None:
+            unresolved = any(t and t not in tensors for t in (*node.input, *node.output))
+            reason = SHAPE_UNRESOLVED if unresolved else FORM_NOT_HANDLED
+    costed = cost is not None
     cost = cost or OpCost(flops=0)
     moves_data = node.op_type not in _ZERO_BYTE_OPS or node.domain not in ("", "ai.onnx")
     read = {t.name: t.nbytes for t in inputs if t is not None} if moves_data else {}
     written = {t.name: t.nbytes for t in outputs if t is not None} if moves_data else {}
     params = 0
     if moves_data and node.op_type not in _ARGUMENT_OPS:
-        for tensor in inputs:
-            if _is_param(tensor) and tensor.name not in counted_params:
+        for index, tensor in enumerate(inputs):
+            if _is_param(tensor) and tensor is not None and tensor.name not in counted_params:
                 counted_params.add(tensor.name)
-                params += tensor.numel
+                params += logical_elements(node, index, tensor)
     return NodeCost(
         name=name,
         op_type=node.op_type,
@@ -162,4 +234,5 @@ def _node_cost(
         outputs=tuple(node.output),
         costed=costed,
         graph=graph,
+        reason=reason,
     )

@@ -4,7 +4,7 @@ A rule is one small decorated function::
 
     @rule("Conv", "ConvInteger")
     def _conv(ctx: CostContext) -> OpCost:
-        return mac_cost(ctx.out.numel * prod(ctx.inp(1).shape[1:]))
+        return mac_cost(ctx.out.numel * prod(ctx.tensor(1).shape[1:]))
 
 Conventions (see docs/cost-model.md): FLOPs = 2 x MACs for multiply-accumulate work, plus one
 FLOP per output element for a bias add; elementwise ops count FLOPs per output element from
@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import onnx
 
 from .types import TensorInfo
@@ -29,10 +30,13 @@ __all__ = [
     "VIEW_OPS",
     "CostContext",
     "OpCost",
+    "logical_elements",
     "lookup",
     "mac_cost",
     "prod",
+    "rnn_cost",
     "rule",
+    "wanted_values",
 ]
 
 MS = "com.microsoft"
@@ -63,6 +67,22 @@ MAC_OP_TYPES = frozenset(
         "DynamicQuantizeMatMul",
         "Attention",
         "MultiHeadAttention",  # fused QK^T and softmax(.)V matmuls (+ projections)
+        "GroupQueryAttention",
+        "DecoderMaskedMultiHeadAttention",
+        "DecoderMaskedSelfAttention",
+        "PackedAttention",
+        "PackedMultiHeadAttention",
+        "QAttention",
+        "FlexAttention",
+        "LinearAttention",
+        "DeformConv",
+        "NhwcConv",
+        "NhwcFusedConv",
+        "GemmFastGelu",
+        "MatMulBnb4",
+        "MatMulInteger16",
+        "TransposeMatMul",
+        "FusedMatMulActivation",
     }
 )
 
@@ -94,7 +114,9 @@ DATA_MOVEMENT_OPS = (
     "ScatterElements", "ScatterND", "Pad", "Tile", "Expand", "Where", "Cast", "CastLike",
     "DepthToSpace", "SpaceToDepth", "Compress", "NonZero", "OneHot", "ConstantOfShape", "Range",
     "Trilu", "ReverseSequence", "EyeLike", "SplitToSequence", "ConcatFromSequence",
-    "SequenceConstruct", "SequenceAt",
+    "SequenceConstruct", "SequenceAt", "SequenceInsert", "SequenceErase", "SequenceLength",
+    "SequenceEmpty", "Optional", "OptionalHasElement", "OptionalGetElement", "CenterCropPad",
+    "BitCast", "TensorScatter", "MaxUnpool", "Multinomial",
 )
 # fmt: on
 
@@ -130,6 +152,25 @@ class CostContext:
     inputs: tuple[TensorInfo | None, ...]
     outputs: tuple[TensorInfo | None, ...]
     attrs: dict[str, Any] = field(default_factory=dict)
+    values: dict[int, np.ndarray] = field(default_factory=dict)  # known values of the inputs asked for
+
+    def tensor(self, index: int) -> TensorInfo:
+        """Input ``index``, which the rule needs (a missing one makes the node uncosted)."""
+        info = self.inp(index)
+        if info is None:
+            raise ValueError(f"input {index} of {self.node.op_type} is absent or unresolved")
+        return info
+
+    def value(self, index: int) -> int | None:
+        """Input ``index`` as an integer when its value is known (see ``rule(values=...)``)."""
+        value = self.values.get(index)
+        if value is None or value.size != 1:
+            return None
+        return int(value.reshape(()).item())
+
+    def output(self, index: int) -> TensorInfo | None:
+        """Output ``index``, or None when absent."""
+        return self.outputs[index] if index < len(self.outputs) else None
 
     def inp(self, index: int) -> TensorInfo | None:
         """Input ``index``, or None when absent."""
@@ -151,14 +192,22 @@ class CostContext:
 
 Rule = Callable[[CostContext], OpCost]
 _RULES: dict[tuple[str, str], Rule] = {}
+_VALUE_INPUTS: dict[tuple[str, str], tuple[int, ...]] = {}
+_DOMAIN_ALIASES = {"ai.onnx": "", "ai.onnx.preview": ""}
 
 
-def rule(*op_types: str, domain: str = "") -> Callable[[Rule], Rule]:
-    """Register the decorated function as the cost rule of ``op_types`` in ``domain``."""
+def rule(*op_types: str, domain: str = "", values: tuple[int, ...] = ()) -> Callable[[Rule], Rule]:
+    """Register the decorated function as the cost rule of ``op_types`` in ``domain``.
+
+    ``values`` lists inputs whose values the rule reads through :meth:`CostContext.value` when
+    they fold without input data (a past sequence length, ``total_sequence_length``).
+    """
 
     def register(func: Rule) -> Rule:
         for op_type in op_types:
             _RULES[(domain, op_type)] = func
+            if values:
+                _VALUE_INPUTS[(domain, op_type)] = values
         return func
 
     return register
@@ -166,15 +215,44 @@ def rule(*op_types: str, domain: str = "") -> Callable[[Rule], Rule]:
 
 def lookup(domain: str, op_type: str) -> Rule | None:
     """The rule for an op, falling back from com.microsoft to the default domain."""
-    domain = "" if domain == "ai.onnx" else domain
+    domain = _DOMAIN_ALIASES.get(domain, domain)
     return _RULES.get((domain, op_type)) or (_RULES.get(("", op_type)) if domain == MS else None)
+
+
+def wanted_values(node: onnx.NodeProto) -> tuple[str, ...]:
+    """The input tensors of ``node`` whose values its rule reads."""
+    domain = _DOMAIN_ALIASES.get(node.domain, node.domain)
+    positions = _VALUE_INPUTS.get((domain, node.op_type), ())
+    return tuple(node.input[i] for i in positions if i < len(node.input) and node.input[i])
+
+
+def logical_elements(node: onnx.NodeProto, index: int, tensor: TensorInfo) -> int:
+    """Elements a weight input holds: packed 4-bit weights count elements, not bytes.
+
+    ``MatMulNBits``/``MatMulBnb4`` store ``N x K`` weights (and MatMulNBits' zero points) as
+    bytes holding two (or 8/bits) elements; ``GatherBlockQuantized`` does the same with ``bits``.
+    ONNX ``INT4``/``UINT4`` tensors already declare their element count.
+    """
+    if node.domain != MS or node.op_type not in ("MatMulNBits", "MatMulBnb4", "GatherBlockQuantized"):
+        return tensor.numel
+    attrs = {a.name: a.i for a in node.attribute if a.type == onnx.AttributeProto.INT}
+    if node.op_type == "GatherBlockQuantized":
+        bits = attrs.get("bits", 4)
+        packed = index in (0, 2) and tensor.dtype == "uint8" and bits < 8
+        return tensor.numel * (8 // bits) if packed else tensor.numel
+    n, k = attrs.get("N", 0), attrs.get("K", 0)
+    if index == 1 and n and k:
+        return n * k
+    if node.op_type == "MatMulNBits" and index == 3 and tensor.dtype == "uint8" and attrs.get("block_size"):
+        return n * -(-k // attrs["block_size"])
+    return tensor.numel
 
 
 # -- convolution -------------------------------------------------------------------------------
 
 
 def _conv_like(ctx: CostContext, weight: int, bias: int | None, activation: int = 0) -> OpCost:
-    w = ctx.inp(weight)
+    w = ctx.tensor(weight)
     macs = ctx.out.numel * prod(w.shape[1:])  # Cout*spatial_out * (Cin/g * prod(kernel))
     extra = ctx.out.numel if bias is not None and ctx.has_input(bias) else 0
     return mac_cost(macs, extra + activation * ctx.out.numel)
@@ -203,7 +281,7 @@ def _fused_conv(ctx: CostContext) -> OpCost:
 @rule("ConvTranspose")
 def _conv_transpose(ctx: CostContext) -> OpCost:
     # every input element meets every weight of its group: X.numel * (Cout/g * prod(kernel))
-    macs = ctx.inp(0).numel * prod(ctx.inp(1).shape[1:])
+    macs = ctx.tensor(0).numel * prod(ctx.tensor(1).shape[1:])
     return mac_cost(macs, ctx.out.numel if ctx.has_input(2) else 0)
 
 
@@ -218,23 +296,23 @@ def _matmul_k(a: TensorInfo, trans: bool = False) -> int:
 
 @rule("MatMul", "MatMulInteger")
 def _matmul(ctx: CostContext) -> OpCost:
-    return mac_cost(ctx.out.numel * _matmul_k(ctx.inp(0)))
+    return mac_cost(ctx.out.numel * _matmul_k(ctx.tensor(0)))
 
 
 @rule("QLinearMatMul")
 def _qlinear_matmul(ctx: CostContext) -> OpCost:
-    return mac_cost(ctx.out.numel * _matmul_k(ctx.inp(0)))
+    return mac_cost(ctx.out.numel * _matmul_k(ctx.tensor(0)))
 
 
 @rule("FusedMatMul", domain=MS)
 def _fused_matmul(ctx: CostContext) -> OpCost:
-    k = _matmul_k(ctx.inp(0), bool(ctx.attr("transA", 0)))
+    k = _matmul_k(ctx.tensor(0), bool(ctx.attr("transA", 0)))
     scale = ctx.out.numel if ctx.attr("alpha", 1.0) != 1.0 else 0
     return mac_cost(ctx.out.numel * k, scale)
 
 
 def _gemm_like(ctx: CostContext, bias: int, activation: int = 0) -> OpCost:
-    a = ctx.inp(0)
+    a = ctx.tensor(0)
     k = a.shape[0] if ctx.attr("transA", 0) else a.shape[1]
     bias_flops = ctx.out.numel if ctx.has_input(bias) and ctx.attr("beta", 1.0) != 0.0 else 0
     return mac_cost(ctx.out.numel * k, bias_flops + activation * ctx.out.numel)
@@ -257,7 +335,7 @@ def _qgemm(ctx: CostContext) -> OpCost:
 
 @rule("MatMulIntegerToFloat", "DynamicQuantizeMatMul", domain=MS)
 def _matmul_to_float(ctx: CostContext) -> OpCost:
-    return mac_cost(ctx.out.numel * _matmul_k(ctx.inp(0)), ctx.out.numel)  # + rescale
+    return mac_cost(ctx.out.numel * _matmul_k(ctx.tensor(0)), ctx.out.numel)  # + rescale
 
 
 @rule("MatMulNBits", domain=MS)
@@ -298,68 +376,22 @@ _RNN_POINTWISE = {"RNN": 1, "GRU": 8, "LSTM": 9}  # activations and state update
 @rule("RNN", "GRU", "LSTM")
 def _rnn(ctx: CostContext) -> OpCost:
     op = ctx.node.op_type
-    x, w, r = ctx.inp(0), ctx.inp(1), ctx.inp(2)
+    x, w, r = ctx.tensor(0), ctx.tensor(1), ctx.tensor(2)
     seq, batch = (x.shape[1], x.shape[0]) if ctx.attr("layout", 0) else (x.shape[0], x.shape[1])
     directions, gates_hidden, input_size = w.shape
-    hidden = r.shape[-1]
-    steps = directions * seq * batch
+    peepholes = op == "LSTM" and ctx.has_input(7)
+    return rnn_cost(op, directions * seq * batch, input_size, r.shape[-1], ctx.has_input(3), peepholes)
+
+
+def rnn_cost(
+    op: str, steps: int, input_size: int, hidden: int, bias: bool, peepholes: bool = False
+) -> OpCost:
+    """``steps`` (directions x seq x batch) cell updates of an RNN, GRU or LSTM cell."""
+    gates_hidden = _RNN_GATES[op] * hidden
     macs = steps * gates_hidden * (input_size + hidden)
-    bias = steps * 2 * gates_hidden if ctx.has_input(3) else 0
-    peepholes = steps * 3 * hidden * 2 if op == "LSTM" and ctx.has_input(7) else 0
-    return mac_cost(macs, bias + peepholes + steps * hidden * _RNN_POINTWISE[op])
-
-
-# -- attention (com.microsoft) -----------------------------------------------------------------
-
-
-@rule("Attention", domain=MS)
-def _attention(ctx: CostContext) -> OpCost:
-    x, w = ctx.inp(0), ctx.inp(1)
-    batch, seq, hidden_in = x.shape
-    projected = w.shape[1]
-    qkv = ctx.attr("qkv_hidden_sizes") or [projected // 3] * 3
-    proj = batch * seq * hidden_in * projected
-    scores = batch * seq * seq * qkv[0] + batch * seq * seq * qkv[2]  # QK^T and softmax(.)V
-    heads = ctx.attr("num_heads", 1)
-    softmax = 5 * batch * heads * seq * seq
-    return mac_cost(proj + scores, (batch * seq * projected if ctx.has_input(2) else 0) + softmax)
-
-
-@rule("Attention")
-def _onnx_attention(ctx: CostContext) -> OpCost:
-    """ONNX ``Attention`` (opset 23; the dynamo exporter's ``scaled_dot_product_attention``).
-
-    Q, K, V are 4-D (batch, heads, seq, head_size) or 3-D (batch, seq, heads * head_size) with
-    ``q_num_heads``/``kv_num_heads``; ``past_key`` (input 4) extends the key sequence.
-    """
-    q, k, v = ctx.inp(0), ctx.inp(1), ctx.inp(2)
-    if len(q.shape) == 4:
-        batch, heads, q_seq, head_size = q.shape
-        kv_seq, v_head = k.shape[2], v.shape[3]
-    else:
-        batch, q_seq, q_hidden = q.shape
-        heads = int(ctx.attr("q_num_heads"))
-        kv_heads = int(ctx.attr("kv_num_heads", heads))
-        head_size, kv_seq, v_head = q_hidden // heads, k.shape[1], v.shape[2] // kv_heads
-    past = ctx.inp(4)
-    kv_seq += past.shape[2] if past is not None else 0
-    scores = batch * heads * q_seq * kv_seq
-    mask = scores if ctx.has_input(3) else 0
-    return mac_cost(scores * (head_size + v_head), 5 * scores + mask)
-
-
-@rule("MultiHeadAttention", domain=MS)
-def _multi_head_attention(ctx: CostContext) -> OpCost:
-    q, k = ctx.inp(0), ctx.inp(1)
-    batch, seq = q.shape[0], q.shape[1]
-    heads = ctx.attr("num_heads", 1)
-    if k is None or len(q.shape) == 5:  # packed QKV: query is (B, S, N, 3, H)
-        kv_seq, d_qk, d_v = seq, q.shape[2] * q.shape[-1], q.shape[2] * q.shape[-1]
-    else:
-        kv_seq = k.shape[1] if len(k.shape) == 3 else k.shape[2]
-        d_qk, d_v = q.shape[-1], ctx.out.shape[-1]
-    macs = batch * seq * kv_seq * (d_qk + d_v)
-    return mac_cost(macs, 5 * batch * heads * seq * kv_seq)
+    bias_flops = steps * 2 * gates_hidden if bias else 0
+    peephole_flops = steps * 3 * hidden * 2 if peepholes else 0
+    return mac_cost(macs, bias_flops + peephole_flops + steps * hidden * _RNN_POINTWISE[op])
 
 
 # -- normalization -----------------------------------------------------------------------------
@@ -372,17 +404,17 @@ def _batch_norm(ctx: CostContext) -> OpCost:
 
 @rule("LayerNormalization", "GroupNormalization", "InstanceNormalization", "MeanVarianceNormalization")
 def _norm(ctx: CostContext) -> OpCost:
-    return OpCost(flops=NORM_FLOPS * ctx.inp(0).numel)
+    return OpCost(flops=NORM_FLOPS * ctx.tensor(0).numel)
 
 
 @rule("RMSNormalization", "SimplifiedLayerNormalization")
 def _rms_norm(ctx: CostContext) -> OpCost:
-    return OpCost(flops=4 * ctx.inp(0).numel)  # square, sum, normalize, scale
+    return OpCost(flops=4 * ctx.tensor(0).numel)  # square, sum, normalize, scale
 
 
 @rule("SkipLayerNormalization", "SkipSimplifiedLayerNormalization", domain=MS)
 def _skip_layer_norm(ctx: CostContext) -> OpCost:
-    n = ctx.inp(0).numel
+    n = ctx.tensor(0).numel
     per_elem = 1 + (1 if ctx.has_input(4) else 0)
     norm = 4 if ctx.node.op_type.startswith("SkipSimplified") else NORM_FLOPS
     return OpCost(flops=(per_elem + norm) * n)
@@ -428,7 +460,7 @@ def _quantize(ctx: CostContext) -> OpCost:
 
 @rule("DynamicQuantizeLinear")
 def _dynamic_quantize(ctx: CostContext) -> OpCost:
-    return OpCost(flops=5 * ctx.inp(0).numel)  # min, max, then quantize
+    return OpCost(flops=5 * ctx.tensor(0).numel)  # min, max, then quantize
 
 
 # -- pooling, reductions, resize ---------------------------------------------------------------
@@ -445,7 +477,7 @@ def _pool(ctx: CostContext) -> OpCost:
 def _global_pool(ctx: CostContext) -> OpCost:
     extra = {"GlobalMaxPool": 0, "GlobalAveragePool": 1, "GlobalLpPool": 1}[ctx.node.op_type]
     factor = 2 if ctx.node.op_type == "GlobalLpPool" else 1
-    return OpCost(flops=factor * ctx.inp(0).numel + extra * ctx.out.numel)
+    return OpCost(flops=factor * ctx.tensor(0).numel + extra * ctx.out.numel)
 
 
 # fmt: off
@@ -462,7 +494,7 @@ _REDUCE_PER_OUTPUT = {"ReduceMean": 1, "ReduceL2": 1, "ReduceLogSum": 1, "Reduce
 def _reduce(ctx: CostContext) -> OpCost:
     op = ctx.node.op_type
     return OpCost(
-        flops=_REDUCE_PER_INPUT[op] * ctx.inp(0).numel + _REDUCE_PER_OUTPUT.get(op, 0) * ctx.out.numel
+        flops=_REDUCE_PER_INPUT[op] * ctx.tensor(0).numel + _REDUCE_PER_OUTPUT.get(op, 0) * ctx.out.numel
     )
 
 
@@ -471,9 +503,68 @@ def _resize(ctx: CostContext) -> OpCost:
     mode = ctx.attr("mode", "nearest")
     if mode == "nearest":
         return OpCost(flops=0)
-    resized = sum(a != b for a, b in zip(ctx.inp(0).shape, ctx.out.shape, strict=False)) or 1
+    resized = sum(a != b for a, b in zip(ctx.tensor(0).shape, ctx.out.shape, strict=False)) or 1
     taps = (4 if mode == "cubic" else 2) ** resized
     return OpCost(flops=2 * taps * ctx.out.numel)  # one multiply-add per tap
+
+
+# -- newer and rarer ONNX ops --------------------------------------------------------------------
+
+
+@rule("DeformConv")
+def _deform_conv(ctx: CostContext) -> OpCost:
+    """Conv MACs plus a bilinear sample (4 taps, 8 FLOPs; +1 with a mask) per im2col element."""
+    w = ctx.tensor(1)
+    per_output = prod(w.shape[1:])  # Cin/g * prod(kernel)
+    samples = ctx.out.numel // w.shape[0] * per_output * int(ctx.attr("group", 1))
+    extra = samples * (8 + int(ctx.has_input(4))) + (ctx.out.numel if ctx.has_input(3) else 0)
+    return mac_cost(ctx.out.numel * per_output, extra)
+
+
+@rule("GridSample")
+def _grid_sample(ctx: CostContext) -> OpCost:
+    taps = {"nearest": 0, "bilinear": 4, "linear": 4, "bicubic": 16, "cubic": 16}
+    spatial = max(len(ctx.out.shape) - 2, 1)
+    mode_taps = taps.get(str(ctx.attr("mode", "linear")), 4)
+    return OpCost(flops=2 * (mode_taps ** (spatial / 2) if mode_taps else 0) * ctx.out.numel // 1)
+
+
+@rule("CumProd")
+def _cum_prod(ctx: CostContext) -> OpCost:
+    return OpCost(flops=ctx.out.numel)
+
+
+@rule("LpNormalization")
+def _lp_norm(ctx: CostContext) -> OpCost:
+    return OpCost(flops=3 * ctx.out.numel)  # square (or abs), sum, divide
+
+
+@rule("Col2Im")
+def _col2im(ctx: CostContext) -> OpCost:
+    return OpCost(flops=ctx.tensor(0).numel)  # one add per column element
+
+
+@rule("NegativeLogLikelihoodLoss")
+def _nll_loss(ctx: CostContext) -> OpCost:
+    return OpCost(flops=2 * ctx.tensor(1).numel)  # gather, weight, reduce
+
+
+@rule("SoftmaxCrossEntropyLoss")
+def _softmax_cross_entropy(ctx: CostContext) -> OpCost:
+    return OpCost(flops=6 * ctx.tensor(0).numel)  # log-softmax + the loss per element
+
+
+@rule("HannWindow", "HammingWindow", "BlackmanWindow")
+def _window(ctx: CostContext) -> OpCost:
+    return OpCost(flops=4 * ctx.out.numel)  # cos, scale, offset (twice for Blackman: ~)
+
+
+@rule("DFT", "STFT")
+def _dft(ctx: CostContext) -> OpCost:
+    """A radix-2 FFT: 5 n log2(n) FLOPs per transform of n points."""
+    n = ctx.out.shape[-2] if len(ctx.out.shape) >= 2 else 1
+    transforms = ctx.out.numel // max(n * ctx.out.shape[-1], 1)
+    return OpCost(flops=int(5 * transforms * n * max(math.log2(n), 1)) if n else 0)
 
 
 # -- zero-FLOP ops -----------------------------------------------------------------------------

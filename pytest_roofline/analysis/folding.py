@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-__all__ = ["MAX_FOLDED", "fold_and_infer"]
+__all__ = ["MAX_FOLDED", "evaluate_node", "fold_and_infer"]
 
 MAX_FOLDED = 1 << 16  # elements: a folded value larger than this is left to the node
 MAX_ROUNDS = 8
@@ -74,7 +74,7 @@ def _fold(graph: onnx.GraphProto, values: dict[str, np.ndarray], found: Mapping[
             continue
         if node.op_type in _UNFOLDABLE or any(a.type in _GRAPH_ATTRS for a in node.attribute):
             continue
-        results = _evaluate(node, values, found)
+        results = evaluate_node(node, values, found)
         if results is None or len(results) != len(outputs):
             continue
         if any(np.asarray(r).size > MAX_FOLDED for r in results):
@@ -85,7 +85,7 @@ def _fold(graph: onnx.GraphProto, values: dict[str, np.ndarray], found: Mapping[
     return folded
 
 
-def _evaluate(
+def evaluate_node(
     node: onnx.NodeProto, values: Mapping[str, np.ndarray], found: Mapping[str, _Partial]
 ) -> list[Any] | None:
     """The node's outputs, or None when an input is not a known value (``Shape``/``Size``: known dims)."""

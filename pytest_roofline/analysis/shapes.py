@@ -19,6 +19,7 @@ import functools
 import io
 import os
 import tempfile
+import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ import onnx
 from pytest_roofline.errors import ShapeError
 from pytest_roofline.model import graph_inputs, make_inputs
 
+from .consistency import find_inconsistency
 from .folding import fold_and_infer
 from .types import TensorInfo
 
@@ -37,6 +39,7 @@ __all__ = [
     "ResolvedShapes",
     "inline_local_functions",
     "iter_nodes",
+    "quiet_native_output",
     "resolve_shapes",
 ]
 
@@ -268,7 +271,12 @@ def _needed(model: onnx.ModelProto) -> dict[str, str]:
 
 
 def _non_tensors(model: onnx.ModelProto) -> set[str]:
-    return {vi.name for vi in _value_infos(model.graph) if not vi.type.HasField("tensor_type")}
+    """Values declared as sequences, optionals or maps (a value info without a type is a tensor)."""
+    return {
+        vi.name
+        for vi in _value_infos(model.graph)
+        if vi.type.WhichOneof("value") not in (None, "tensor_type", "sparse_tensor_type")
+    }
 
 
 # -- the three methods -------------------------------------------------------------------------
@@ -284,9 +292,36 @@ def _onnx_inference(skeleton: onnx.ModelProto) -> dict[str, _Partial]:
 def _symbolic_inference(skeleton: onnx.ModelProto) -> dict[str, _Partial]:
     from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
 
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), _in_temp_dir():
+    with quiet_native_output(), _in_temp_dir():
         inferred = SymbolicShapeInference.infer_shapes(skeleton, auto_merge=True, guess_output_rank=False)
     return _collect(inferred) if inferred is not None else {}
+
+
+@contextlib.contextmanager
+def quiet_native_output() -> Iterator[None]:
+    """Swallow what Python and native code (onnxruntime's logger) write to stdout and stderr.
+
+    onnxruntime logs session and kernel errors from C++ straight to file descriptor 2, which
+    ``contextlib.redirect_stderr`` cannot catch; the analyzer's own failures are reported as
+    one-line errors instead.
+    """
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(warnings.catch_warnings())
+        warnings.simplefilter("ignore")
+        stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
+        stack.enter_context(contextlib.redirect_stderr(io.StringIO()))
+        try:
+            saved = os.dup(2)
+        except OSError:  # no file descriptor 2: nothing native to silence
+            yield
+            return
+        sink = stack.enter_context(tempfile.TemporaryFile())
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 @contextlib.contextmanager
@@ -330,10 +365,13 @@ def _onnxruntime_run(
                 existing.add(tensor)
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.log_severity_level = 3
-    session = ort.InferenceSession(runnable.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    names = [o.name for o in session.get_outputs()]
-    values = session.run(names, make_inputs(model, input_shapes))
+    options.log_severity_level = 4
+    with quiet_native_output():
+        session = ort.InferenceSession(
+            runnable.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+        names = [o.name for o in session.get_outputs()]
+        values = session.run(names, make_inputs(model, input_shapes))
     found: dict[str, _Partial] = {}
     for name, value in zip(names, values, strict=True):
         if isinstance(value, np.ndarray):
@@ -346,7 +384,10 @@ def _onnxruntime_run(
 
 
 def resolve_shapes(
-    model: onnx.ModelProto, input_shapes: Mapping[str, _Shape], base_dir: Path | None = None
+    model: onnx.ModelProto,
+    input_shapes: Mapping[str, _Shape],
+    base_dir: Path | None = None,
+    dims: Mapping[str, int] | None = None,
 ) -> ResolvedShapes:
     """Concrete shapes of every tensor any node (also in subgraphs) touches.
 
@@ -354,6 +395,7 @@ def resolve_shapes(
         model: the model (local functions already inlined), loaded without external data.
         input_shapes: bound shapes of the graph inputs.
         base_dir: directory of the model file, for the onnxruntime fallback's external data.
+        dims: the user's dim bindings, named when they contradict the graph.
 
     Raises:
         ShapeError: a tensor's shape is still unknown after every method; names tensor and node.
@@ -369,20 +411,102 @@ def resolve_shapes(
     methods = _resolve(model, input_shapes, base_dir, known)
     missing = [t for t in needed if t not in skip and not _complete(known.get(t))]
     if missing:
-        tensor = missing[0]
-        dims = known.get(tensor, (0, None))[1]
-        shown = (
-            "unknown rank"
-            if dims is None
-            else "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
-        )
-        raise ShapeError(
-            f"cannot resolve the shape of tensor '{tensor}' ({shown}) used by node '{needed[tensor]}'"
-            f" ({len(missing)} tensor(s) unresolved); bind the model's symbolic dims with --dim NAME=VALUE"
-            " or export it with static shapes"
-        )
+        complete = {t: tuple(d or 0 for d in p[1] or ()) for t, p in known.items() if _complete(p)}
+        problem = find_inconsistency(model, complete)
+        if problem is not None:
+            bound = ", ".join(f"{k}={v}" for k, v in sorted((dims or {}).items()))
+            raise ShapeError(
+                f"the bound dims contradict the graph's shape arithmetic: {problem} (bound: {bound})"
+                if bound
+                else f"the input shapes contradict the graph's shape arithmetic: {problem}"
+            )
+        raise ShapeError(_unresolved_message(model, missing, known, needed, base_dir))
     tensors = {name: _tensor_info(name, known[name], name in weights) for name in needed if name not in skip}
     return ResolvedShapes(tensors=tensors, method="+".join(methods) or "onnx")
+
+
+# fmt: off
+#: Ops whose output size depends on the data itself, not on any shape.
+DATA_DEPENDENT_OPS = frozenset(
+    {
+        "NonZero", "Unique", "Compress", "NonMaxSuppression", "StringSplit", "StringNormalizer",
+        "ImageDecoder", "TfIdfVectorizer", "RegexFullMatch", "SequenceEmpty", "SplitToSequence",
+    }
+)
+#: Ops whose output shape is set by the *values* of these inputs (sizes, scales, starts, counts).
+VALUE_SHAPED_INPUTS: dict[str, tuple[int, ...]] = {
+    "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Slice": (1, 2, 3, 4), "Resize": (1, 2, 3),
+    "Upsample": (1,), "Pad": (1, 2, 3), "Range": (0, 1, 2), "ConstantOfShape": (0,), "OneHot": (1,),
+    "TopK": (1,), "Unsqueeze": (1,), "Squeeze": (1,), "Split": (1,), "CenterCropPad": (1,),
+    "Col2Im": (1, 2), "AffineGrid": (1,), "MaxUnpool": (2,), "MelWeightMatrix": (0, 1, 2),
+    "DFT": (1, 2), "STFT": (1, 2, 3), "HannWindow": (0,), "HammingWindow": (0,),
+    "BlackmanWindow": (0,), "RandomNormal": (), "EyeLike": (), "ReduceSum": (1,),
+    "ReduceMean": (1,), "ReduceMax": (1,), "ReduceMin": (1,), "ReduceProd": (1,), "Loop": (0, 1),
+}
+# fmt: on
+
+
+def _unresolved_message(
+    model: onnx.ModelProto,
+    missing: list[str],
+    known: dict[str, _Partial],
+    needed: dict[str, str],
+    base_dir: Path | None,
+) -> str:
+    """One line: the first unresolved tensor, the node that blocks it and what could help."""
+    tensor = missing[0]
+    dims = known.get(tensor, (0, None))[1]
+    shown = (
+        "unknown rank" if dims is None else "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
+    )
+    head = (
+        f"cannot resolve the shape of tensor '{tensor}' ({shown}) used by node '{needed[tensor]}'"
+        f" ({len(missing)} tensor(s) unresolved)"
+    )
+    blocker = _blocking_node(model, tensor, known)
+    if blocker is None:
+        return head + "; export the model with static shapes"
+    name, node = blocker
+    constants = set(_weight_infos(model))
+    if node.op_type in DATA_DEPENDENT_OPS:
+        why = f"the output size of {node.op_type} '{name}' depends on the data, not on any dim"
+    elif node.op_type in ("Loop", "Scan"):
+        why = f"it depends on the trip count of {node.op_type} '{name}'; bind it with --trip {name}=N"
+    else:
+        positions = VALUE_SHAPED_INPUTS.get(node.op_type, ())
+        by_value = [
+            node.input[i]
+            for i in positions
+            if i < len(node.input) and node.input[i] and node.input[i] not in constants
+        ]
+        if by_value:
+            values = ", ".join(f"'{t}'" for t in by_value)
+            why = (
+                f"the shape {node.op_type} '{name}' produces depends on the values of {values}, not on a dim"
+            )
+        else:
+            why = f"no shape inference method handles {node.op_type} '{name}' here"
+    if not _weights_available(model, base_dir):
+        why += "; keep the model's external data beside it so an onnxruntime run can resolve it"
+    return f"{head}: {why}"
+
+
+def _blocking_node(
+    model: onnx.ModelProto, tensor: str, known: dict[str, _Partial]
+) -> tuple[str, onnx.NodeProto] | None:
+    """The first node upstream of ``tensor`` whose inputs are resolved but whose outputs are not."""
+    producers = {t: item for item in iter_nodes(model.graph) for t in item.node.output if t}
+    current = producers.get(tensor)
+    seen: set[str] = set()
+    while current is not None and current.name not in seen:
+        seen.add(current.name)
+        upstream = [
+            producers[t] for t in current.node.input if t and t in producers and not _complete(known.get(t))
+        ]
+        if not upstream:
+            return current.name, current.node
+        current = upstream[0]
+    return None
 
 
 def _resolve(
@@ -463,7 +587,7 @@ def _standalone(
     if seeds is None:
         return None
     produced = {t for item in iter_nodes(sub) for t in item.node.output if t}
-    local = produced | {vi.name for vi in sub.input} | {init.name for init in sub.initializer}
+    local = produced | _declared_names(sub)
     outer = sorted(t for t in inner if t not in local)
     for name in outer:
         if not _complete(known.get(name)):
@@ -482,6 +606,16 @@ def _standalone(
     standalone.opset_import.extend(model.opset_import)
     standalone.graph.CopyFrom(graph)
     return standalone, seeds
+
+
+def _declared_names(graph: onnx.GraphProto) -> set[str]:
+    """Formal inputs and initializers of ``graph`` and of every subgraph nested in it."""
+    names = {vi.name for vi in graph.input} | {init.name for init in graph.initializer}
+    for node in graph.node:
+        for attr in node.attribute:
+            for sub in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+                names |= _declared_names(sub)
+    return names
 
 
 def _body_input_shapes(
@@ -507,14 +641,55 @@ def _body_input_shapes(
             partial = known.get(tensor)
             if not _complete(partial):
                 return None
-            dims = list(partial[1])  # type: ignore[index, arg-type]
+            if partial is None or partial[1] is None:
+                return None
+            dims = list(partial[1])
             del dims[axis % len(dims)]
-            sources.append((partial[0], tuple(dims)))  # type: ignore[index]
+            sources.append((partial[0], tuple(dims)))
     else:
+        return _modifier_input_shapes(node, sub, known)
+    complete = [s for s in sources if s is not None and _complete(s)]
+    if len(complete) != len(formal) or len(sources) != len(formal):
         return None
-    if len(sources) != len(formal) or not all(_complete(s) for s in sources):
+    return dict(zip(formal, complete, strict=True))
+
+
+def _modifier_input_shapes(
+    node: onnx.NodeProto, sub: onnx.GraphProto, known: dict[str, _Partial]
+) -> dict[str, _Partial] | None:
+    """Formal inputs of a subgraph attribute of any other op (FlexAttention's ``score_mod``).
+
+    FlexAttention's ``score_mod`` and ``prob_mod`` take the score tensor (batch, q_heads, q_seq,
+    kv_seq); other ops' subgraphs are seeded from their formal inputs' declared types.
+    """
+    formal = list(sub.input)
+    if node.op_type == "FlexAttention" and len(formal) == 1:
+        query, key = known.get(node.input[0]), known.get(node.input[1])
+        if query is None or key is None or not _complete(query) or not _complete(key):
+            return None
+        q_dims, k_dims = query[1], key[1]
+        if q_dims is None or k_dims is None or len(q_dims) != 4 or len(k_dims) != 4:
+            return None
+        attrs = {a.name: a.i for a in node.attribute if a.type == onnx.AttributeProto.INT}
+        default = onnx.TensorProto.DOUBLE if query[0] == onnx.TensorProto.DOUBLE else onnx.TensorProto.FLOAT
+        elem = attrs.get("softmax_precision") or default
+        return {formal[0].name: (elem, (q_dims[0], q_dims[1], q_dims[2], k_dims[2]))}
+    declared: dict[str, _Partial] = {}
+    for vi in formal:
+        partial = _declared(vi)
+        if partial is None or not _complete(partial):
+            return None
+        declared[vi.name] = partial
+    return declared
+
+
+def _declared(vi: onnx.ValueInfoProto) -> _Partial | None:
+    """What a value info declares, or None for a non-tensor or shapeless one."""
+    tensor_type = vi.type.tensor_type
+    if not vi.type.HasField("tensor_type") or not tensor_type.HasField("shape"):
         return None
-    return dict(zip(formal, sources, strict=True))  # type: ignore[arg-type]
+    dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in tensor_type.shape.dim)
+    return (tensor_type.elem_type, dims)
 
 
 def _weight_infos(model: onnx.ModelProto) -> dict[str, _Partial]:
@@ -554,7 +729,11 @@ _ITEMSIZE_FALLBACK = {"bfloat16": 2, "float8e4m3fn": 1, "float8e5m2": 1, "int4":
 def _tensor_info(name: str, partial: _Partial, is_weight: bool) -> TensorInfo:
     dtype_name, itemsize = _dtype(partial[0])
     return TensorInfo(
-        name=name, dtype=dtype_name, shape=tuple(partial[1] or ()), itemsize=itemsize, is_weight=is_weight
+        name=name,
+        dtype=dtype_name,
+        shape=tuple(d or 0 for d in partial[1] or ()),
+        itemsize=itemsize,
+        is_weight=is_weight,
     )
 
 

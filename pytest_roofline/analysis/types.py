@@ -9,7 +9,12 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any
 
-__all__ = ["GroupCost", "ModelAnalysis", "NodeCost", "TensorInfo", "Totals"]
+__all__ = ["ControlFlow", "Coverage", "GroupCost", "ModelAnalysis", "NodeCost", "TensorInfo", "Totals"]
+
+#: Why a node has no FLOPs: no rule for its op, a tensor it needs has no shape, or the rule
+#: does not handle this form of the op (an unusual rank or attribute).
+NO_RULE, SHAPE_UNRESOLVED, FORM_NOT_HANDLED = "no cost rule", "shape unresolved", "form not handled"
+_PACKED_4BIT = ("int4", "uint4", "float4e2m1")
 
 
 @dataclass(frozen=True)
@@ -32,7 +37,9 @@ class TensorInfo:
 
     @property
     def nbytes(self) -> int:
-        """Size in bytes."""
+        """Size in bytes (4-bit types pack two elements per byte)."""
+        if self.dtype in _PACKED_4BIT:
+            return (self.numel + 1) // 2
         return self.numel * self.itemsize
 
 
@@ -50,8 +57,26 @@ class NodeCost:
     params: int
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
-    costed: bool = True  # False: no cost rule, only bytes
+    costed: bool = True  # False: see ``reason``; only bytes
     graph: str = ""  # "" for the main graph, else the subgraph path
+    executions: int = 1  # runs per model run: Loop/Scan trip counts, 0 in an If branch not taken
+    assumed: bool = False  # executions rest on an assumed trip count or an unknown If condition
+    reason: str = ""  # why not costed: NO_RULE, SHAPE_UNRESOLVED or FORM_NOT_HANDLED
+
+    @property
+    def total_flops(self) -> int:
+        """FLOPs of all its executions in one model run."""
+        return self.flops * self.executions
+
+    @property
+    def total_macs(self) -> int:
+        """MACs of all its executions in one model run."""
+        return self.macs * self.executions
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes of all its executions in one model run."""
+        return self.bytes * self.executions
 
     @property
     def bytes(self) -> int:
@@ -89,6 +114,106 @@ class Totals:
 
 
 @dataclass(frozen=True)
+class ControlFlow:
+    """What the analysis decided for one Loop, Scan or If node (per execution of that node)."""
+
+    node: str
+    op_type: str
+    graph: str  # the subgraph path the node itself lives in ("" for the main graph)
+    trips: int | None = None  # Loop/Scan iterations per execution; None for If
+    source: str = ""  # Loop/Scan: constant | shapes | binding | assumed; If: folded | costlier
+    branch: str = ""  # If: the branch attribute that is costed
+    flops_low: int = 0  # If: FLOPs of one execution of its cheaper branch
+    flops_high: int = 0  # If: ... of its costlier branch
+    note: str = ""  # a sentence for the user (early exit, what was assumed and how to bind it)
+
+    @property
+    def assumed(self) -> bool:
+        """Whether the decision is a guess: an assumed trip count, an If whose condition is unknown."""
+        return self.source in ("assumed", "costlier")
+
+    def describe(self) -> str:
+        """One line for the user."""
+        if self.op_type == "If" and self.source == "folded":
+            return f"If '{self.node}': {self.note}, costed the {self.branch}"
+        if self.op_type == "If":
+            return f"If '{self.node}': {self.note} (range {self.flops_low:,}..{self.flops_high:,} FLOPs)"
+        plural = "" if self.trips == 1 else "s"
+        text = f"{self.op_type} '{self.node}': {self.trips} iteration{plural} ({self.source})"
+        return f"{text}; {self.note}" if self.note else text
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {**asdict(self), "assumed": self.assumed}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ControlFlow:
+        """Inverse of :meth:`to_dict`."""
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How much of a total is counted, uncosted or assumed: what every total must say."""
+
+    nodes: int
+    uncosted_nodes: int  # nodes with 0 FLOPs for lack of a rule, a shape or a handled form
+    uncosted_bytes: int  # their bytes (all executions)
+    uncosted_by_reason: dict[str, int]  # reason -> node count
+    assumed_nodes: int  # nodes whose executions rest on a guess
+    assumed_flops: int  # their FLOPs (all executions)
+    flops: int  # the total as counted
+    bytes: int
+    flops_low: int  # the total with every unknown If taking its cheaper branch
+    flops_high: int  # ... its costlier branch
+
+    @property
+    def uncosted_bytes_share(self) -> float:
+        """Share of the moved bytes that belongs to uncosted nodes (their FLOPs are unknown)."""
+        return self.uncosted_bytes / self.bytes if self.bytes else 0.0
+
+    @property
+    def assumed_flops_share(self) -> float:
+        """Share of the FLOPs that rests on an assumed trip count or branch."""
+        return self.assumed_flops / self.flops if self.flops else 0.0
+
+    @property
+    def complete(self) -> bool:
+        """Every node costed and nothing assumed."""
+        return not self.uncosted_nodes and not self.assumed_nodes
+
+    def describe(self) -> str:
+        """One line: complete, or which share is uncosted or assumed."""
+        if self.complete:
+            return "complete: every node costed, every trip count and branch known"
+        parts = []
+        if self.uncosted_nodes:
+            reasons = ", ".join(
+                f"{reason} x{count}" for reason, count in sorted(self.uncosted_by_reason.items())
+            )
+            parts.append(
+                f"{self.uncosted_nodes} node(s) uncosted ({reasons}): FLOPs unknown for "
+                f"{100 * self.uncosted_bytes_share:.1f}% of the bytes"
+            )
+        if self.assumed_nodes:
+            parts.append(
+                f"{100 * self.assumed_flops_share:.1f}% of the FLOPs rest on an assumed trip count or branch"
+            )
+        if self.flops_low != self.flops_high:
+            parts.append(f"FLOPs range {self.flops_low:,}..{self.flops_high:,} over If branches")
+        return "incomplete: " + "; ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict with the derived shares."""
+        return {
+            **asdict(self),
+            "uncosted_bytes_share": self.uncosted_bytes_share,
+            "assumed_flops_share": self.assumed_flops_share,
+            "complete": self.complete,
+        }
+
+
+@dataclass(frozen=True)
 class GroupCost:
     """Cost of a group of nodes run as one kernel: bytes only of tensors crossing its boundary."""
 
@@ -114,16 +239,58 @@ class ModelAnalysis:
     shape_method: str  # which method resolved the shapes, e.g. "onnx", "symbolic", "onnxruntime"
     uncosted: tuple[tuple[str, int], ...]  # (op_type, count) of nodes without a cost rule
     graph_outputs: tuple[str, ...] = ()  # the main graph's output names
+    control_flow: tuple[ControlFlow, ...] = ()  # Loop/Scan/If decisions
+    flops_range: tuple[int, int] | None = None  # total FLOPs over unknown If branches (low, high)
 
     @property
     def total(self) -> Totals:
-        """Sums over all nodes."""
+        """Sums over all nodes and all their executions (params once)."""
         return Totals(
-            flops=sum(n.flops for n in self.nodes),
-            macs=sum(n.macs for n in self.nodes),
+            flops=sum(n.total_flops for n in self.nodes),
+            macs=sum(n.total_macs for n in self.nodes),
             params=sum(n.params for n in self.nodes),
-            bytes=sum(n.bytes for n in self.nodes),
+            bytes=sum(n.total_bytes for n in self.nodes),
         )
+
+    @property
+    def unresolved(self) -> tuple[tuple[str, str, int], ...]:
+        """(op_type, reason, count) of nodes that have a cost rule but could not be costed."""
+        counts: dict[tuple[str, str], int] = {}
+        for node in self.nodes:
+            if not node.costed and node.reason != NO_RULE:
+                key = (node.op_type, node.reason or FORM_NOT_HANDLED)
+                counts[key] = counts.get(key, 0) + 1
+        return tuple(
+            (op, reason, n) for (op, reason), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        )
+
+    @cached_property
+    def coverage(self) -> Coverage:
+        """Which share of the totals is uncosted or assumed."""
+        total = self.total
+        uncosted = [n for n in self.nodes if not n.costed]
+        reasons: dict[str, int] = {}
+        for node in uncosted:
+            reasons[node.reason or NO_RULE] = reasons.get(node.reason or NO_RULE, 0) + 1
+        assumed = [n for n in self.nodes if n.assumed]
+        low, high = self.flops_range or (total.flops, total.flops)
+        return Coverage(
+            nodes=len(self.nodes),
+            uncosted_nodes=len(uncosted),
+            uncosted_bytes=sum(n.total_bytes for n in uncosted),
+            uncosted_by_reason=reasons,
+            assumed_nodes=len(assumed),
+            assumed_flops=sum(n.total_flops for n in assumed),
+            flops=total.flops,
+            bytes=total.bytes,
+            flops_low=low,
+            flops_high=high,
+        )
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """One line per guess or doubt the totals carry (assumed trip counts, unknown If conditions)."""
+        return tuple(flow.describe() for flow in self.control_flow if flow.assumed or flow.note)
 
     def node(self, name: str) -> NodeCost:
         """The node called ``name`` (KeyError if absent)."""
@@ -148,6 +315,7 @@ class ModelAnalysis:
         are consumed outside it or are graph outputs.
         """
         members = [self._index[n] for n in names]
+        runs = max((max(n.executions, 1) for n in members), default=1)  # the kernel ran: count it
         inside = set(names)
         produced = {t for n in members for t in n.outputs if t}
         external_in = {t for n in members for t in n.inputs if t and t not in produced}
@@ -158,9 +326,9 @@ class ModelAnalysis:
         }
         nbytes = round(sum(self._tensor_bytes(t, float_itemsize) for t in external_in | external_out))
         return GroupCost(
-            flops=sum(n.flops for n in members),
-            macs=sum(n.macs for n in members),
-            bytes=nbytes,
+            flops=sum(n.flops * max(n.executions, 1) for n in members),
+            macs=sum(n.macs * max(n.executions, 1) for n in members),
+            bytes=nbytes * runs,
             params=sum(n.params for n in members),
         )
 
@@ -180,8 +348,23 @@ class ModelAnalysis:
             "model": self.model_name,
             "inputs": {k: list(v) for k, v in self.input_shapes.items()},
             "shape_method": self.shape_method,
-            "total": {"flops": total.flops, "macs": total.macs, "params": total.params, "bytes": total.bytes},
+            "total": {
+                "flops": total.flops,
+                "macs": total.macs,
+                "params": total.params,
+                "bytes": total.bytes,
+                "coverage": self.coverage.to_dict(),
+            },
             "nodes": [n.to_dict() for n in self.nodes],
-            "uncosted": [{"op_type": op, "count": count} for op, count in self.uncosted],
-            "conventions": {"flops": "2 per multiply-accumulate", "bytes": "inputs read + outputs written"},
+            "uncosted": [{"op_type": op, "count": count, "reason": NO_RULE} for op, count in self.uncosted],
+            "unresolved": [
+                {"op_type": op, "count": count, "reason": reason} for op, reason, count in self.unresolved
+            ],
+            "control_flow": [flow.to_dict() for flow in self.control_flow],
+            "warnings": list(self.warnings),
+            "conventions": {
+                "flops": "2 per multiply-accumulate",
+                "bytes": "inputs read + outputs written",
+                "executions": "node figures are per execution; totals multiply by executions",
+            },
         }

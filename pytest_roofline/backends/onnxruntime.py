@@ -547,35 +547,11 @@ class OnnxRuntimeSession(BackendSession):
         self._helpers = []
 
 
-_QUANTIZED_OPS = frozenset(
-    {
-        "QLinearConv",
-        "QLinearMatMul",
-        "ConvInteger",
-        "MatMulInteger",
-        "DynamicQuantizeLinear",
-        "MatMulNBits",
-    }
-)
-
-
 def _precision(model: Any) -> str:
-    """fp32 | fp16 | int8 | mixed, from the model's float weights and quantized ops."""
-    import onnx
+    """int4 | int8 | fp16 | bf16 | fp32 | mixed (see :func:`~.attribution.model_precision`)."""
+    from pytest_roofline.backends.attribution import model_precision
 
-    if any(node.op_type in _QUANTIZED_OPS for node in model.graph.node):
-        return "int8"
-    floats = {init.data_type for init in model.graph.initializer} & {
-        onnx.TensorProto.FLOAT,
-        onnx.TensorProto.FLOAT16,
-        onnx.TensorProto.BFLOAT16,
-        onnx.TensorProto.DOUBLE,
-    }
-    if floats == {onnx.TensorProto.FLOAT16}:
-        return "fp16"
-    if floats == {onnx.TensorProto.BFLOAT16}:
-        return "bf16"
-    return "mixed" if len(floats) > 1 else "fp32"
+    return model_precision(model)
 
 
 def _shape_text(shape: list[Any]) -> str:

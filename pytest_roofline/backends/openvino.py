@@ -479,7 +479,11 @@ def build_kernel_profile(
         if op is None and node_type == "Reorder":
             kind = "layout"
         nodes = attribution.nodes.get(name, ()) if kind == "compute" else ()
-        extra = {"exec_type": exec_type, "precision": op.precision if op else "", "statistic": "mean"}
+        extra: dict[str, Any] = {
+            "exec_type": exec_type,
+            "precision": op.precision if op else "",
+            "statistic": "mean",
+        }
         shared = tuple(n for n in nodes if owners[n] != name)
         if shared:
             extra["shared"] = shared

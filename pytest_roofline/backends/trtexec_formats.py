@@ -309,9 +309,9 @@ def attribute_layers(
         outs = {onnx_tensor(t, back_alias) for t in layer.outputs}
         if not ins <= known or not outs <= known:
             continue  # a boundary we cannot name would widen the walk to the graph inputs
-        extra = [n for n in index.between(ins, outs) if n not in claimed]
-        claimed.update(extra)
-        resolved[row.name] = tuple(sorted({*resolved[row.name], *extra}, key=index.position))
+        inside = [n for n in index.between(ins, outs) if n not in claimed]
+        claimed.update(inside)
+        resolved[row.name] = tuple(sorted({*resolved[row.name], *inside}, key=index.position))
 
     def served(target: str | None) -> str | None:
         seen = set()
@@ -343,7 +343,9 @@ def attribute_layers(
     precisions = {
         k.extra.get("precision") for k in kernels if k.kind == "compute" and k.extra.get("precision")
     }
-    precision = default_precision if not precisions else precisions.pop() if len(precisions) == 1 else "mixed"
+    precision = (
+        default_precision if not precisions else str(precisions.pop()) if len(precisions) == 1 else "mixed"
+    )
     folded = tuple(n for n in index.order if n not in executed)
     return KernelProfile(tuple(kernels), folded, iterations, precision)
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = ["main"]
 
-SUBCOMMANDS = ("analyze", "profile", "calibrate", "baseline", "report", "check")
+SUBCOMMANDS = ("analyze", "profile", "calibrate", "baseline", "report", "check", "diff")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -9,13 +9,21 @@ import json
 import sys
 
 from pytest_roofline.analysis import ModelAnalysis, analyze, by_op_type, published_macs
-from pytest_roofline.cli.common import add_format_argument, add_model_arguments, parse_batch
+from pytest_roofline.cli.common import (
+    add_format_argument,
+    add_model_arguments,
+    add_trip_argument,
+    parse_batch,
+)
 from pytest_roofline.errors import OptionError
 from pytest_roofline.fmt import fmt_bytes_fixed, text_table
 
 __all__ = ["add_parser", "format_csv", "format_table", "run"]
 
-CONVENTION = "FLOPs = 2 x MACs (+1 per bias/elementwise op); bytes = inputs read + outputs written"
+CONVENTION = (
+    "FLOPs = 2 x MACs (+1 per bias/elementwise op); bytes = inputs read + outputs written;"
+    " totals count every execution of Loop/Scan bodies and the costed If branch"
+)
 CSV_FIELDS = (
     "name",
     "op_type",
@@ -27,6 +35,7 @@ CSV_FIELDS = (
     "bytes_written",
     "bytes",
     "params",
+    "executions",
 )
 
 
@@ -42,6 +51,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--top", type=int, default=15, metavar="K", help="nodes listed in the table (default 15)"
     )
+    add_trip_argument(parser)
     parser.set_defaults(run=run)
 
 
@@ -50,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     batch = parse_batch(args.batch)
     if args.top < 0:
         raise OptionError(f"--top must be >= 0, got {args.top}")
-    result = analyze(args.model, batch=batch, dims=dict(args.dim))
+    result = analyze(args.model, batch=batch, dims=dict(args.dim), trips=dict(args.trip))
     if args.format == "json":
         text = json.dumps(result.to_dict(), indent=2) + "\n"
     elif args.format == "csv":
@@ -80,19 +90,21 @@ def format_table(result: ModelAnalysis, top: int = 15) -> str:
         f"total: {total.flops / 1e9:.3f} GFLOPs, {total.macs / 1e9:.3f} GMACs "
         f"(conv+gemm+matmul {published_macs(result) / 1e9:.3f} GMACs, the published-table convention), "
         f"{total.params / 1e6:.3f} M params, {fmt_bytes_fixed(total.bytes)} moved, {len(result.nodes)} nodes",
+        f"coverage: {result.coverage.describe()}",
+        *(f"warning: {line}" for line in result.warnings),
         f"convention: {CONVENTION}",
         "",
     ]
-    nodes = sorted(result.nodes, key=lambda n: (-n.flops, -n.bytes))[:top]
+    nodes = sorted(result.nodes, key=lambda n: (-n.total_flops, -n.total_bytes))[:top]
     if nodes:
         lines.append(f"top {len(nodes)} nodes by FLOPs")
         rows = [
             (
                 n.name,
                 n.op_type,
-                f"{n.flops / 1e6:.2f}",
-                f"{n.macs / 1e6:.2f}",
-                fmt_bytes_fixed(n.bytes),
+                f"{n.total_flops / 1e6:.2f}",
+                f"{n.total_macs / 1e6:.2f}",
+                fmt_bytes_fixed(n.total_bytes),
                 f"{n.intensity:.1f}",
                 f"{n.params}",
             )
@@ -118,4 +130,9 @@ def format_table(result: ModelAnalysis, top: int = 15) -> str:
             "",
             "no cost rule (bytes only): " + ", ".join(f"{op} x{count}" for op, count in result.uncosted),
         ]
+    if result.unresolved:
+        lines.append(
+            "a rule but not costed (bytes only): "
+            + ", ".join(f"{op} x{count} ({reason})" for op, reason, count in result.unresolved)
+        )
     return "\n".join(lines) + "\n"

@@ -6,14 +6,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from pytest_roofline.cli.common import add_format_argument
-from pytest_roofline.errors import BaselineError, RooflineError
 from pytest_roofline.fmt import fmt_seconds_fixed, text_table
-from pytest_roofline.gate import compare, verdict_table
-from pytest_roofline.gate.baseline import BaselineEntry, BaselineStore
+from pytest_roofline.gate.baseline import BaselineEntry
+from pytest_roofline.gate.store import BaselineStore
 from pytest_roofline.options import parse_percent
+from pytest_roofline.results import RunResults, load_results
 
 __all__ = ["add_parser", "run"]
 
@@ -76,31 +75,17 @@ def run(args: argparse.Namespace) -> int:
     return {"update": _update, "show": _show, "diff": _diff, "prune": _prune}[args.verb](args, store)
 
 
-def _load_results(path: str) -> dict[str, Any]:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RooflineError(f"{path}: no such file; write one with pytest --roofline-report {path}") from None
-    except (OSError, ValueError) as exc:
-        raise RooflineError(f"{path}: not a results JSON ({type(exc).__name__})") from None
-    if not isinstance(data, dict) or "results" not in data:
-        raise RooflineError(f"{path}: not a pytest-roofline results JSON (no 'results')")
-    return data
+def _entries(results: RunResults) -> list[BaselineEntry]:
+    return [record.entry for record in results.records if record.entry is not None]
 
 
-def _entries(data: dict[str, Any]) -> list[BaselineEntry]:
-    entries = []
-    for item in data["results"]:
-        if item.get("entry"):
-            try:
-                entries.append(BaselineEntry.from_dict(item["entry"]))
-            except (KeyError, TypeError, ValueError) as exc:
-                raise BaselineError(f"results entry {item.get('key')!r} is malformed ({exc})") from None
-    return entries
+def _label(entry: BaselineEntry) -> str:
+    dims = "".join(f" {k}={v}" for k, v in sorted(entry.dims.items()))
+    return f"{entry.model} b{entry.batch}{dims}"
 
 
 def _update(args: argparse.Namespace, store: BaselineStore) -> int:
-    entries = _entries(_load_results(args.results))
+    entries = _entries(load_results(args.results))
     if not entries:
         print("no stored-mode figures in the results (paired or disabled runs store nothing)")
         return 0
@@ -108,6 +93,8 @@ def _update(args: argparse.Namespace, store: BaselineStore) -> int:
     print(f"updated {len(entries)} entries in {len(written)} files:")
     for path in written:
         print(f"  {path}")
+    for note in store.notes:
+        print(f"note: {note}")
     return 0
 
 
@@ -120,55 +107,60 @@ def _show(args: argparse.Namespace, store: BaselineStore) -> int:
     if not entries:
         print(f"no baselines under {store.directory}")
         return 0
+    header = ("test", "model", "backend", "device", "figure", "median", "sessions", "history", "commit")
     rows = [
-        ("test", "model", "batch", "backend", "device", "figure", "median", "sessions", "history", "commit")
-    ]
-    for key in sorted(entries):
-        e = entries[key]
-        rows.append(
-            (
-                e.test,
-                e.model,
-                str(e.batch),
-                e.backend,
-                e.device_class,
-                f"{e.figure:.4g}",
-                fmt_seconds_fixed(e.latency.get("median")),
-                str(len(e.sessions)),
-                str(len(e.history)),
-                (e.commit or "-")[:10],
-            )
+        (
+            e.test,
+            _label(e),
+            e.backend,
+            e.device_class,
+            f"{e.figure:.4g}",
+            fmt_seconds_fixed(e.latency.median),
+            str(len(e.sessions)),
+            str(len(e.history)),
+            (e.commit or "-")[:10],
         )
-    for line in text_table(rows[0], rows[1:], left=len(rows[0])):
+        for e in (entries[key] for key in sorted(entries))
+    ]
+    for line in text_table(header, rows, left=len(header)):
         print(line)
     return 0
 
 
 def _diff(args: argparse.Namespace, store: BaselineStore) -> int:
-    regressions = 0
-    for entry in _entries(_load_results(args.results)):
+    from pytest_roofline.gate.judge import compare_entries
+    from pytest_roofline.gate.verdict import verdict_table
+
+    rows, details, regressions = [], [], 0
+    for entry in _entries(load_results(args.results)):
         stored = store.get(entry.key, entry.test)
         if stored is None:
-            print(f"new         {entry.key}")
+            rows.append(("new", entry.test, _label(entry), "-", "-"))
             continue
-        verdict = compare(
-            entry.sessions,
-            stored.sessions,
-            tolerance=args.tolerance,
-            raw={"baseline": stored.latency.get("gate_p25"), "current": entry.latency.get("gate_p25")},
-        )
-        print(f"{verdict.status:<12}{entry.key}  x{verdict.ratio:.3f}")
+        verdict = compare_entries(stored, entry, args.tolerance)
+        ci = f"{verdict.ci[0]:.3f}-{verdict.ci[1]:.3f}" if verdict.ci else "-"
+        ratio = f"x{verdict.ratio:.3f}" if verdict.ratio is not None else "-"
+        rows.append((verdict.status, entry.test, _label(entry), ratio, ci))
         if verdict.status == "regression":
             regressions += 1
-            for line in verdict_table(verdict):
-                print(f"    {line}")
+            details.append(f"{entry.test} :: {_label(entry)}: {verdict.message}")
+            details.extend(f"    {line}" for line in verdict_table(verdict))
+        elif verdict.status in ("inconclusive", "incomparable"):
+            details.append(f"{entry.test} :: {_label(entry)}: {verdict.message}")
+    if not rows:
+        print("no stored-mode figures in the results (paired or disabled runs store nothing)")
+        return 0
+    for line in text_table(("status", "test", "model", "ratio", "95% CI"), rows, left=3):
+        print(line)
+    for line in details:
+        print(line)
     return 1 if regressions else 0
 
 
 def _prune(args: argparse.Namespace, store: BaselineStore) -> int:
     keys = list(args.keys)
     if args.results:
-        keys.extend(_load_results(args.results).get("stale", []))
+        keys.extend(load_results(args.results).stale)
     if not keys:
         print("nothing to prune: give a results JSON of a full run or --keys")
         return 0

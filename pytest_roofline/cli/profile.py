@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import importlib
-import importlib.util
 import io
 import json
 import sys
@@ -23,6 +21,7 @@ from pytest_roofline.cli.common import (
     add_backend_arguments,
     add_format_argument,
     add_model_arguments,
+    add_trip_argument,
 )
 from pytest_roofline.errors import OptionError
 from pytest_roofline.fmt import fmt_bytes_fixed, text_table
@@ -69,6 +68,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         option_help="backend option (repeatable), e.g. intra_op_threads=1, graph_optimization_level=basic",
     )
     parser.add_argument("--inputs", metavar="FILE", help=INPUTS_HELP)
+    add_trip_argument(parser)
     add_format_argument(parser, ("table", "json", "csv"))
     parser.add_argument("--top", type=int, default=15, metavar="K", help="layers in the table (0 = all)")
     parser.add_argument("--sort", choices=SORT_KEYS, default="time", help="table order (default time)")
@@ -84,11 +84,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
-def _default_roofline() -> str | None:
-    """``"auto"`` when the calibration module is installed, else no roofline."""
-    return "auto" if importlib.util.find_spec("pytest_roofline.roofline.calibrate") is not None else None
-
-
 def run(args: argparse.Namespace) -> int:
     """Profile ``args.model`` at each requested batch and print the result."""
     from pytest_roofline.api import parse_batches, run_profile
@@ -101,9 +96,8 @@ def run(args: argparse.Namespace) -> int:
     ):
         if value < 0:
             raise OptionError(f"{name} is too small")
-    html_writer = _html_writer() if args.html else None
     batches: list[int | None] = parse_batches(args.batch) if args.batch else [None]
-    roofline = None if args.no_roofline else _default_roofline()
+    roofline = None if args.no_roofline else "auto"
 
     def say(message: str) -> None:
         if not args.quiet:
@@ -125,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
                 rounds=args.rounds,
                 profile_iterations=args.iterations,
                 budget=args.budget,
+                trips=dict(args.trip),
                 progress=say,
             )
         )
@@ -137,8 +132,11 @@ def run(args: argparse.Namespace) -> int:
             path = _per_batch(Path(args.trace), item.profile.batch, len(runs))
             write_trace(item.kernels, path, {"model": item.profile.model_name, "batch": item.profile.batch})
             say(f"trace written to {path}")
-    if html_writer is not None:
-        html_writer(results_document(profiles), Path(args.html))
+    if args.html:
+        from pytest_roofline.report import html
+        from pytest_roofline.results import RunResults
+
+        html.write(RunResults.of_profiles(profiles), Path(args.html))
         say(f"HTML report written to {args.html}")
     if args.format == "json":
         data: Any = [p.to_dict() for p in profiles]
@@ -149,36 +147,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write("\n".join(format_table(p, args.top, args.sort, args.by_type) for p in profiles))
     return 0
-
-
-def _html_writer() -> Any:
-    """The reports module's writer, or a one-line error when it is not installed."""
-    try:
-        module = importlib.import_module("pytest_roofline.report.html")
-    except ImportError as exc:
-        message = f"--html needs the HTML report module ({exc}); install pytest-roofline[reports]"
-        raise OptionError(message) from None
-    writer = getattr(module, "write_html", None) or getattr(module, "write", None)
-    if writer is None:
-        raise OptionError("--html: this pytest-roofline has no HTML writer")
-    return writer
-
-
-def results_document(profiles: list[ModelProfile]) -> dict[str, Any]:
-    """A run-results dict (the reports' input) holding these profiles."""
-    roof = next((p.roofline for p in profiles if p.roofline is not None), None)
-    return {
-        "schema_version": 1,
-        "roofline": roof.to_dict() if roof is not None else None,
-        "results": [
-            {
-                "test": f"roofline profile {p.model_name} batch {p.batch}",
-                "outcome": "passed",
-                "profile": p.to_dict(),
-            }
-            for p in profiles
-        ],
-    }
 
 
 def _per_batch(path: Path, batch: int, count: int) -> Path:
@@ -214,7 +182,7 @@ def format_table(profile: ModelProfile, top: int = 15, sort: str = "time", by_ty
     if profile.roofline is not None:
         roof = profile.roofline
         check = profile.roofline_check
-        eff = profile.efficiency if check.valid else None
+        eff = profile.efficiency
         lines.append(
             f"roofline: peak {roof.peak / 1e9:.1f} GFLOP/s, {roof.peak_bandwidth / 1e9:.1f} GB/s, ridge "
             f"{roof.ridge_point:.1f} FLOP/B; efficiency {'-' if eff is None else f'{100 * eff:.1f}%'}, "

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from pytest_roofline.errors import OptionError
-from pytest_roofline.report import finite, format_of
-from pytest_roofline.report.view import load_results
+from pytest_roofline.report import format_of
+from pytest_roofline.results import load_results
 
 __all__ = ["FORMAT_MODULES", "add_parser", "run"]
 
@@ -69,7 +69,7 @@ def _module_for(path: str, fmt: str | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Write every ``-o`` report of ``args.results``."""
-    results = finite(load_results(args.results))
+    results = load_results(args.results)
     html_out = next((o for o in args.output if _module_for(o, args.format) == "html"), None)
     artifact = args.artifact or (Path(html_out).name if html_out else None)
     for out in args.output:

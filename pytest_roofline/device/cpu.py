@@ -29,7 +29,7 @@ class CpuInfo:
 @lru_cache(maxsize=1)
 def cpu_info() -> CpuInfo:
     """The host CPU, from ``/proc/cpuinfo`` where it exists, else from :mod:`platform`."""
-    model, flags = "", frozenset()
+    model, flags = "", frozenset[str]()
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
             for line in handle:

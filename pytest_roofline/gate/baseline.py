@@ -1,42 +1,48 @@
-"""Stored baselines: schema, atomic locked store, merge, bounded history.
+"""Typed baseline entries: one accepted measurement of one model in one test, and its history.
 
-One JSON file per test module under the baseline directory (``.roofline/`` at the rootdir), e.g.
-``.roofline/tests/test_perf.json`` for ``tests/test_perf.py``.  Keys are logical identities
-(test, model, batch and dims, backend, device class), never the full device fingerprint, so a
-baseline survives a kernel update or a new CI runner of the same class.  Files are written with
-sorted keys and indentation (diff-friendly), atomically (temp file + ``os.replace``) under a file
-lock, merged with what is on disk at write time.  A corrupt file or one of an unknown schema is
-reported (:class:`~pytest_roofline.errors.BaselineError` naming the file) and never rewritten
-unless the caller forces it.
+An entry's key is its logical identity (test, model, batch and dims, backend, device class), never
+the full device fingerprint, so a baseline survives a kernel update or a new CI runner of the same
+class.  Entries are read strictly (:mod:`pytest_roofline.schema`): a NaN, negative or missing
+figure is a malformed entry, never a silent "pass".  Files of schema 1 are read through
+:func:`update_to_2`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
-import filelock
-
-from pytest_roofline.errors import BaselineError
-from pytest_roofline.files import atomic_write_json, lock_path
+from pytest_roofline.gate.conditions import Conditions, settings_of
+from pytest_roofline.schema import (
+    SchemaError,
+    as_mapping,
+    read_float,
+    read_floats,
+    read_int,
+    read_list,
+    read_mapping,
+    read_optional_float,
+    read_str,
+    read_str_map,
+)
 
 __all__ = [
     "HISTORY_LIMIT",
     "SCHEMA_VERSION",
     "BaselineEntry",
-    "BaselineStore",
-    "atomic_write_json",
+    "ControlRecord",
+    "HistoryPoint",
+    "LatencyRecord",
+    "LayerRecord",
+    "MIGRATIONS",
     "entry_key",
+    "module_of",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 HISTORY_LIMIT = 50
-LOCK_TIMEOUT = 120.0
+MAX_BATCH = 1 << 20
 
 
 def entry_key(test: str, model: str, batch: int, dims: Mapping[str, int], backend: str, device: str) -> str:
@@ -45,12 +51,151 @@ def entry_key(test: str, model: str, batch: int, dims: Mapping[str, int], backen
     return f"{test}|{model}|{shape}|{backend}|{device}"
 
 
+def module_of(test: str) -> str:
+    """The module path of a node id (``tests/test_x.py::test_y[a]`` → ``tests/test_x.py``)."""
+    return test.split("::", 1)[0]
+
+
+@dataclass(frozen=True)
+class ControlRecord:
+    """The control probe the stored figures were normalized by: its name, shape and raw p25."""
+
+    name: str
+    p25: float
+    blocks: dict[str, int] = field(default_factory=dict, hash=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {"name": self.name, "p25": self.p25, "blocks": dict(self.blocks)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ControlRecord:
+        """Strict inverse of :meth:`to_dict`."""
+        blocks = read_mapping(data, "blocks", {})
+        return cls(
+            name=read_str(data, "name"),
+            p25=read_float(data, "p25", positive=True),
+            blocks={str(k): read_int(blocks, k, maximum=1 << 16) for k in blocks},
+        )
+
+
+@dataclass(frozen=True)
+class LatencyRecord:
+    """Raw latency statistics beside the normalized figure (seconds)."""
+
+    median: float
+    mean: float
+    min: float
+    p25: float
+    p75: float
+    p90: float
+    std: float
+    gate_p25: float
+    session_medians: tuple[float, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {
+            "median": self.median,
+            "mean": self.mean,
+            "min": self.min,
+            "p25": self.p25,
+            "p75": self.p75,
+            "p90": self.p90,
+            "std": self.std,
+            "gate_p25": self.gate_p25,
+            "session_medians": list(self.session_medians),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LatencyRecord:
+        """Strict inverse of :meth:`to_dict`."""
+        return cls(
+            median=read_float(data, "median"),
+            mean=read_float(data, "mean"),
+            min=read_float(data, "min"),
+            p25=read_float(data, "p25"),
+            p75=read_float(data, "p75"),
+            p90=read_float(data, "p90"),
+            std=read_float(data, "std"),
+            gate_p25=read_float(data, "gate_p25", positive=True),
+            session_medians=read_floats(data, "session_medians"),
+        )
+
+
+@dataclass(frozen=True)
+class LayerRecord:
+    """One layer's stored time (seconds), roofline fraction, op type and ONNX nodes.
+
+    The op type and nodes let a later run price a graph change at the efficiencies this layer
+    reached (:mod:`pytest_roofline.gate.change`); entries of schema 1 have neither.
+    """
+
+    time: float | None
+    fraction: float | None = None
+    op_type: str = ""
+    nodes: tuple[str, ...] = ()
+    kind: str = "compute"
+    serves: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (kind and serves only when they say something)."""
+        data: dict[str, Any] = {"time": self.time, "fraction": self.fraction, "op_type": self.op_type}
+        data["nodes"] = list(self.nodes)
+        if self.kind != "compute":
+            data["kind"] = self.kind
+        if self.serves:
+            data["serves"] = self.serves
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LayerRecord:
+        """Strict inverse of :meth:`to_dict`."""
+        serves = data.get("serves")
+        return cls(
+            time=read_optional_float(data, "time"),
+            fraction=read_optional_float(data, "fraction"),
+            op_type=read_str(data, "op_type", ""),
+            nodes=tuple(str(n) for n in read_list(data, "nodes")),
+            kind=read_str(data, "kind", "compute"),
+            serves=serves if isinstance(serves, str) else None,
+        )
+
+
+@dataclass(frozen=True)
+class HistoryPoint:
+    """An earlier accepted value of an entry (for trend charts)."""
+
+    commit: str | None
+    time: str
+    value: float
+    median: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {"commit": self.commit, "time": self.time, "value": self.value, "median": self.median}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> HistoryPoint:
+        """Strict inverse of :meth:`to_dict`."""
+        commit = data.get("commit")
+        if commit is not None and not isinstance(commit, str):
+            raise SchemaError(f"history 'commit' must be a string, got {type(commit).__name__}")
+        return cls(
+            commit=commit,
+            time=read_str(data, "time", ""),
+            value=read_float(data, "value", positive=True),
+            median=read_optional_float(data, "median"),
+        )
+
+
 @dataclass(frozen=True)
 class BaselineEntry:
     """One accepted measurement of one model in one test, and its history.
 
     ``figure`` is the probe-normalized figure (median over ``sessions``), the gate's stored
-    currency; ``latency`` keeps the raw statistics beside it.
+    currency; ``latency`` keeps the raw statistics beside it; ``conditions`` what the figures
+    depend on (a run under other conditions is incomparable).
     """
 
     key: str
@@ -61,17 +206,19 @@ class BaselineEntry:
     device_class: str
     figure: float
     sessions: tuple[float, ...]
+    control: ControlRecord
+    latency: LatencyRecord
+    conditions: Conditions
     dims: dict[str, int] = field(default_factory=dict, hash=False)
-    probe: dict[str, Any] = field(default_factory=dict, hash=False)
-    latency: dict[str, Any] = field(default_factory=dict, hash=False)
-    layers: dict[str, dict[str, float | None]] = field(default_factory=dict, hash=False)
+    layers: dict[str, LayerRecord] = field(default_factory=dict, hash=False)
     fingerprint: dict[str, Any] = field(default_factory=dict, hash=False)
     backend_version: str = ""
     options: dict[str, str] = field(default_factory=dict, hash=False)
     model_hash: str = ""
     commit: str | None = None
     time: str = ""
-    history: tuple[dict[str, Any], ...] = ()
+    history: tuple[HistoryPoint, ...] = ()
+    structure: dict[str, Any] | None = field(default=None, hash=False)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -85,51 +232,69 @@ class BaselineEntry:
             "device_class": self.device_class,
             "figure": self.figure,
             "sessions": list(self.sessions),
-            "probe": dict(self.probe),
-            "latency": dict(self.latency),
-            "layers": {k: dict(v) for k, v in self.layers.items()},
+            "control": self.control.to_dict(),
+            "latency": self.latency.to_dict(),
+            "conditions": self.conditions.to_dict(),
+            "layers": {k: v.to_dict() for k, v in self.layers.items()},
             "fingerprint": dict(self.fingerprint),
             "backend_version": self.backend_version,
             "options": dict(self.options),
             "model_hash": self.model_hash,
             "commit": self.commit,
             "time": self.time,
-            "history": [dict(h) for h in self.history],
+            "history": [h.to_dict() for h in self.history],
+            "structure": self.structure,
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> BaselineEntry:
-        """Inverse of :meth:`to_dict`."""
+        """Strict inverse of :meth:`to_dict`.
+
+        Raises:
+            SchemaError: a missing or ill-typed field, a NaN, negative or zero figure.
+        """
+        if not isinstance(data, Mapping):
+            raise SchemaError(f"an entry must be an object, got {type(data).__name__}")
+        sessions = read_floats(data, "sessions", positive=True)
+        if not sessions:
+            raise SchemaError("'sessions' is empty")
+        dims = read_mapping(data, "dims", {})
+        layers = read_mapping(data, "layers", {})
+        commit = data.get("commit")
+        if commit is not None and not isinstance(commit, str):
+            raise SchemaError(f"'commit' must be a string, got {type(commit).__name__}")
+        structure = data.get("structure")
+        if structure is not None and not isinstance(structure, Mapping):
+            raise SchemaError(f"'structure' must be an object, got {type(structure).__name__}")
         return cls(
-            key=data["key"],
-            test=data["test"],
-            model=data["model"],
-            batch=int(data["batch"]),
-            backend=data["backend"],
-            device_class=data["device_class"],
-            figure=float(data["figure"]),
-            sessions=tuple(float(x) for x in data.get("sessions", ())),
-            dims=dict(data.get("dims", {})),
-            probe=dict(data.get("probe", {})),
-            latency=dict(data.get("latency", {})),
-            layers={k: dict(v) for k, v in data.get("layers", {}).items()},
-            fingerprint=dict(data.get("fingerprint", {})),
-            backend_version=data.get("backend_version", ""),
-            options=dict(data.get("options", {})),
-            model_hash=data.get("model_hash", ""),
-            commit=data.get("commit"),
-            time=data.get("time", ""),
-            history=tuple(dict(h) for h in data.get("history", ())),
+            key=read_str(data, "key"),
+            test=read_str(data, "test"),
+            model=read_str(data, "model"),
+            batch=read_int(data, "batch", minimum=1, maximum=MAX_BATCH),
+            backend=read_str(data, "backend"),
+            device_class=read_str(data, "device_class"),
+            figure=read_float(data, "figure", positive=True),
+            sessions=sessions,
+            control=ControlRecord.from_dict(read_mapping(data, "control")),
+            latency=LatencyRecord.from_dict(read_mapping(data, "latency")),
+            conditions=Conditions.from_dict(read_mapping(data, "conditions")),
+            dims={str(k): read_int(dims, k, minimum=0, maximum=1 << 40) for k in dims},
+            layers={str(k): LayerRecord.from_dict(read_mapping(layers, k)) for k in layers},
+            fingerprint=read_mapping(data, "fingerprint", {}),
+            backend_version=read_str(data, "backend_version", ""),
+            options=read_str_map(data, "options"),
+            model_hash=read_str(data, "model_hash", ""),
+            commit=commit,
+            time=read_str(data, "time", ""),
+            history=tuple(
+                HistoryPoint.from_dict(as_mapping(h, "a history point")) for h in read_list(data, "history")
+            ),
+            structure=dict(structure) if structure is not None else None,
         )
 
-    def history_point(self) -> dict[str, Any]:
+    def history_point(self) -> HistoryPoint:
         """This entry as one point of a later entry's history."""
-        return {
-            "commit": self.commit,
-            "time": self.time,
-            "value": self.figure,
-            "median": self.latency.get("median"),
-        }
+        return HistoryPoint(self.commit, self.time, self.figure, self.latency.median)
 
     def succeed(self, previous: BaselineEntry | None, limit: int = HISTORY_LIMIT) -> BaselineEntry:
         """This entry replacing ``previous``: previous's history plus previous itself, bounded."""
@@ -139,168 +304,35 @@ class BaselineEntry:
         return replace(self, history=history)
 
 
-def module_of(test: str) -> str:
-    """The module path of a node id (``tests/test_x.py::test_y[a]`` → ``tests/test_x.py``)."""
-    return test.split("::", 1)[0]
+# --- migrations -----------------------------------------------------------------------------------
 
 
-class BaselineStore:
-    """The baseline files under one directory."""
+def _entry_to_2(entry: Any) -> Any:
+    """A schema-1 entry as schema 2: ``probe`` becomes ``control``; conditions from what it recorded."""
+    if not isinstance(entry, Mapping) or "control" in entry:
+        return entry  # left for the strict reader to report, or already of schema 2
+    data = dict(entry)
+    probe = data.pop("probe", None)
+    data["control"] = probe if isinstance(probe, Mapping) else {}
+    fingerprint = data.get("fingerprint")
+    fingerprint = fingerprint if isinstance(fingerprint, Mapping) else {}
+    options = data.get("options")
+    options = options if isinstance(options, Mapping) else {}
+    data["conditions"] = {
+        "backend_version": str(data.get("backend_version", "")),
+        "settings": settings_of(fingerprint, {str(k): str(v) for k, v in options.items()}),
+        "control": str(data["control"].get("name", "")),
+    }
+    return data
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
-        self.directory = Path(directory)
-        self._cache: dict[Path, dict[str, BaselineEntry]] = {}
 
-    def file_for(self, test: str) -> Path:
-        """The file holding the entries of ``test``'s module."""
-        module = Path(module_of(test))
-        parts = [p for p in module.with_suffix(".json").parts if p not in ("..", ".", "/")]
-        return self.directory.joinpath(*parts) if parts else self.directory / "baselines.json"
+def update_to_2(document: dict[str, Any]) -> dict[str, Any]:
+    """Baseline file schema 1 → 2 (entries' ``probe`` renamed ``control``, ``conditions`` added)."""
+    entries = document.get("entries")
+    if isinstance(entries, Mapping):
+        document["entries"] = {key: _entry_to_2(value) for key, value in entries.items()}
+    return document
 
-    def check_directory(self) -> None:
-        """Raise :class:`BaselineError` when the baseline directory exists but is not a directory."""
-        if self.directory.exists() and not self.directory.is_dir():
-            raise BaselineError(
-                f"baseline directory {self.directory} is a file, not a directory; "
-                "move it away or choose another --roofline-baseline-dir"
-            )
 
-    def files(self) -> list[Path]:
-        """Every baseline file under the directory, sorted."""
-        self.check_directory()
-        if not self.directory.is_dir():
-            return []
-        return sorted(p for p in self.directory.rglob("*.json") if not p.name.startswith("."))
-
-    def read(self, path: Path) -> dict[str, BaselineEntry]:
-        """The entries of one file ({} if it does not exist).
-
-        Raises:
-            BaselineError: the file is not valid JSON or of an unknown schema.
-        """
-        self.check_directory()
-        if not path.exists():
-            return {}
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise BaselineError(
-                f"baseline file {path} is corrupt ({type(exc).__name__}: {exc}); "
-                "fix or delete it, or rewrite it with --roofline-update"
-            ) from None
-        version = data.get("schema_version") if isinstance(data, dict) else None
-        if version != SCHEMA_VERSION:
-            raise BaselineError(
-                f"baseline file {path} has schema_version {version!r}, this pytest-roofline reads "
-                f"{SCHEMA_VERSION}; upgrade pytest-roofline or rewrite it with --roofline-update"
-            )
-        try:
-            return {k: BaselineEntry.from_dict(v) for k, v in data.get("entries", {}).items()}
-        except (KeyError, TypeError, ValueError) as exc:
-            raise BaselineError(
-                f"baseline file {path} has a malformed entry ({type(exc).__name__}: {exc}); "
-                "rewrite it with --roofline-update"
-            ) from None
-
-    def load(self, path: Path) -> dict[str, BaselineEntry]:
-        """:meth:`read`, cached for the life of this store."""
-        if path not in self._cache:
-            self._cache[path] = self.read(path)
-        return self._cache[path]
-
-    def get(self, key: str, test: str) -> BaselineEntry | None:
-        """The entry ``key`` of ``test``'s module file, or None."""
-        return self.load(self.file_for(test)).get(key)
-
-    def all_entries(self) -> dict[str, BaselineEntry]:
-        """Every entry of every file (raises on a corrupt file)."""
-        entries: dict[str, BaselineEntry] = {}
-        for path in self.files():
-            entries.update(self.read(path))
-        return entries
-
-    @contextlib.contextmanager
-    def _lock(self) -> Iterator[None]:
-        """The directory's write lock; file-system failures become one-line BaselineErrors."""
-        self.check_directory()
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            with filelock.FileLock(str(lock_path(self.directory, "baselines")), timeout=LOCK_TIMEOUT):
-                yield
-        except filelock.Timeout:
-            raise BaselineError(
-                f"baseline directory {self.directory} stayed locked for {LOCK_TIMEOUT:g} s by another "
-                "process; nothing was written"
-            ) from None
-        except OSError as exc:
-            raise BaselineError(
-                f"cannot write baselines in {self.directory}: {exc.strerror or exc}"
-                f"{f' ({exc.filename})' if exc.filename else ''}; no file was left half-written"
-            ) from None
-
-    def write(
-        self,
-        entries: Iterable[BaselineEntry],
-        *,
-        replace_existing: bool = True,
-        force: bool = False,
-    ) -> list[Path]:
-        """Merge ``entries`` into their files under the lock; returns the files written.
-
-        Args:
-            entries: entries to store; each succeeds the entry on disk (history kept).
-            replace_existing: False stores only keys absent on disk (first baselines).
-            force: rewrite a corrupt or unknown-schema file from scratch.
-        """
-        by_file: dict[Path, list[BaselineEntry]] = {}
-        for entry in entries:
-            by_file.setdefault(self.file_for(entry.test), []).append(entry)
-        written = []
-        with self._lock():
-            for path, group in sorted(by_file.items()):
-                try:
-                    current = self.read(path)
-                except BaselineError:
-                    if not force:
-                        raise
-                    current = {}
-                changed = False
-                for entry in group:
-                    if entry.key in current and not replace_existing:
-                        continue
-                    current[entry.key] = entry.succeed(current.get(entry.key))
-                    changed = True
-                if changed:
-                    self._dump(path, current)
-                    written.append(path)
-                self._cache.pop(path, None)
-        return written
-
-    def remove(self, keys: Iterable[str]) -> list[str]:
-        """Delete entries by key from every file; returns the keys removed."""
-        wanted = set(keys)
-        removed: list[str] = []
-        with self._lock():
-            for path in self.files():
-                current = self.read(path)
-                gone = sorted(set(current) & wanted)
-                if not gone:
-                    continue
-                for key in gone:
-                    del current[key]
-                removed.extend(gone)
-                if current:
-                    self._dump(path, current)
-                else:
-                    path.unlink()
-                self._cache.pop(path, None)
-        return sorted(removed)
-
-    @staticmethod
-    def _dump(path: Path, entries: Mapping[str, BaselineEntry]) -> None:
-        data = {
-            "schema_version": SCHEMA_VERSION,
-            "tool": "pytest-roofline",
-            "entries": {key: entries[key].to_dict() for key in sorted(entries)},
-        }
-        atomic_write_json(path, data)
+#: schema version → the step that produces it from the version before.
+MIGRATIONS = {2: update_to_2}

@@ -1,57 +1,29 @@
-"""Gate measurements: the control probe and the interleaved, budgeted sampling loop.
+"""The control probe: a small model shaped like the measured one, timed interleaved with it.
 
-Stored mode times the model interleaved with a small control probe (convolutions and a GEMM,
-the work mix of a vision/transformer model) in fresh sessions; the per-session ratio of their
-p25s is the machine-normalized figure stored in baselines.  Paired mode times the working-tree
-model interleaved with the model at a git reference.  Either way, when the gate answers
-``inconclusive`` more sessions are sampled until the time budget is spent.
+Stored mode times the model interleaved with this probe (convolutions and a GEMM, the work mix of
+a vision/transformer model) in fresh sessions; the per-session ratio of their p25s is the
+machine-normalized figure stored in baselines (:mod:`pytest_roofline.gate.sampling`).  Not to be
+confused with the *roof probes* of :mod:`pytest_roofline.roofline.probes`, which measure the
+device's peaks.
 """
 
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-
-from pytest_roofline.gate.verdict import LayerDelta, Verdict, compare, needs_more, session_ratios
 
 if TYPE_CHECKING:
     import onnx
 
     from pytest_roofline.backends.base import Backend, BackendSession
 
-__all__ = ["GateDesign", "GateRun", "fit_probe", "memory_share", "probe_model", "probe_opener", "run_gate"]
+__all__ = ["PROBE_NAME", "fit_probe", "memory_share", "probe_model", "probe_opener"]
 
 PROBE_NAME = "control-probe-v3"
-
-
-@dataclass(frozen=True)
-class GateDesign:
-    """How many fresh sessions, interleaved rounds and warm-up runs one batch of sampling uses."""
-
-    sessions: int = 5
-    rounds: int = 20
-    iterations: int = 1
-    warmup: int = 3
-    budget: float = 10.0  # seconds of measuring before an inconclusive answer stands
-    max_batches: int = 8
-
-
-@dataclass(frozen=True)
-class GateRun:
-    """What the gate sampled: per-session figures, the subject's and control's raw p25s."""
-
-    figures: tuple[float, ...]
-    subject_p25: float
-    control_p25: float
-    seconds: float
-    verdict: Verdict | None = None
-    probe_blocks: dict[str, int] | None = None
 
 
 @lru_cache(maxsize=8)
@@ -167,111 +139,3 @@ def memory_share(layers: Sequence[Any]) -> float:
     total = sum(la.time for la in layers if la.bound)
     memory = sum(la.time for la in layers if la.bound == "memory")
     return memory / total if total > 0 else 0.0
-
-
-def _p25(samples: Sequence[Sequence[float]]) -> float:
-    pooled = [x for session in samples for x in session]
-    return float(np.percentile(pooled, 25)) if pooled else float("nan")
-
-
-def run_gate(
-    openers: Sequence[Callable[[], BackendSession]],
-    decide: Callable[[list[float], float, float], Verdict] | None,
-    design: GateDesign,
-    *,
-    sampler: Callable[..., list[list[list[float]]]] | None = None,
-) -> GateRun:
-    """Sample ``openers[0]`` (subject) interleaved with ``openers[1]`` (control) until decided.
-
-    Args:
-        openers: two callables opening a fresh backend session each: subject, control.
-        decide: builds a verdict from (figures, subject p25, control p25); None samples once.
-        design: sessions, rounds and the time budget.
-        sampler: :func:`pytest_roofline.measure.sample_interleaved` (injectable for tests).
-
-    Returns:
-        The figures (subject/control per session) and the last verdict.
-    """
-    if sampler is None:
-        from pytest_roofline.measure import sample_interleaved as sampler
-    start = time.perf_counter()
-    subject: list[list[float]] = []
-    control: list[list[float]] = []
-    verdict = None
-    for _ in range(design.max_batches):
-        result = sampler(
-            list(openers),
-            sessions=design.sessions,
-            rounds=design.rounds,
-            iterations=design.iterations,
-            warmup=design.warmup,
-        )
-        subject.extend(result[0])
-        control.extend(result[1])
-        figures = session_ratios(subject, control)
-        if decide is None:
-            break
-        verdict = decide(figures, _p25(subject), _p25(control))
-        elapsed = time.perf_counter() - start
-        per_batch = elapsed / (len(subject) / design.sessions)
-        if not needs_more(verdict) or elapsed + per_batch > design.budget:
-            break
-    return GateRun(
-        figures=tuple(session_ratios(subject, control)),
-        subject_p25=_p25(subject),
-        control_p25=_p25(control),
-        seconds=time.perf_counter() - start,
-        verdict=verdict,
-    )
-
-
-def stored_decider(
-    baseline_sessions: Sequence[float] | None,
-    baseline_raw: float | None,
-    tolerance: float,
-) -> Callable[[list[float], float, float], Verdict]:
-    """A ``decide`` callable for stored mode against a baseline's per-session figures."""
-
-    def decide(figures: list[float], subject_p25: float, control_p25: float) -> Verdict:
-        return compare(
-            figures,
-            list(baseline_sessions) if baseline_sessions else None,
-            tolerance=tolerance,
-            mode="stored",
-            raw={"baseline": baseline_raw, "current": subject_p25},
-        )
-
-    return decide
-
-
-def paired_decider(tolerance: float) -> Callable[[list[float], float, float], Verdict]:
-    """A ``decide`` callable for paired mode (figures are new/reference ratios)."""
-
-    def decide(figures: list[float], subject_p25: float, control_p25: float) -> Verdict:
-        return compare(
-            figures,
-            None,
-            tolerance=tolerance,
-            mode="paired",
-            raw={"baseline": control_p25, "current": subject_p25},
-        )
-
-    return decide
-
-
-def layer_deltas(
-    baseline_layers: dict[str, dict[str, float | None]], current: dict[str, float]
-) -> list[LayerDelta]:
-    """Per-layer raw time deltas: layers in both, layers new since the baseline, layers gone."""
-    deltas = []
-    for name, now in current.items():
-        before = (baseline_layers.get(name) or {}).get("time")
-        if before and now:
-            deltas.append(LayerDelta(name, float(before), float(now), float(now) / float(before)))
-        elif now and name not in baseline_layers:
-            deltas.append(LayerDelta(name, 0.0, float(now), None, status="new"))
-    for name, entry in baseline_layers.items():
-        before = (entry or {}).get("time")
-        if before and name not in current:
-            deltas.append(LayerDelta(name, float(before), 0.0, None, status="gone"))
-    return deltas

@@ -10,7 +10,7 @@ Two modes share one decision rule:
 
 The confidence interval of the ratio is a deterministic percentile bootstrap over sessions,
 widened by a between-process ``drift`` floor (sessions inside one process share drift that only
-a new process reveals; see DESIGN.md).  Verdicts (``tol`` is the tolerance, e.g. 0.05):
+a new process reveals; see docs/plugin.md, "The gate").  Verdicts (``tol`` is the tolerance, e.g. 0.05):
 
 * ``regression``: the CI lies above ``1 + tol``; or the ratio exceeds ``1 + tol`` and the CI
   lies above 1 while the noise is within the tolerance.
@@ -47,7 +47,7 @@ __all__ = [
 #: ~5 % peak-to-peak between processes here; paired A/A ratios stay within ±0.8 %.
 DEFAULT_DRIFT = {"stored": 0.015, "paired": 0.003}
 
-STATUSES = ("pass", "regression", "inconclusive", "new", "improved", "not-compared")
+STATUSES = ("pass", "regression", "inconclusive", "new", "improved", "not-compared", "incomparable")
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,8 @@ class Verdict:
     raw: dict[str, float | None] = field(default_factory=dict, hash=False)
     layers: tuple[LayerDelta, ...] = ()
     sessions: int = 0
+    reasons: tuple[str, ...] = ()
+    explanation: str = ""  # what changed in the graph, and whether it explains the ratio
 
     @property
     def failed(self) -> bool:
@@ -120,6 +122,8 @@ class Verdict:
             "raw": dict(self.raw),
             "layers": [layer.to_dict() for layer in self.layers],
             "sessions": self.sessions,
+            "reasons": list(self.reasons),
+            "explanation": self.explanation,
         }
 
     @classmethod
@@ -129,16 +133,18 @@ class Verdict:
             status=data["status"],
             mode=data.get("mode", "stored"),
             metric=data.get("metric", "latency"),
-            current=data.get("current", math.nan),
+            current=math.nan if data.get("current") is None else float(data["current"]),
             tolerance=data.get("tolerance", 0.0),
             baseline=data.get("baseline"),
             ratio=data.get("ratio"),
-            ci=tuple(data["ci"]) if data.get("ci") else None,  # type: ignore[arg-type]
+            ci=(float(data["ci"][0]), float(data["ci"][1])) if data.get("ci") else None,
             noise=data.get("noise"),
             message=data.get("message", ""),
             raw=dict(data.get("raw") or {}),
             layers=tuple(LayerDelta(**la) for la in data.get("layers", [])),
             sessions=data.get("sessions", 0),
+            reasons=tuple(str(r) for r in data.get("reasons", ())),
+            explanation=str(data.get("explanation") or ""),
         )
 
 

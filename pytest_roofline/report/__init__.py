@@ -1,8 +1,8 @@
 """Reports of a run, chosen by file extension.
 
 ``.json`` is the run-results JSON itself; other formats live in their own module of this package
-(``html``, ``markdown``, ``csv``, ``benchmark_json``), each exposing ``write(results, path)`` and
-imported only when asked for.
+(``html``, ``markdown``, ``csv``, ``benchmark_json``), each exposing ``write(results, path)`` for a
+:class:`~pytest_roofline.results.RunResults`, and imported only when asked for.
 """
 
 from __future__ import annotations
@@ -11,9 +11,12 @@ import importlib
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pytest_roofline.errors import OptionError, RooflineError
+from pytest_roofline.errors import OptionError
+
+if TYPE_CHECKING:
+    from pytest_roofline.results import RunResults
 
 __all__ = ["FORMATS", "finite", "format_of", "write_reports"]
 
@@ -54,25 +57,18 @@ def finite(value: Any) -> Any:
     return value
 
 
-def write_reports(results: Mapping[str, Any], paths: Sequence[str]) -> list[str]:
-    """Write ``results`` (the results-schema dict) to every path; returns the paths written."""
+def write_reports(results: RunResults, paths: Sequence[str]) -> list[str]:
+    """Write ``results`` to every path (format from the extension); returns the paths written."""
     from pytest_roofline.files import atomic_write_json
 
     written = []
     for path in paths:
         module_name = format_of(path)
         if module_name is None:
-            atomic_write_json(Path(path), finite(dict(results)))
+            atomic_write_json(Path(path), finite(results.to_dict()))
         else:
-            try:
-                module = importlib.import_module(f"{__name__}.{module_name}")
-            except ModuleNotFoundError as exc:
-                if exc.name != f"{__name__}.{module_name}":
-                    raise
-                raise RooflineError(
-                    f"report {path}: the {module_name} report format is not available"
-                ) from None
+            module = importlib.import_module(f"{__name__}.{module_name}")
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-            module.write(dict(results), path)
+            module.write(results, Path(path))
         written.append(str(path))
     return written

@@ -12,10 +12,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-from pytest_roofline.report.benchmark_json import benchmark_entry
-
 if TYPE_CHECKING:
     import pytest
+
+    from pytest_roofline.results import ProfileRecord
 
 __all__ = ["PLUGIN_NAME", "active_benchmark_session", "feed_pytest_benchmark"]
 
@@ -32,8 +32,8 @@ def active_benchmark_session(config: pytest.Config) -> Any | None:
     return session
 
 
-def feed_pytest_benchmark(config: pytest.Config, result: dict[str, Any]) -> bool:
-    """Add one results entry (``{"test", "profile", ...}``) to pytest-benchmark's run.
+def feed_pytest_benchmark(config: pytest.Config, record: ProfileRecord) -> bool:
+    """Add one profiled model to pytest-benchmark's run (the plugin calls it after each profile).
 
     Call it while the test runs (right after the profile is measured), not at session end:
     pytest-benchmark saves and displays in its own ``pytest_sessionfinish`` /
@@ -42,12 +42,14 @@ def feed_pytest_benchmark(config: pytest.Config, result: dict[str, Any]) -> bool
     the profile holds no latency samples.
     """
     session = active_benchmark_session(config)
-    samples = ((result.get("profile") or {}).get("latency") or {}).get("samples") or []
+    samples = record.profile.latency.samples
     if session is None or not samples:
         return False
     from pytest_benchmark.stats import Metadata
 
-    entry = benchmark_entry(result)
+    from pytest_roofline.report.benchmark_json import benchmark_entry
+
+    entry = benchmark_entry(record)
     fixture = SimpleNamespace(
         name=entry["name"],
         fullname=entry["fullname"],

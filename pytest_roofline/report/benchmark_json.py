@@ -14,7 +14,11 @@ import platform
 import statistics
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_roofline.results import ProfileRecord, RunResults
+    from pytest_roofline.stats import LatencyStats
 
 __all__ = ["benchmark_entry", "benchmark_stats", "render", "to_benchmark_json", "write"]
 
@@ -67,43 +71,39 @@ def benchmark_stats(samples: list[float], iterations: int = 1) -> dict[str, Any]
     }
 
 
-def _summary_stats(latency: dict[str, Any]) -> dict[str, Any]:
+def _summary_stats(latency: LatencyStats) -> dict[str, Any]:
     """Stats from a summary when the samples were not saved (``data`` stays empty)."""
-    median = latency.get("median") or 0.0
-    mean = latency.get("mean", median)
-    q1, q3 = latency.get("p25", median), latency.get("p75", median)
-    rounds = int(latency.get("n") or 0)
+    median = latency.median
     return {
-        "min": latency.get("min", median),
-        "max": latency.get("max", median),
-        "mean": mean,
-        "stddev": latency.get("std", 0.0),
-        "rounds": rounds,
+        "min": latency.min,
+        "max": latency.max,
+        "mean": latency.mean,
+        "stddev": latency.std,
+        "rounds": latency.n,
         "median": median,
-        "iqr": q3 - q1,
-        "q1": q1,
-        "q3": q3,
+        "iqr": latency.p75 - latency.p25,
+        "q1": latency.p25,
+        "q3": latency.p75,
         "iqr_outliers": 0,
         "stddev_outliers": 0,
         "outliers": "0;0",
-        "ld15iqr": latency.get("min", median),
-        "hd15iqr": latency.get("max", median),
-        "ops": 1 / mean if mean else 0,
-        "total": mean * rounds,
+        "ld15iqr": latency.min,
+        "hd15iqr": latency.max,
+        "ops": 1 / latency.mean if latency.mean else 0,
+        "total": latency.mean * latency.n,
         "data": [],
         "iterations": 1,
     }
 
 
-def benchmark_entry(entry: dict[str, Any]) -> dict[str, Any]:
-    """One ``benchmarks[]`` item of a results entry (name, fullname, group, params, extra_info, stats)."""
-    profile, verdict = entry.get("profile") or {}, entry.get("verdict") or {}
-    latency = profile.get("latency") or {}
-    model, batch, backend = profile.get("model", "model"), profile.get("batch"), profile.get("backend", "")
-    test = entry.get("test") or model
+def benchmark_entry(record: ProfileRecord) -> dict[str, Any]:
+    """One ``benchmarks[]`` item of a profiled model (name, fullname, group, params, extra_info, stats)."""
+    profile, verdict = record.profile, record.verdict
+    latency = profile.latency
+    model, batch, backend = profile.model_name, profile.batch, profile.backend
+    test = record.test or model
     param = f"{model}-b{batch}"
-    samples = latency.get("samples") or []
-    total = profile.get("total") or {}
+    samples = list(latency.samples)
     return {
         "group": model,
         "name": f"{test.rsplit('::', 1)[-1]}[{param}]",
@@ -112,25 +112,25 @@ def benchmark_entry(entry: dict[str, Any]) -> dict[str, Any]:
         "param": param,
         "extra_info": {
             "backend": backend,
-            "backend_version": profile.get("backend_version"),
-            "precision": profile.get("precision"),
+            "backend_version": profile.backend_version,
+            "precision": profile.precision,
             "batch": batch,
-            "flops": total.get("flops"),
-            "macs": total.get("macs"),
-            "bytes": total.get("bytes"),
-            "throughput": profile.get("throughput"),
-            "achieved_flops": profile.get("achieved_flops"),
-            "efficiency": profile.get("efficiency"),
-            "attributed_fraction": profile.get("attributed_fraction"),
-            "verdict": verdict.get("status"),
-            "ratio": verdict.get("ratio"),
-            "ratio_ci": verdict.get("ci"),
-            "key": entry.get("key"),
+            "flops": profile.total_flops,
+            "macs": profile.total_macs,
+            "bytes": profile.total_bytes,
+            "throughput": profile.throughput,
+            "achieved_flops": profile.achieved_flops,
+            "efficiency": profile.efficiency,
+            "attributed_fraction": profile.attributed_fraction,
+            "verdict": verdict.status,
+            "ratio": verdict.ratio,
+            "ratio_ci": list(verdict.ci) if verdict.ci else None,
+            "key": record.key,
         },
         "options": {
             "disable_gc": False,
             "timer": "perf_counter",
-            "min_rounds": len(samples) or latency.get("n", 0),
+            "min_rounds": len(samples) or latency.n,
             "max_time": 0,
             "min_time": 0,
             "warmup": True,
@@ -139,10 +139,10 @@ def benchmark_entry(entry: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _machine_info(results: dict[str, Any]) -> dict[str, Any]:
+def _machine_info(results: RunResults) -> dict[str, Any]:
     """pytest-benchmark's machine_info keys; the device fingerprint of the run goes alongside."""
     uname = platform.uname()
-    fingerprint = (results.get("roofline") or {}).get("fingerprint") or {}
+    fingerprint = results.roofline.fingerprint if results.roofline else {}
     return {
         "node": uname.node,
         "processor": uname.processor,
@@ -160,32 +160,32 @@ def _machine_info(results: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def to_benchmark_json(results: dict[str, Any]) -> dict[str, Any]:
-    """The pytest-benchmark document of a run-results dict."""
+def to_benchmark_json(results: RunResults) -> dict[str, Any]:
+    """The pytest-benchmark document of a run."""
     return {
         "machine_info": _machine_info(results),
         "commit_info": {
-            "id": results.get("commit") or "unversioned",
-            "time": results.get("created"),
-            "author_time": results.get("created"),
-            "dirty": bool(results.get("dirty")),
-            "project": results.get("project") or "unknown",
-            "branch": results.get("branch") or "(unknown)",
+            "id": results.commit or "unversioned",
+            "time": results.created,
+            "author_time": results.created,
+            "dirty": results.dirty,
+            "project": results.project or "unknown",
+            "branch": results.branch or "(unknown)",
         },
-        "benchmarks": [benchmark_entry(entry) for entry in results.get("results") or []],
-        "datetime": results.get("created"),
-        "version": results.get("version", "0"),
+        "benchmarks": [benchmark_entry(record) for record in results.records],
+        "datetime": results.created,
+        "version": results.version or "0",
     }
 
 
-def render(results: dict[str, Any]) -> str:
+def render(results: RunResults) -> str:
     """The pytest-benchmark JSON text."""
     from pytest_roofline.report import finite
 
     return json.dumps(finite(to_benchmark_json(results)), indent=4, allow_nan=False)
 
 
-def write(results: dict[str, Any], path: Path) -> None:
+def write(results: RunResults, path: Path) -> None:
     """Write the pytest-benchmark JSON to ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

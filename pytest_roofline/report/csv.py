@@ -9,11 +9,14 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.report.view import layer_headroom
 
-__all__ = ["COLUMNS", "render", "write"]
+if TYPE_CHECKING:
+    from pytest_roofline.results import RunResults
+
+__all__ = ["COLUMNS", "render", "rows", "write"]
 
 COLUMNS = (
     "test",
@@ -39,46 +42,42 @@ COLUMNS = (
     "verdict",
 )
 
-_LAYER_KEYS = (
-    "op_type",
-    "kind",
-    "share",
-    "flops",
-    "bytes",
-    "intensity",
-    "achieved_flops",
-    "achieved_bandwidth",
-    "attainable_flops",
-    "roofline_fraction",
-    "bound",
-)
 
-
-def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+def rows(results: RunResults) -> list[dict[str, Any]]:
     """The rows as dicts keyed by :data:`COLUMNS` (ONNX nodes joined with ``;``)."""
     out = []
-    for entry in results.get("results") or []:
-        profile = entry.get("profile") or {}
-        verdict = (entry.get("verdict") or {}).get("status", "")
-        for layer in profile.get("layers") or []:
-            row = {
-                "test": entry.get("test", ""),
-                "model": profile.get("model", ""),
-                "batch": profile.get("batch"),
-                "backend": profile.get("backend", ""),
-                "precision": profile.get("precision", ""),
-                "layer": layer.get("name", ""),
-                "onnx_nodes": ";".join(layer.get("onnx_nodes") or []),
-                "time_s": layer.get("time"),
-                "headroom_s": layer_headroom(layer),
-                "verdict": verdict,
-            }
-            row.update({key: layer.get(key) for key in _LAYER_KEYS})
-            out.append(row)
+    for record in results.records:
+        profile = record.profile
+        for layer in profile.layers:
+            out.append(
+                {
+                    "test": record.test,
+                    "model": profile.model_name,
+                    "batch": profile.batch,
+                    "backend": profile.backend,
+                    "precision": profile.precision,
+                    "layer": layer.name,
+                    "op_type": layer.op_type,
+                    "onnx_nodes": ";".join(layer.onnx_nodes),
+                    "kind": layer.kind,
+                    "time_s": layer.time,
+                    "share": layer.share,
+                    "flops": layer.flops,
+                    "bytes": layer.bytes,
+                    "intensity": layer.intensity,
+                    "achieved_flops": layer.achieved_flops,
+                    "achieved_bandwidth": layer.achieved_bandwidth,
+                    "attainable_flops": layer.attainable_flops,
+                    "roofline_fraction": layer.roofline_fraction,
+                    "bound": layer.bound,
+                    "headroom_s": layer_headroom(layer),
+                    "verdict": record.verdict.status,
+                }
+            )
     return out
 
 
-def render(results: dict[str, Any]) -> str:
+def render(results: RunResults) -> str:
     """The CSV text (header row first; empty cells for unknown figures)."""
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
@@ -88,7 +87,7 @@ def render(results: dict[str, Any]) -> str:
     return buffer.getvalue()
 
 
-def write(results: dict[str, Any], path: Path) -> None:
+def write(results: RunResults, path: Path) -> None:
     """Write the CSV to ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

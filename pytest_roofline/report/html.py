@@ -9,13 +9,14 @@ fonts: the file opens from a CI artifact with the network off.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.errors import RooflineError
 from pytest_roofline.fmt import fmt_bytes, fmt_count, fmt_pct, fmt_rate, fmt_ratio, fmt_seconds
-from pytest_roofline.profile import ModelProfile
 from pytest_roofline.report import finite
 from pytest_roofline.report.view import (
     FLOP_CONVENTION,
@@ -25,6 +26,11 @@ from pytest_roofline.report.view import (
     sweeps,
 )
 from pytest_roofline.roofline.sanity import warning_line
+
+if TYPE_CHECKING:
+    from pytest_roofline.profile import Layer, ModelProfile, OpTypeSummary
+    from pytest_roofline.results import ProfileRecord, RunResults
+    from pytest_roofline.roofline import DeviceRoofline
 
 __all__ = ["render", "script_json", "write"]
 
@@ -67,126 +73,131 @@ def _num(value: Any) -> float | None:
     return value if value == value and abs(value) != float("inf") else None
 
 
-def _roof_view(roofline: dict[str, Any] | None) -> dict[str, Any] | None:
-    if not roofline:
+def _roof_view(roofline: DeviceRoofline | None) -> dict[str, Any] | None:
+    if roofline is None:
         return None
-    peaks = roofline.get("peak_flops_by_dtype") or {
-        roofline.get("dtype", "float32"): roofline.get("peak_flops")
-    }
     return {
-        "dtype": roofline.get("dtype", "float32"),
-        "peaks": {k: _num(v) for k, v in peaks.items() if _num(v)},
-        "bw": _num(roofline.get("peak_bandwidth")),
-        "ridge": _num(roofline.get("ridge_point")),
+        "dtype": roofline.dtype,
+        "peaks": {k: _num(v) for k, v in roofline.peak_flops.items() if _num(v)},
+        "bw": _num(roofline.peak_bandwidth),
+        "ridge": _num(roofline.ridge_point),
         "caches": [
-            [str(level.get("name")), _num(level.get("bandwidth")), level.get("size", 0)]
-            for level in roofline.get("cache_levels") or []
-            if _num(level.get("bandwidth"))
+            [level.name, _num(level.bandwidth), level.size]
+            for level in roofline.cache_levels
+            if _num(level.bandwidth)
         ],
     }
 
 
-def _layer_rows(layers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _layer_rows(layers: Sequence[Layer]) -> list[dict[str, Any]]:
     """Executed layers, most time first, with cumulative share and formatted cells."""
-    executed = [la for la in layers if la.get("kind") != "folded"]
-    executed.sort(key=lambda la: -(la.get("time") or 0))
+    executed = sorted((la for la in layers if la.kind != "folded"), key=lambda la: -la.time)
     rows, cumulative = [], 0.0
     for rank, la in enumerate(executed, 1):
-        cumulative += la.get("share") or 0.0
+        cumulative += la.share
         rows.append(
             {
                 "rank": rank,
                 "layer": la,
                 "cumulative": cumulative,
                 "headroom": layer_headroom(la),
-                "nodes": ", ".join(la.get("onnx_nodes") or []),
+                "nodes": ", ".join(la.onnx_nodes),
             }
         )
     return rows
 
 
-def _what_if(profile: dict[str, Any], by_op: list[Any]) -> dict[str, Any]:
-    median = (profile.get("latency") or {}).get("median") or 0.0
+def _what_if(profile: ModelProfile, by_op: Sequence[OpTypeSummary]) -> dict[str, Any]:
+    median = _num(profile.latency.median) or 0.0
     kernel = sum(row.time for row in by_op)
-    at_roof = kernel - (profile.get("headroom") or 0.0)
+    at_roof = kernel - profile.headroom
     scale = median / kernel if kernel > 0 else 1.0
     return {"kernel": kernel, "scale": scale, "at_roof_latency": at_roof * scale if kernel > 0 else None}
 
 
-def _result_view(index: int, result: dict[str, Any], session_roof: dict[str, Any] | None) -> dict[str, Any]:
-    profile = result.get("profile") or {}
-    verdict = result.get("verdict") or {}
-    roofline = profile.get("roofline") or session_roof
+def _result_view(index: int, record: ProfileRecord, session_roof: DeviceRoofline | None) -> dict[str, Any]:
+    profile, verdict = record.profile, record.verdict
     roofline_warning = warning_line(profile)
-    if (profile.get("roofline_check") or {}).get("status") == "invalid":  # impossible: not shown as fact
-        profile = {
-            **profile,
-            "layers": [{**la, "roofline_fraction": None} for la in profile.get("layers") or []],
-        }
-    try:
-        by_op = ModelProfile.from_dict(profile).by_op_type() if profile.get("layers") else []
-    except (KeyError, TypeError, ValueError):
-        by_op = []
-    layers = profile.get("layers") or []
-    rows = _layer_rows(layers)
-    status = status_word(result)
+    if profile.roofline_check.status == "invalid":  # impossible figures are not shown as fact
+        unroofed = tuple(dataclasses.replace(la, roofline_fraction=None) for la in profile.layers)
+        profile = dataclasses.replace(profile, layers=unroofed)
+    by_op = profile.by_op_type() if profile.layers else []
+    rows = _layer_rows(profile.layers)
+    status = status_word(record)
     what_if = _what_if(profile, by_op)
     # what grew the most first: layers new since the baseline count with their whole time
-    slower = sorted(
-        verdict.get("layers") or [],
-        key=lambda la: -((_num(la.get("current_time")) or 0.0) - (_num(la.get("baseline_time")) or 0.0)),
-    )
+    slower = sorted(verdict.layers, key=lambda la: -la.growth)
     data = {
         "id": f"r{index}",
-        "label": result_label(result),
-        "median": _num((profile.get("latency") or {}).get("median")),
+        "label": result_label(record),
+        "median": _num(profile.latency.median),
         "scale": what_if["scale"],
-        "roof": _roof_view(roofline),
+        "roof": _roof_view(profile.roofline or session_roof),
         "layers": [
             [
-                la.get("name", ""),
-                la.get("op_type", ""),
+                la.name,
+                la.op_type,
                 r["nodes"],
-                la.get("kind", ""),
-                _num(la.get("time")) or 0.0,
-                _num(la.get("share")) or 0.0,
-                _num(la.get("flops")) or 0,
-                _num(la.get("bytes")) or 0,
-                _num(la.get("roofline_fraction")),
-                la.get("bound"),
+                la.kind,
+                _num(la.time) or 0.0,
+                _num(la.share) or 0.0,
+                la.flops,
+                la.bytes,
+                _num(la.roofline_fraction),
+                la.bound,
             ]
             for r in rows
             for la in (r["layer"],)
         ],
         "ops": [[row.op_type, row.time] for row in by_op],
         "history": [
-            {
-                "commit": h.get("commit"),
-                "time": h.get("time"),
-                "median": _num(h.get("median")),
-                "value": _num(h.get("value")),
-            }
-            for h in result.get("history") or []
+            {"commit": h.commit, "time": h.time, "median": _num(h.median), "value": _num(h.value)}
+            for h in record.history
         ],
     }
     return {
         "id": data["id"],
-        "test": result.get("test", ""),
+        "test": record.test,
         "label": data["label"],
         "profile": profile,
         "verdict": verdict,
         "status": status,
         "status_class": _STATUS_CLASS.get(status, "info"),
-        "outcome": result.get("outcome"),
+        "outcome": record.outcome,
         "rows": rows,
-        "folded": len(layers) - len(rows),
+        "folded": len(profile.layers) - len(rows),
         "by_op": by_op,
         "what_if": what_if,
         "slower": slower,
         "data": data,
-        "history": result.get("history") or [],
-        "extra_verdicts": [x for x in result.get("verdicts") or [] if isinstance(x, dict)],
+        "history": record.history,
+        "extra_verdicts": record.extra_verdicts,
+        "change": _change_view(record),
         "roofline_warning": roofline_warning,
+    }
+
+
+def _change_view(record: ProfileRecord) -> dict[str, Any] | None:
+    """The "What changed" section: the explanation, the changed blocks and their predicted time."""
+    change = record.change
+    if change is None:
+        return None
+    explanation = change.explanation
+    deltas: dict[int, float] = {}
+    prediction = change.prediction or {}
+    for node in prediction.get("nodes") or []:
+        block = int(node.get("block", -1))
+        deltas[block] = deltas.get(block, 0.0) + float(node.get("delta") or 0.0)
+    blocks = [
+        {**block, "predicted": deltas.get(index) if prediction.get("available") else None}
+        for index, block in enumerate((change.diff or {}).get("blocks") or [])
+    ]
+    agreement = explanation.get("agreement")
+    return {
+        "text": change.text,
+        "css": "warn" if agreement == "inconsistent" else "",
+        "blocks": blocks,
+        "assumptions": list(prediction.get("assumptions") or []),
     }
 
 
@@ -217,12 +228,11 @@ def _static(name: str) -> str:
     return (_HERE / "static" / name).read_text(encoding="utf-8")
 
 
-def render(results: dict[str, Any], artifact: str | None = None) -> str:
-    """The report page for a run-results dict, as one HTML string."""
-    session_roof = results.get("roofline")
-    views = [_result_view(i, r, session_roof) for i, r in enumerate(results.get("results") or [])]
-    payload = {"results": [v["data"] for v in views], "sweeps": sweeps(results.get("results") or [])}
-    precisions = sorted({str((v["profile"] or {}).get("precision", "fp32")) for v in views}) or ["fp32"]
+def render(results: RunResults, artifact: str | None = None) -> str:
+    """The report page of a run, as one HTML string."""
+    views = [_result_view(i, r, results.roofline) for i, r in enumerate(results.records)]
+    payload = {"results": [v["data"] for v in views], "sweeps": sweeps(results.records)}
+    precisions = sorted({v["profile"].precision for v in views}) or ["fp32"]
     return (
         _environment()
         .get_template("report.html.j2")
@@ -235,13 +245,13 @@ def render(results: dict[str, Any], artifact: str | None = None) -> str:
             js=_static("report.js"),
             flop_convention=FLOP_CONVENTION,
             precisions=precisions,
-            roof=_roof_view(session_roof),
+            roof=_roof_view(results.roofline),
             artifact=artifact,
         )
     )
 
 
-def write(results: dict[str, Any], path: Path) -> None:
+def write(results: RunResults, path: Path) -> None:
     """Write the HTML report of ``results`` to ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

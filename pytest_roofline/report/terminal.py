@@ -1,72 +1,106 @@
 """Terminal summary lines of a run (printed by the plugin's ``pytest_terminal_summary``).
 
-Works on the results-schema dict, so the plugin and the CLI print the same lines.
+One row per profiled model, then a line for every verdict that is not a plain pass or new
+baseline, saying why: a regression names the figure, ratio and interval (with its table), an
+inconclusive one the noise, the tolerance and the remedy, an incomparable one each difference of
+conditions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pytest_roofline.fmt import fmt_pct, fmt_seconds_fixed, text_table
-from pytest_roofline.gate import Verdict, verdict_table
 
-__all__ = ["summary_lines"]
+if TYPE_CHECKING:
+    from pytest_roofline.gate.verdict import Verdict
+    from pytest_roofline.profile import ModelProfile
+    from pytest_roofline.results import ProfileRecord, RunResults
+
+__all__ = ["INCONCLUSIVE_REMEDY", "model_label", "summary_lines", "verdict_reason"]
+
+INCONCLUSIVE_REMEDY = (
+    "measure on a quieter runner, raise --roofline-budget or the tolerance, "
+    "or set --roofline-option=intra_op_threads=1"
+)
+
+
+def model_label(profile: ModelProfile) -> str:
+    """``edgenet b4 seq=128``: the model, its batch and the dims that tell rows apart."""
+    dims = "".join(f" {k}={v}" for k, v in sorted(profile.dims.items()))
+    return f"{profile.model_name} b{profile.batch}{dims}"
+
+
+def verdict_reason(verdict: Verdict) -> str | None:
+    """Why a verdict is not a plain pass, in one line; None for pass and new."""
+    if verdict.status in ("pass", "new"):
+        return None
+    if verdict.status == "inconclusive":
+        return f"{verdict.message}; {INCONCLUSIVE_REMEDY}"
+    if verdict.status in ("regression", "improved") and verdict.ci is not None and verdict.ratio is not None:
+        return (
+            f"{verdict.message} (ratio {verdict.ratio:.3f}, 95% CI {verdict.ci[0]:.3f}-{verdict.ci[1]:.3f})"
+        )
+    return verdict.message
+
+
+def _row(record: ProfileRecord) -> tuple[str, ...]:
+    prof, verdict = record.profile, record.verdict
+    return (
+        record.test,
+        model_label(prof),
+        fmt_seconds_fixed(prof.latency.median),
+        fmt_pct(prof.efficiency, missing="-"),
+        verdict.status,
+        f"x{verdict.ratio:.3f}" if verdict.ratio is not None else "-",
+    )
 
 
 def summary_lines(
-    results: Mapping[str, Any],
+    results: RunResults,
     *,
     reports: Sequence[str] = (),
     baseline_files: Sequence[str] = (),
 ) -> list[str]:
-    """One line per profiled model, regression tables, spans, stale entries, files written."""
+    """One line per profiled model, verdict reasons and tables, spans, stale entries, files written."""
+    from pytest_roofline.gate.verdict import verdict_table
+
     lines: list[str] = []
-    header = ("test", "model", "batch", "median", "efficiency", "verdict", "vs baseline")
-    rows: list[tuple[str, ...]] = []
-    tables: list[str] = []
+    header = ("test", "model", "median", "efficiency", "verdict", "vs baseline")
+    rows = [_row(record) for record in results.records]
+    reasons: list[str] = []
     spans: list[str] = []
-    for item in results.get("results", []):
-        prof, verdict = item["profile"], item["verdict"]
-        ratio = verdict.get("ratio")
-        rows.append(
-            (
-                item["test"],
-                prof.get("model", "?"),
-                str(prof.get("batch", "")),
-                fmt_seconds_fixed((prof.get("latency") or {}).get("median")),
-                fmt_pct(prof.get("efficiency"), missing="-"),
-                verdict["status"],
-                f"x{ratio:.3f}" if ratio is not None else "-",
-            )
-        )
-        for extra in [verdict, *item.get("verdicts", [])]:
-            if extra["status"] == "regression":
-                tables.append(
-                    f"REGRESSION {item['test']} :: {prof.get('model')} — {extra.get('message', '')}"
-                )
-                tables.extend("  " + line for line in verdict_table(Verdict.from_dict(extra)))
-        model_median = fmt_seconds_fixed((prof.get("latency") or {}).get("median"))
-        for name, stats in (prof.get("spans") or {}).items():
+    for record in results.records:
+        label = f"{record.test} :: {model_label(record.profile)}"
+        for verdict in record.verdicts:
+            why = verdict_reason(verdict)
+            if why is None:
+                continue
+            reasons.append(f"{verdict.status.upper()} {label} — {why}")
+            if verdict.explanation:
+                reasons.append(f"  why: {verdict.explanation}")
+            if verdict.status == "regression":
+                reasons.extend("  " + line for line in verdict_table(verdict))
+            reasons.extend(f"  note: {note}" for note in verdict.reasons if verdict.status != "incomparable")
+        model_median = fmt_seconds_fixed(record.profile.latency.median)
+        for name, stats in record.profile.spans.items():
             spans.append(
-                f"  {item['test']} span {name}: median {fmt_seconds_fixed(stats.get('median'))} "
-                f"(n={stats.get('n')}) beside model {model_median}"
+                f"  {record.test} span {name}: median {fmt_seconds_fixed(stats.median)} "
+                f"(n={stats.n}) beside model {model_median}"
             )
     if rows:
         lines.extend(text_table(header, rows, left=len(header)))
-    lines.extend(tables)
+    lines.extend(reasons)
     if spans:
         lines.append("application spans:")
         lines.extend(spans)
-    stale = results.get("stale") or []
-    if stale:
+    if results.stale:
         lines.append(
-            f"{len(stale)} stale baseline entries (no test produced them; remove with "
-            "`roofline baseline prune`):"
+            f"{len(results.stale)} stale baseline entries (their tests ran on this backend and device "
+            "and no longer produce them; remove with `roofline baseline prune`):"
         )
-        lines.extend(f"  {key}" for key in stale)
-    for path in baseline_files:
-        lines.append(f"baseline written: {path}")
-    for path in reports:
-        lines.append(f"report written: {path}")
+        lines.extend(f"  {key}" for key in results.stale)
+    lines.extend(f"baseline written: {path}" for path in baseline_files)
+    lines.extend(f"report written: {path}" for path in reports)
     return lines

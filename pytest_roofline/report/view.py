@@ -1,113 +1,80 @@
-"""Shared reading of the run-results JSON for every report format.
+"""Views of a run's results that several report formats share (labels, status words, sweeps).
 
-Reports take the results dict (``RunResults.to_dict()``, see docs/results-schema.md), never live
-objects, so a saved JSON can be rendered again later.  This module loads that dict and derives
-the views several formats share (labels, status words, sweeps, headroom).  The unit formatters
-live in :mod:`pytest_roofline.fmt`.
+Reports take :class:`~pytest_roofline.results.RunResults` objects; a saved run is read back with
+:func:`pytest_roofline.results.load_results`.  The unit formatters live in
+:mod:`pytest_roofline.fmt`.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pytest_roofline.errors import RooflineError
 from pytest_roofline.fmt import is_finite
 
-__all__ = [
-    "FLOP_CONVENTION",
-    "layer_headroom",
-    "load_results",
-    "result_label",
-    "status_word",
-    "sweeps",
-    "worst_layers",
-]
+if TYPE_CHECKING:
+    from pytest_roofline.gate.verdict import LayerDelta
+    from pytest_roofline.profile import Layer
+    from pytest_roofline.results import ProfileRecord
+
+__all__ = ["FLOP_CONVENTION", "layer_headroom", "result_label", "status_word", "sweeps", "worst_layers"]
 
 FLOP_CONVENTION = "FLOPs count 2 per multiply-accumulate (MAC); MACs are reported alongside."
 
 
-def load_results(path: str | Path) -> dict[str, Any]:
-    """Read a run-results JSON file.
-
-    Raises:
-        RooflineError: the file is missing, not JSON, or not a run-results document.
-    """
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RooflineError(f"results file {path} not found") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RooflineError(f"results file {path} is not readable JSON: {exc}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("results"), list):
-        raise RooflineError(
-            f"{path} is not a pytest-roofline results file (no 'results' list); "
-            "write one with `pytest --roofline-report PATH.json`"
-        )
-    version = data.get("schema_version", 1)
-    if version != 1:
-        raise RooflineError(f"{path} has results schema_version {version}; this version reads 1")
-    return data
-
-
-def status_word(result: dict[str, Any]) -> str:
+def status_word(record: ProfileRecord) -> str:
     """Upper-case verdict word (PASS, REGRESSION, ...), or the pytest outcome without a verdict."""
-    verdict = result.get("verdict") or {}
-    status = verdict.get("status")
-    if status:
-        return str(status).upper()
-    return str(result.get("outcome") or "not-compared").upper()
+    status = record.verdict.status
+    if status and status != "not-compared":
+        return status.upper()
+    return (record.outcome or "not-compared").upper()
 
 
-def result_label(result: dict[str, Any]) -> str:
+def result_label(record: ProfileRecord) -> str:
     """``model b8 onnxruntime``: how a result is named in reports."""
-    profile = result.get("profile") or {}
-    return f"{profile.get('model', '?')} b{profile.get('batch', '?')} {profile.get('backend', '')}".strip()
+    profile = record.profile
+    dims = "".join(f" {k}={v}" for k, v in sorted(profile.dims.items()))
+    return f"{profile.model_name} b{profile.batch}{dims} {profile.backend}".strip()
 
 
-def layer_headroom(layer: dict[str, Any]) -> float:
+def layer_headroom(layer: Layer) -> float:
     """Seconds this layer would save at its roof (0 when no roof is known)."""
-    fraction = layer.get("roofline_fraction")
-    time = layer.get("time") or 0.0
-    if not is_finite(fraction) or fraction <= 0:
+    fraction = layer.roofline_fraction
+    if fraction is None or not is_finite(fraction) or fraction <= 0:
         return 0.0
-    return time * (1.0 - min(fraction, 1.0))
+    return layer.time - layer.roof_time
 
 
-def worst_layers(result: dict[str, Any], limit: int = 5, threshold: float = 1.0) -> list[dict[str, Any]]:
+def worst_layers(record: ProfileRecord, limit: int = 5, threshold: float = 1.0) -> list[LayerDelta]:
     """Layers of the verdict whose time ratio exceeds ``threshold``, slowest-grown first."""
-    layers = (result.get("verdict") or {}).get("layers") or []
     slower = [
         la
-        for la in layers
-        if la.get("status") == "new" or (is_finite(la.get("ratio")) and la["ratio"] > threshold)
+        for la in record.verdict.layers
+        if la.status == "new" or (la.ratio is not None and is_finite(la.ratio) and la.ratio > threshold)
     ]
-    slower.sort(key=lambda la: (la["current_time"] or 0) - (la["baseline_time"] or 0), reverse=True)
+    slower.sort(key=lambda la: la.growth, reverse=True)
     return slower[:limit]
 
 
-def sweeps(results: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def sweeps(records: Iterable[ProfileRecord]) -> list[dict[str, Any]]:
     """Results of one model and backend at several batch sizes (a batch sweep).
 
-    Returns one entry per sweep: ``model``, ``backend``, ``points`` (batch, median s,
-    throughput samples/s, p25, p75), ordered by batch.
+    Returns one entry per sweep: ``model``, ``backend``, ``precision``, ``points`` (batch,
+    median s, throughput samples/s, p25, p75), ordered by batch.
     """
     groups: dict[tuple[str, str, str], dict[int, dict[str, Any]]] = {}
-    for result in results:
-        profile = result.get("profile") or {}
-        latency = profile.get("latency") or {}
-        if not is_finite(latency.get("median")) or not isinstance(profile.get("batch"), int):
+    for record in records:
+        profile = record.profile
+        latency = profile.latency
+        if not is_finite(latency.median) or latency.median <= 0:
             continue
-        key = (str(profile.get("model")), str(profile.get("backend")), str(profile.get("precision", "")))
-        groups.setdefault(key, {})[profile["batch"]] = {
-            "batch": profile["batch"],
-            "median": latency["median"],
-            "p25": latency.get("p25", latency["median"]),
-            "p75": latency.get("p75", latency["median"]),
-            "throughput": profile.get("throughput") or profile["batch"] / latency["median"],
+        key = (profile.model_name, profile.backend, profile.precision)
+        groups.setdefault(key, {})[profile.batch] = {
+            "batch": profile.batch,
+            "median": latency.median,
+            "p25": latency.p25,
+            "p75": latency.p75,
+            "throughput": profile.throughput,
         }
     return [
         {"model": model, "backend": backend, "precision": precision, "points": [p[b] for b in sorted(p)]}

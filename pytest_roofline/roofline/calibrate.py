@@ -43,6 +43,7 @@ __all__ = [
     "CACHE_ENV",
     "CALIBRATION_VERSION",
     "cache_path",
+    "cached_roofline",
     "calibrate",
     "calibration_fingerprint",
     "default_cache_dir",
@@ -239,6 +240,18 @@ def _spot_check_passes(backend: Backend, roofline: DeviceRoofline, progress: Pro
         progress,
     )
     return False
+
+
+def cached_roofline(
+    backend: Backend,
+    *,
+    cache_dir: str | os.PathLike[str] | None = None,
+    dtypes: Iterable[str] | None = None,
+    quick: bool = False,
+) -> DeviceRoofline | None:
+    """The calibration of ``backend`` on this device if one is cached, else None; never measures."""
+    fingerprint = calibration_fingerprint(backend, dtypes, quick)
+    return _read_cache(cache_path(fingerprint, cache_dir), fingerprint)[0]
 
 
 # --- measuring ----------------------------------------------------------------------------------

@@ -119,7 +119,7 @@ def check_profile(profile: ModelProfile) -> RooflineCheck:
     if worst is not None:
         more = f" (and {impossible - 1} more)" if impossible > 1 else ""
         problems.append(f"layer {worst[0]!r} at {worst[1]:.0%} of its roof{more}")
-    efficiency = profile.efficiency
+    efficiency = profile.raw_efficiency
     if efficiency is not None and efficiency > MODEL_LIMIT + 1e-9:
         problems.append(f"model efficiency {efficiency:.0%}")
     if not problems:

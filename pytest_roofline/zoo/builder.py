@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import onnx
@@ -51,14 +51,12 @@ class GraphBuilder:
         self._outputs.append(helper.make_tensor_value_info(name, elem_type, list(shape)))
         return name
 
-    def op(
-        self, op_type: str, inputs: Sequence[str], n_out: int = 1, domain: str = "", **attrs: object
-    ) -> str:
+    def op(self, op_type: str, inputs: Sequence[str], n_out: int = 1, domain: str = "", **attrs: Any) -> str:
         """Add a node; returns its (first) output. Use :meth:`op_multi` for several outputs."""
         return self.op_multi(op_type, inputs, n_out, domain, **attrs)[0]
 
     def op_multi(
-        self, op_type: str, inputs: Sequence[str], n_out: int, domain: str = "", **attrs: object
+        self, op_type: str, inputs: Sequence[str], n_out: int, domain: str = "", **attrs: Any
     ) -> list[str]:
         """Add a node with ``n_out`` outputs."""
         name = self._next(op_type)
@@ -82,7 +80,7 @@ class GraphBuilder:
             self._inits.append(numpy_helper.from_array(array, name))
         return name
 
-    def const(self, name: str, values: Sequence[int] | Sequence[float] | np.ndarray) -> str:
+    def const(self, name: str, values: float | Sequence[int] | Sequence[float] | np.ndarray) -> str:
         """A small constant initializer (int64 for ints, float32 for floats); always inline."""
         if name in self._consts:
             return name

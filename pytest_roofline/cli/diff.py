@@ -1,0 +1,285 @@
+"""``roofline diff OLD NEW``: what changed between two models, and what it should cost.
+
+Without timing by default: the structural diff, FLOPs and bytes before and after, and the
+roofline's prediction from the cached calibration of the backend (unavailable when none is
+cached) at default efficiencies.  ``--profile`` calibrates if needed, profiles the old model for
+its per-layer efficiencies, measures both models paired and interleaved, and reports the
+measured change beside the prediction.  ``--format json`` keys: ``added``, ``removed``,
+``changed``, ``flops_change``, ``bytes_change``, ``predicted_time_change`` (fractions of the old
+model), ``assumptions``, ``prediction``, ``measured``, ``explanation`` (docs/diff.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from pytest_roofline.cli.common import (
+    add_backend_arguments,
+    add_format_argument,
+    add_shape_arguments,
+    parse_batch,
+)
+from pytest_roofline.errors import BackendUnavailable, OptionError
+from pytest_roofline.fmt import fmt_bytes_fixed, text_table
+
+if TYPE_CHECKING:
+    from pytest_roofline.diff import Explanation, GraphDiff, Prediction
+    from pytest_roofline.gate.verdict import Verdict
+    from pytest_roofline.roofline import DeviceRoofline
+
+__all__ = ["add_parser", "format_table", "run"]
+
+WIDTH = 100  # the table fits a terminal this wide
+NAME_WIDTH = 30
+SHORT = {"op attributes": "attrs", "output shape": "out", "input shape": "in", "weights": "w"}
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``diff``."""
+    parser = subparsers.add_parser(
+        "diff",
+        help="what changed between two models and what the roofline says it costs",
+        description="Structural diff of two ONNX models (nodes added, removed, changed; blocks; FLOPs and "
+        "bytes before and after) and the roofline's prediction of the latency change. --profile also "
+        "measures both models paired and compares the measurement with the prediction.",
+    )
+    parser.add_argument("old", metavar="OLD", help="the old .onnx model")
+    parser.add_argument("new", metavar="NEW", help="the new .onnx model")
+    add_shape_arguments(parser, "bind the first dim of inputs whose first dim is symbolic")
+    add_format_argument(parser)
+    parser.add_argument(
+        "--profile", action="store_true", help="measure both models (paired) and the old profile"
+    )
+    add_backend_arguments(
+        parser,
+        backend_help="backend whose roofline prices the change and that --profile runs (default onnxruntime)",
+        option_help="backend option (repeatable), e.g. intra_op_threads=1",
+    )
+    parser.add_argument("--sessions", type=int, default=5, help="--profile: fresh session pairs (default 5)")
+    parser.add_argument(
+        "--rounds", type=int, default=20, help="--profile: rounds per session pair (default 20)"
+    )
+    parser.add_argument(
+        "--top", type=int, default=12, metavar="K", help="nodes listed in the table (default 12)"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Diff ``args.old`` and ``args.new``; predict, and with ``--profile`` measure, the change."""
+    from pytest_roofline.diff import diff_summaries, explain_verdict, predict, summarize
+
+    batch = parse_batch(args.batch)
+    for name, value in (
+        ("--top", args.top),
+        ("--sessions", args.sessions - 1),
+        ("--rounds", args.rounds - 1),
+    ):
+        if value < 0:
+            raise OptionError(f"{name} is too small")
+    dims = dict(args.dim)
+
+    def say(message: str) -> None:
+        if not args.quiet:
+            sys.stderr.write(f"roofline: {message}\n")
+            sys.stderr.flush()
+
+    old = summarize(args.old, batch=batch, dims=dims or None)
+    new = summarize(args.new, batch=batch, dims=dims or None)
+    diff = diff_summaries(old, new)
+    roofline, why_not, engine = _roofline(args, say)
+    profile = verdict = None
+    if args.profile and engine is not None:
+        from pytest_roofline.api import profile_model
+        from pytest_roofline.diff.paired import measure_change
+
+        say(f"profiling {old.model_name} on {engine.name} for its per-layer efficiencies")
+        profile = profile_model(args.old, backend=engine, batch=batch, dims=dims or None, roofline=roofline)
+        say(f"timing {old.model_name} and {new.model_name} interleaved: {args.sessions} session pairs")
+        verdict = measure_change(
+            args.old,
+            args.new,
+            engine,
+            batch=batch,
+            dims=dims or None,
+            sessions=args.sessions,
+            rounds=args.rounds,
+        )
+    prediction = predict(diff, roofline, profile)
+    if not prediction.available and why_not:
+        from pytest_roofline.diff import Prediction
+
+        prediction = Prediction(False, reason=why_not)
+    explanation = explain_verdict(
+        diff,
+        prediction,
+        ratio=verdict.ratio if verdict is not None else None,
+        ci=verdict.ci if verdict is not None else None,
+        status=verdict.status if verdict is not None else "not-compared",
+    )
+    if args.format == "json":
+        sys.stdout.write(json.dumps(document(diff, prediction, verdict, explanation), indent=2) + "\n")
+    else:
+        sys.stdout.write(format_table(diff, prediction, verdict, explanation, args.top))
+    return 0
+
+
+def _roofline(args: argparse.Namespace, say: Any) -> tuple[DeviceRoofline | None, str, Any]:
+    """(roofline, why there is none, backend): calibrated under --profile, else only if cached."""
+    from pytest_roofline.backends.base import get_backend
+
+    try:
+        engine = get_backend(args.backend, dict(args.option))
+    except BackendUnavailable as exc:
+        if args.profile:
+            raise
+        return None, f"backend {args.backend} unavailable: {exc}", None
+    if args.profile:
+        from pytest_roofline.roofline.calibrate import calibrate
+
+        say(f"device roofline through {engine.name} (cached after the first calibration)")
+        return calibrate(engine, progress=say), "", engine
+    from pytest_roofline.roofline.calibrate import cached_roofline
+
+    roofline = cached_roofline(engine)
+    if roofline is None:
+        return (
+            None,
+            f"no calibration of {engine.name} cached on this device: "
+            "run `roofline calibrate` or add --profile",
+            engine,
+        )
+    return roofline, "", engine
+
+
+def document(
+    diff: GraphDiff, prediction: Prediction, verdict: Verdict | None, explanation: Explanation
+) -> dict[str, Any]:
+    """The JSON document: the diff, ``predicted_time_change``, assumptions, measurement, explanation."""
+    data = diff.to_dict()
+    data["predicted_time_change"] = prediction.fraction
+    data["assumptions"] = list(prediction.assumptions)
+    data["prediction"] = prediction.to_dict()
+    data["measured"] = _measured(verdict)
+    data["explanation"] = explanation.to_dict()
+    return data
+
+
+def _measured(verdict: Verdict | None) -> dict[str, Any] | None:
+    if verdict is None:
+        return None
+    ci = [verdict.ci[0] - 1, verdict.ci[1] - 1] if verdict.ci else None
+    return {
+        "time_change": verdict.ratio - 1 if verdict.ratio is not None else None,
+        "ci": ci,
+        "ratio": verdict.ratio,
+        "status": verdict.status,
+        "mode": verdict.mode,
+        "sessions": verdict.sessions,
+        "old_p25": verdict.raw.get("baseline"),
+        "new_p25": verdict.raw.get("current"),
+    }
+
+
+def format_table(
+    diff: GraphDiff,
+    prediction: Prediction,
+    verdict: Verdict | None,
+    explanation: Explanation,
+    top: int = 12,
+) -> str:
+    """The diff as text for a 100-column terminal: totals, blocks, nodes, prediction, measurement."""
+    lines = [*_wrap(explanation.text, WIDTH, "  "), ""]
+    nodes = f"{len(diff.added)} added, {len(diff.removed)} removed, {len(diff.changed)} changed"
+    nodes += f", {diff.unchanged} unchanged ({diff.renamed} renamed)"
+    if diff.rewired:
+        nodes += f", {len(diff.rewired)} rewired"
+    lines += [
+        f"old {diff.old_model}: {diff.flops_before / 1e6:.2f} MFLOPs, {fmt_bytes_fixed(diff.bytes_before)}",
+        f"new {diff.new_model}: {diff.flops_after / 1e6:.2f} MFLOPs, {fmt_bytes_fixed(diff.bytes_after)}",
+        f"FLOPs {_pct(diff.flops_change)}, bytes {_pct(diff.bytes_change)}; nodes: {nodes}",
+    ]
+    deltas = prediction.block_deltas() if prediction.available else {}
+    if diff.blocks:
+        rows = [
+            (
+                block.kind,
+                _clip(block.name, NAME_WIDTH),
+                _clip(block.ops, 24),
+                f"{block.flops_before / 1e6:.2f}",
+                f"{block.flops_after / 1e6:.2f}",
+                _ms(deltas.get(number)),
+            )
+            for number, block in enumerate(diff.blocks)
+        ]
+        lines += ["", "blocks"]
+        lines += text_table(("kind", "block", "ops", "MFLOPs old", "new", "predicted"), rows, left=3)
+    if diff.nodes:
+        by_name = {(n.kind, n.name): n for n in prediction.nodes}
+        ranked = sorted(
+            diff.nodes,
+            key=lambda c: -abs(by_name[(c.kind, c.name)].delta) if (c.kind, c.name) in by_name else 0.0,
+        )
+        node_rows = []
+        for change in ranked[:top] if top else ranked:
+            priced = by_name.get((change.kind, change.name))
+            node_rows.append(
+                (
+                    {"added": "+", "removed": "-"}.get(change.kind, "~"),
+                    _clip(change.name, NAME_WIDTH),
+                    _clip(change.op_type, 12),
+                    _clip(",".join(SHORT.get(w, w) for w in change.what) or change.kind, 16),
+                    f"{(change.flops_after - change.flops_before) / 1e6:+.2f}",
+                    _ms(priced.delta if priced else None),
+                    priced.basis if priced else "",
+                )
+            )
+        lines += ["", f"nodes ({len(node_rows)} of {len(diff.nodes)}, largest predicted change first)"]
+        header = ("", "node", "op", "what", "MFLOPs", "predicted", "basis")
+        lines += text_table(header, node_rows, left=4)
+    lines.append("")
+    if prediction.available:
+        source = "the baseline profile" if prediction.efficiency_source == "profile" else "defaults"
+        lines.append(
+            f"predicted: {_pct(prediction.fraction)} ({_ms(prediction.time_change)} of "
+            f"{_ms(prediction.baseline_time).lstrip('+')}; efficiencies from {source})"
+        )
+    else:
+        lines += _wrap(f"predicted: unavailable ({prediction.reason})", WIDTH, "  ")
+    if verdict is not None and verdict.ratio is not None:
+        ci = f"95% CI {_pct(verdict.ci[0] - 1)} .. {_pct(verdict.ci[1] - 1)}" if verdict.ci else "no CI"
+        lines.append(
+            f"measured:  {_pct(verdict.ratio - 1)} ({ci}; paired, {verdict.sessions} session pairs; "
+            f"{explanation.agreement})"
+        )
+    if prediction.assumptions:
+        lines += ["", "assumptions:"]
+        for text in prediction.assumptions:
+            lines += _wrap(f"- {text}", WIDTH, "  ")
+    return "\n".join(lines) + "\n"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:+.1f} %"
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1e3:+.3f} ms"
+
+
+def _clip(text: str, width: int) -> str:
+    """``text`` cut in the middle to ``width`` characters."""
+    if len(text) <= width:
+        return text
+    keep = width - 3
+    return text[: keep // 2] + "..." + text[len(text) - (keep - keep // 2) :]
+
+
+def _wrap(text: str, width: int, indent: str) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, width, subsequent_indent=indent) or [""]

@@ -1,0 +1,112 @@
+"""The conditions a stored figure depends on, and the differences that make a comparison unfair.
+
+A baseline recorded at two threads says nothing about a run at one thread: such a run is
+``incomparable`` (never pass or regression) and the verdict names each difference
+(``intra_op_threads 0 → 1``).  What counts:
+
+* backend settings that change the work: threads, execution mode, optimization level, providers,
+  OpenVINO's device and compile config, trtexec's precision and build arguments, session config
+  entries and any other ``--roofline-option`` given;
+* the backend's major.minor version (``onnxruntime 1.32 → 1.33``): a new release changes kernels.
+  A patch release (1.32.0 → 1.32.1) is compared, and the verdict notes it;
+* the control probe the figures were normalized by.
+
+The device class and the backend name are part of the baseline key (another device or backend is
+another baseline), and the model's hash is what the gate judges, so neither is a condition.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_roofline.schema import read_str, read_str_map
+
+__all__ = ["SETTING_KEYS", "Conditions", "settings_of"]
+
+#: Fingerprint keys that are settings (what the user chose), not identity (what the device is).
+SETTING_KEYS = (
+    "providers",
+    "intra_op_threads",
+    "inter_op_threads",
+    "execution_mode",
+    "graph_optimization_level",
+    "device",
+    "config",
+    "precision",
+    "workspace_mib",
+    "args",
+    "imported",
+)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return ",".join(_text(v) for v in value)
+    if isinstance(value, Mapping):
+        return ",".join(f"{k}={_text(v)}" for k, v in sorted(value.items()))
+    return str(value)
+
+
+def settings_of(fingerprint: Mapping[str, Any], options: Mapping[str, str]) -> dict[str, str]:
+    """The settings behind a figure: the fingerprint's setting keys, then the options not in it.
+
+    The fingerprint holds the backend's resolved value (``intra_op_threads`` 0 when not given),
+    so a default and an explicit option compare by what ran.
+    """
+    settings = {key: _text(fingerprint[key]) for key in SETTING_KEYS if key in fingerprint}
+    for key, value in options.items():
+        settings.setdefault(key, str(value))
+    return dict(sorted(settings.items()))
+
+
+def _release(version: str) -> tuple[str, ...]:
+    """``"1.32.0"`` → ("1", "32"): the part of a version that changes kernels."""
+    return tuple(re.findall(r"\d+", version)[:2]) or (version,)
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """Backend version, settings and control probe of one figure."""
+
+    backend_version: str
+    settings: dict[str, str] = field(default_factory=dict, hash=False)
+    control: str = ""
+
+    def differences(self, current: Conditions) -> list[str]:
+        """Each difference that makes ``current`` incomparable with ``self``, as one phrase."""
+        out = []
+        if _release(self.backend_version) != _release(current.backend_version):
+            out.append(f"backend version {self.backend_version} → {current.backend_version}")
+        for key in sorted(set(self.settings) | set(current.settings)):
+            before, after = self.settings.get(key, "(unset)"), current.settings.get(key, "(unset)")
+            if before != after:
+                out.append(f"{key} {before} → {after}")
+        if self.control and current.control and self.control != current.control:
+            out.append(f"control probe {self.control} → {current.control}")
+        return out
+
+    def notes(self, current: Conditions) -> list[str]:
+        """Differences that are compared all the same (a patch release)."""
+        if self.backend_version != current.backend_version and not self.differences(current):
+            return [f"backend version {self.backend_version} → {current.backend_version} (patch release)"]
+        return []
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {
+            "backend_version": self.backend_version,
+            "settings": dict(self.settings),
+            "control": self.control,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Conditions:
+        """Inverse of :meth:`to_dict` (strict: raises SchemaError)."""
+        return cls(
+            backend_version=read_str(data, "backend_version", ""),
+            settings=read_str_map(data, "settings"),
+            control=read_str(data, "control", ""),
+        )

@@ -1,0 +1,312 @@
+"""One model through the gate: profile it, sample it against its control, decide, build the entry.
+
+:func:`run_model_gate` is what a ``model_profile(...)`` call does once the pytest side has resolved
+the test's settings: it needs no pytest.  Stored mode normalizes the model by a control probe
+fitted to it and compares with the baseline entry; paired mode compares the model with its file
+at a git reference, interleaved.  A baseline recorded under other conditions (threads,
+providers, backend release, control probe) gives ``incomparable``, never a verdict on speed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_roofline.gate.conditions import Conditions, settings_of
+
+if TYPE_CHECKING:
+    from pytest_roofline.api import LayerRun, PreparedModel
+    from pytest_roofline.backends.base import Backend
+    from pytest_roofline.diff import ModelSummary
+    from pytest_roofline.gate.baseline import BaselineEntry, HistoryPoint
+    from pytest_roofline.gate.change import ChangeReport
+    from pytest_roofline.gate.sampling import GateRun
+    from pytest_roofline.gate.verdict import Verdict
+    from pytest_roofline.model import ModelSpec
+    from pytest_roofline.profile import ModelProfile
+    from pytest_roofline.roofline import DeviceRoofline
+
+__all__ = ["GateOutcome", "GateRequest", "measure_lock", "run_model_gate", "static_outcome"]
+
+MEASURE_LOCK = Path(tempfile.gettempdir()) / "pytest-roofline-measure.lock"
+
+
+@dataclass(frozen=True)
+class GateRequest:
+    """Everything the gate needs to judge one model in one test."""
+
+    test: str
+    key: str
+    model: Path
+    model_rel: str
+    batch: int
+    backend: Backend
+    device_class: str
+    tolerance: float
+    budget: float
+    dims: Mapping[str, int] = field(default_factory=dict, hash=False)
+    inputs: Any = None
+    metrics: tuple[str, ...] = ("latency",)
+    baseline: BaselineEntry | None = None
+    reference: ModelSpec | None = None  # paired mode: the model at the git reference
+    commit: str | None = None
+    trips: Mapping[str, int] | None = field(default=None, hash=False)  # Loop trip counts to bind
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    """What the gate found: the profile, its verdicts, what changed, and the baseline candidate."""
+
+    profile: ModelProfile
+    verdict: Verdict
+    extra_verdicts: tuple[Verdict, ...] = ()
+    entry: BaselineEntry | None = None
+    history: tuple[HistoryPoint, ...] = ()
+    change: ChangeReport | None = None
+
+
+@contextlib.contextmanager
+def measure_lock() -> Iterator[None]:
+    """One measurement per machine at a time (xdist workers, concurrent pytest processes)."""
+    import filelock
+
+    with filelock.FileLock(str(MEASURE_LOCK), timeout=3600):
+        yield
+
+
+def current_conditions(backend: Backend, control: str) -> Conditions:
+    """The conditions of a run on ``backend`` normalized by control probe ``control``."""
+    return Conditions(backend.version(), settings_of(backend.fingerprint(), backend.options), control)
+
+
+def static_outcome(request: GateRequest) -> GateOutcome:
+    """A profile from static analysis alone (``--roofline-disable``): no timing, no gate."""
+    from pytest_roofline.analysis import analyze
+    from pytest_roofline.gate.verdict import new_verdict
+    from pytest_roofline.model import model_hash
+    from pytest_roofline.profile import ModelProfile
+    from pytest_roofline.stats import LatencyStats
+
+    analysis = analyze(str(request.model), batch=request.batch, dims=dict(request.dims), trips=request.trips)
+    nan = math.nan
+    profile = ModelProfile(
+        model_name=request.model.stem,
+        model_path=str(request.model),
+        model_hash=model_hash(str(request.model)),
+        backend=request.backend.name,
+        backend_version="",
+        options={},
+        batch=request.batch,
+        input_shapes={},
+        latency=LatencyStats(0, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan),
+        layers=(),
+        attributed_fraction=0.0,
+        total_flops=analysis.total.flops,
+        total_macs=analysis.total.macs,
+        total_bytes=analysis.total.bytes,
+        dims=dict(request.dims),
+        extra={"analysis_only": True},
+    )
+    verdict = new_verdict(
+        [], tolerance=request.tolerance, status="not-compared", message="timing disabled (--roofline-disable)"
+    )
+    return GateOutcome(profile, verdict)
+
+
+def _quick_p25(prepared: PreparedModel) -> float:
+    """The model's p25 latency from a few runs of one session (to size a new control probe)."""
+    import numpy as np
+
+    with prepared.open() as session:
+        session.time(2)
+        return float(np.percentile(session.time(7), 25))
+
+
+def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline | None]) -> GateOutcome:
+    """Profile, sample and judge ``request``'s model; ``roofline()`` gives the device roofline.
+
+    The gate's own samples of the model (fresh sessions, profiler off) are the profile's latency
+    statistics: the model is timed once, not once for the profile and again for the gate.
+
+    Raises:
+        RooflineError: bad model, inputs or backend failure (one line).
+    """
+    from pytest_roofline.api import assemble, prepare, profile_layers
+    from pytest_roofline.gate.control import PROBE_NAME, fit_probe, memory_share, probe_opener
+    from pytest_roofline.gate.judge import incomparable
+    from pytest_roofline.gate.layers import layer_deltas, layer_verdicts
+    from pytest_roofline.gate.sampling import GateDesign, paired_decider, run_gate, stored_decider
+    from pytest_roofline.gate.verdict import new_verdict
+    from pytest_roofline.profile import build_layers
+    from pytest_roofline.stats import LatencyStats
+
+    engine, tolerance = request.backend, request.tolerance
+    prepared = prepare(
+        str(request.model),
+        backend=engine,
+        batch=request.batch,
+        dims=dict(request.dims),
+        inputs=request.inputs,
+    )
+    layer_run = profile_layers(prepared, roofline=roofline(), trips=request.trips)
+    design = GateDesign(budget=request.budget)
+    current = current_conditions(engine, PROBE_NAME)
+    baseline = request.baseline
+    differences = baseline.conditions.differences(current) if baseline else []
+    comparable = baseline if baseline is not None and not differences else None
+    blocks: dict[str, int] = {}
+
+    if request.reference is not None:
+        reference = request.reference
+
+        def control() -> Any:
+            return engine.open(reference, prepared.arrays)
+
+        run = run_gate([prepared.open, control], paired_decider(tolerance), design)
+    else:
+        if comparable is not None:
+            blocks = dict(comparable.control.blocks) or {"compute": 1}
+        else:
+            layers, _ = build_layers(layer_run.analysis, layer_run.kernels, layer_run.roofline)
+            blocks = fit_probe(engine, _quick_p25(prepared), memory_share(layers))
+        decide = stored_decider(
+            comparable.sessions if comparable else None,
+            comparable.latency.gate_p25 if comparable else None,
+            tolerance,
+        )
+        run = run_gate([prepared.open, probe_opener(engine, **blocks)], decide, design)
+    latency = LatencyStats.from_samples(
+        [x for session in run.subject_samples for x in session],
+        sessions=[list(s) for s in run.subject_samples],
+    )
+    profile = assemble(prepared, layer_run, latency, {"gate": _gate_figures(run)})
+    verdict = run.verdict or new_verdict(run.figures, tolerance=tolerance)
+    if differences:
+        verdict = incomparable(differences, run.figures, tolerance)
+    elif comparable is not None:
+        notes = comparable.conditions.notes(current)
+        deltas = layer_deltas(comparable.layers, {la.name: la.time for la in profile.layers})
+        verdict = dataclasses.replace(verdict, layers=tuple(deltas), reasons=(*verdict.reasons, *notes))
+    extra = layer_verdicts(request.metrics, profile, comparable, run.control_p25, tolerance)
+    summary = _summary(prepared, layer_run)
+    change = None
+    if not differences and (comparable is not None or request.reference is not None) and summary is not None:
+        change = _change(request, prepared, layer_run.roofline, verdict, summary, profile)
+        verdict = dataclasses.replace(verdict, explanation=change.text)
+    entry = None
+    if request.reference is None and run.figures:
+        entry = _entry(request, profile, run, blocks, current, summary)
+    history = (*baseline.history, baseline.history_point()) if baseline else ()
+    return GateOutcome(profile, verdict, tuple(extra), entry, history, change)
+
+
+def _summary(prepared: PreparedModel, layer_run: LayerRun) -> ModelSummary | None:
+    """The model's structural summary (None when it cannot be made: the gate goes on without it)."""
+    from pytest_roofline.diff import summarize
+    from pytest_roofline.errors import RooflineError
+
+    try:
+        return summarize(
+            prepared.proto, batch=prepared.batch, dims=prepared.dims, analysis=layer_run.analysis
+        )
+    except (RooflineError, KeyError, ValueError):
+        return None
+
+
+def _change(
+    request: GateRequest,
+    prepared: PreparedModel,
+    roofline: DeviceRoofline | None,
+    verdict: Verdict,
+    summary: ModelSummary,
+    profile: ModelProfile,
+) -> ChangeReport:
+    """What changed since the baseline (stored) or the reference (paired), explaining ``verdict``."""
+    from pytest_roofline.api import prepare, profile_layers
+    from pytest_roofline.diff import summarize
+    from pytest_roofline.gate.change import baseline_profile, explain_change, stored_summary
+
+    if request.reference is not None:
+        reference = request.reference.source
+        old = summarize(reference, batch=prepared.batch, dims=prepared.dims)
+        old_profile = None
+        if old.to_dict() != summary.to_dict():  # profile the reference's layers only when it differs
+            from pytest_roofline.api import assemble
+
+            ref = prepare(reference, backend=request.backend, batch=prepared.batch, dims=prepared.dims)
+            ref_run = profile_layers(ref, roofline=roofline, trips=request.trips)
+            old_profile = assemble(ref, ref_run, profile.latency)
+        return explain_change(verdict, old, summary, roofline, old_profile)
+    baseline = request.baseline
+    assert baseline is not None
+    same = baseline.model_hash == profile.model_hash
+    return explain_change(
+        verdict, stored_summary(baseline), summary, roofline, baseline_profile(baseline), same
+    )
+
+
+def _gate_figures(run: GateRun) -> dict[str, Any]:
+    return {
+        "figures": list(run.figures),
+        "subject_p25": run.subject_p25,
+        "control_p25": run.control_p25,
+        "seconds": run.seconds,
+        "load": run.load.to_dict(),
+    }
+
+
+def _entry(
+    request: GateRequest,
+    profile: ModelProfile,
+    run: GateRun,
+    blocks: dict[str, int],
+    conditions: Conditions,
+    summary: ModelSummary | None,
+) -> BaselineEntry:
+    import numpy as np
+
+    from pytest_roofline.gate.baseline import BaselineEntry, ControlRecord, LatencyRecord, LayerRecord
+    from pytest_roofline.results import now
+
+    lat = profile.latency
+    return BaselineEntry(
+        key=request.key,
+        test=request.test,
+        model=request.model_rel,
+        batch=request.batch,
+        dims=dict(request.dims),
+        backend=request.backend.name,
+        device_class=request.device_class,
+        figure=float(np.median(run.figures)),
+        sessions=tuple(run.figures),
+        control=ControlRecord(conditions.control, run.control_p25, dict(blocks)),
+        latency=LatencyRecord(
+            median=lat.median,
+            mean=lat.mean,
+            min=lat.min,
+            p25=lat.p25,
+            p75=lat.p75,
+            p90=lat.p90,
+            std=lat.std,
+            gate_p25=run.subject_p25,
+            session_medians=tuple(lat.session_medians),
+        ),
+        conditions=conditions,
+        layers={
+            la.name: LayerRecord(la.time, la.roofline_fraction, la.op_type, la.onnx_nodes, la.kind, la.serves)
+            for la in profile.layers
+        },
+        fingerprint=dict(profile.fingerprint),
+        backend_version=profile.backend_version,
+        options=dict(profile.options),
+        model_hash=profile.model_hash,
+        commit=request.commit,
+        time=now(),
+        structure=summary.to_dict(packed=True) if summary is not None else None,
+    )

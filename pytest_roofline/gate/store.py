@@ -1,0 +1,271 @@
+"""The baseline files: one JSON file per test module, read strictly, written atomically under a lock.
+
+``.roofline/tests/test_perf.json`` holds the entries of ``tests/test_perf.py``.  Files are written
+with sorted keys and indentation (diff-friendly), atomically (temp file + ``os.replace``) under a
+file lock, merged with what is on disk at write time.  Nothing is lost on a write: an entry this
+version cannot read is kept exactly as it was unless the run replaces it, a file of a newer schema
+is never rewritten, and an unreadable file that ``--roofline-update`` replaces is kept beside it
+as ``<name>.corrupt``.  A schema-1 file is read through its migration and rewritten as the
+current schema only when something is written to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_roofline.errors import BaselineError
+from pytest_roofline.files import atomic_write_text, lock_path
+from pytest_roofline.gate.baseline import MIGRATIONS, SCHEMA_VERSION, BaselineEntry, module_of
+from pytest_roofline.schema import NewerSchema, SchemaError, dumps, loads, migrate
+
+__all__ = ["BaselineFile", "BaselineStore"]
+
+LOCK_TIMEOUT = 120.0
+CORRUPT_SUFFIX = ".corrupt"
+
+
+@dataclass(frozen=True)
+class BaselineFile:
+    """One baseline file as read: its valid entries, and the entries it holds that are malformed.
+
+    ``malformed`` maps a key to (the entry's JSON exactly as found, the reason); ``version`` is
+    the schema version the file was written with (0 when the file does not exist).
+    """
+
+    path: Path
+    entries: dict[str, BaselineEntry] = field(default_factory=dict)
+    malformed: dict[str, tuple[Any, str]] = field(default_factory=dict)
+    version: int = 0
+
+    def problem(self, key: str) -> str | None:
+        """The one-line reason entry ``key`` cannot be used, or None."""
+        if key not in self.malformed:
+            return None
+        return (
+            f"baseline file {self.path} has a malformed entry {key!r} ({self.malformed[key][1]}); "
+            "rewrite it with --roofline-update"
+        )
+
+
+class BaselineStore:
+    """The baseline files under one directory."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+        self.notes: list[str] = []  # what a write kept or moved aside, for the run's summary
+        self._cache: dict[Path, BaselineFile] = {}
+
+    def file_for(self, test: str) -> Path:
+        """The file holding the entries of ``test``'s module."""
+        module = Path(module_of(test))
+        parts = [p for p in module.with_suffix(".json").parts if p not in ("..", ".", "/")]
+        return self.directory.joinpath(*parts) if parts else self.directory / "baselines.json"
+
+    def check_directory(self) -> None:
+        """Raise :class:`BaselineError` when the baseline directory exists but is not a directory."""
+        if self.directory.exists() and not self.directory.is_dir():
+            raise BaselineError(
+                f"baseline directory {self.directory} is a file, not a directory; "
+                "move it away or choose another --roofline-baseline-dir"
+            )
+
+    def files(self) -> list[Path]:
+        """Every baseline file under the directory, sorted."""
+        self.check_directory()
+        if not self.directory.is_dir():
+            return []
+        return sorted(p for p in self.directory.rglob("*.json") if not p.name.startswith("."))
+
+    def read_file(self, path: Path) -> BaselineFile:
+        """One file, entry by entry.
+
+        Raises:
+            BaselineError: the file is unreadable, not JSON, not a baseline file, or of a newer
+                schema (a malformed *entry* is reported in :attr:`BaselineFile.malformed` instead).
+        """
+        self.check_directory()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return BaselineFile(path)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BaselineError(f"baseline file {path} cannot be read ({exc})") from None
+        try:
+            data = loads(text)
+            if not isinstance(data, dict):
+                raise SchemaError(f"the document is a {type(data).__name__}, not an object")
+            data, version = migrate(data, MIGRATIONS, SCHEMA_VERSION, f"baseline file {path}")
+            entries = data.get("entries", {})
+            if not isinstance(entries, dict):
+                raise SchemaError(f"'entries' is a {type(entries).__name__}, not an object")
+        except NewerSchema as exc:
+            raise BaselineError(str(exc)) from None
+        except SchemaError as exc:
+            raise BaselineError(
+                f"baseline file {path} is corrupt ({exc}); "
+                "fix or delete it, or rewrite it with --roofline-update"
+            ) from None
+        good, bad = {}, {}
+        for key, raw in entries.items():
+            try:
+                entry = BaselineEntry.from_dict(raw)
+                if entry.key != key:
+                    raise SchemaError(f"its 'key' is {entry.key!r}")
+                good[key] = entry
+            except SchemaError as exc:
+                bad[key] = (raw, str(exc))
+        return BaselineFile(path, good, bad, version)
+
+    def load(self, path: Path) -> BaselineFile:
+        """:meth:`read_file`, cached for the life of this store."""
+        if path not in self._cache:
+            self._cache[path] = self.read_file(path)
+        return self._cache[path]
+
+    def read(self, path: Path) -> dict[str, BaselineEntry]:
+        """The entries of one file ({} if it does not exist); raises on any malformed entry."""
+        file = self.read_file(path)
+        for key in file.malformed:
+            raise BaselineError(file.problem(key) or key)
+        return file.entries
+
+    def get(self, key: str, test: str) -> BaselineEntry | None:
+        """The entry ``key`` of ``test``'s module file, or None.
+
+        Raises:
+            BaselineError: the file is not usable, or this entry in it is malformed.
+        """
+        file = self.load(self.file_for(test))
+        problem = file.problem(key)
+        if problem:
+            raise BaselineError(problem)
+        return file.entries.get(key)
+
+    def all_entries(self) -> dict[str, BaselineEntry]:
+        """Every entry of every file (raises on an unusable file or entry)."""
+        entries: dict[str, BaselineEntry] = {}
+        for path in self.files():
+            entries.update(self.read(path))
+        return entries
+
+    @contextlib.contextmanager
+    def _lock(self) -> Iterator[None]:
+        """The directory's write lock; file-system failures become one-line BaselineErrors."""
+        import filelock
+
+        self.check_directory()
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            with filelock.FileLock(str(lock_path(self.directory, "baselines")), timeout=LOCK_TIMEOUT):
+                yield
+        except filelock.Timeout:
+            raise BaselineError(
+                f"baseline directory {self.directory} stayed locked for {LOCK_TIMEOUT:g} s by another "
+                "process; nothing was written"
+            ) from None
+        except OSError as exc:
+            raise BaselineError(
+                f"cannot write baselines in {self.directory}: {exc.strerror or exc}"
+                f"{f' ({exc.filename})' if exc.filename else ''}; no file was left half-written"
+            ) from None
+
+    def _current(self, path: Path, force: bool) -> BaselineFile:
+        """What is on disk before a write; an unreadable file is moved aside only when forced."""
+        try:
+            return self.read_file(path)
+        except BaselineError:
+            if not force or self._newer(path):
+                raise
+        aside = path.with_name(path.name + CORRUPT_SUFFIX)
+        os.replace(path, aside)
+        self.notes.append(f"unreadable baseline file {path} was replaced; its old content is in {aside}")
+        return BaselineFile(path)
+
+    @staticmethod
+    def _newer(path: Path) -> bool:
+        """Whether ``path`` was written by a newer pytest-roofline (never rewritten by this one)."""
+        try:
+            data = loads(path.read_text(encoding="utf-8"))
+            version = data.get("schema_version") if isinstance(data, dict) else None
+            return isinstance(version, int) and version > SCHEMA_VERSION
+        except (OSError, UnicodeDecodeError, SchemaError):
+            return False
+
+    def write(
+        self,
+        entries: Iterable[BaselineEntry],
+        *,
+        replace_existing: bool = True,
+        force: bool = False,
+    ) -> list[Path]:
+        """Merge ``entries`` into their files under the lock; returns the files written.
+
+        Args:
+            entries: entries to store; each succeeds the entry on disk (history kept).
+            replace_existing: False stores only keys absent on disk (first baselines).
+            force: replace an unreadable file (kept aside as ``<name>.corrupt``) and malformed
+                entries of the same keys; a file of a newer schema is never rewritten.
+        """
+        by_file: dict[Path, list[BaselineEntry]] = {}
+        for entry in entries:
+            by_file.setdefault(self.file_for(entry.test), []).append(entry)
+        written = []
+        with self._lock():
+            for path, group in sorted(by_file.items()):
+                current = self._current(path, force)
+                merged: dict[str, Any] = {k: raw for k, (raw, _) in current.malformed.items()}
+                merged.update(current.entries)
+                changed = False
+                for entry in group:
+                    if entry.key in current.malformed and not force:
+                        continue  # never overwrite what we could not read unless asked to
+                    if entry.key in merged and not replace_existing:
+                        continue
+                    merged[entry.key] = entry.succeed(current.entries.get(entry.key))
+                    changed = True
+                kept = sorted(k for k in current.malformed if not isinstance(merged[k], BaselineEntry))
+                if changed:
+                    self._dump(path, merged)
+                    written.append(path)
+                    self.notes.extend(f"kept malformed entry {k!r} of {path} as it was" for k in kept)
+                self._cache.pop(path, None)
+        return written
+
+    def remove(self, keys: Iterable[str]) -> list[str]:
+        """Delete entries by key from every file; returns the keys removed."""
+        wanted = set(keys)
+        removed: list[str] = []
+        with self._lock():
+            for path in self.files():
+                current = self.read_file(path)
+                merged: dict[str, Any] = {k: raw for k, (raw, _) in current.malformed.items()}
+                merged.update(current.entries)
+                gone = sorted(set(merged) & wanted)
+                if not gone:
+                    continue
+                for key in gone:
+                    del merged[key]
+                removed.extend(gone)
+                if merged:
+                    self._dump(path, merged)
+                else:
+                    path.unlink()
+                self._cache.pop(path, None)
+        return sorted(removed)
+
+    @staticmethod
+    def _dump(path: Path, entries: Mapping[str, Any]) -> None:
+        data = {
+            "schema_version": SCHEMA_VERSION,
+            "tool": "pytest-roofline",
+            "entries": {
+                key: value.to_dict() if isinstance(value, BaselineEntry) else value
+                for key, value in sorted(entries.items())
+            },
+        }
+        atomic_write_text(path, dumps(data) + "\n")

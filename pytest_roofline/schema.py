@@ -1,0 +1,215 @@
+"""Reading the project's JSON documents strictly, and migrating old schema versions forward.
+
+Baseline files and run-results files are read by code that trusts their values: a NaN session
+figure once silenced the gate.  So every document is parsed with :func:`loads` (no NaN, no
+Infinity, no nesting deep enough to blow the stack), and every field is taken with a typed reader
+of this module that raises :class:`SchemaError` naming the field.
+
+Old documents keep working as asv's results do: each schema has a list of steps
+(``update_to_2(data) -> data``, ...) that :func:`migrate` applies in order, so a file written by
+an older pytest-roofline is read through its migration and rewritten only when asked to.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "MAX_DEPTH",
+    "NewerSchema",
+    "SchemaError",
+    "as_mapping",
+    "dumps",
+    "loads",
+    "migrate",
+    "read_bool",
+    "read_float",
+    "read_floats",
+    "read_int",
+    "read_list",
+    "read_mapping",
+    "read_optional_float",
+    "read_str",
+    "read_str_map",
+]
+
+#: Deepest nesting a document may have; ours are under 10 deep.
+MAX_DEPTH = 64
+
+Migration = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+class SchemaError(ValueError):
+    """A document or field that is not what its schema says; the message names the field."""
+
+
+class NewerSchema(SchemaError):
+    """A document written by a newer pytest-roofline: never rewritten by this one."""
+
+
+def _reject_constant(name: str) -> float:
+    raise SchemaError(f"{name} is not a number JSON allows")
+
+
+def _depth(text: str) -> int:
+    """Deepest bracket nesting of a JSON text (strings skipped), without recursion."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def loads(text: str) -> Any:
+    """Parse JSON strictly: NaN/Infinity and nesting beyond :data:`MAX_DEPTH` are errors.
+
+    Raises:
+        SchemaError: what is wrong, in one line.
+    """
+    if _depth(text) > MAX_DEPTH:
+        raise SchemaError(f"nested more than {MAX_DEPTH} levels deep")
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise SchemaError(f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+
+
+def dumps(data: Any, indent: int | None = 2) -> str:
+    """Sorted, strict JSON (diff-friendly; NaN refused rather than written)."""
+    return json.dumps(data, indent=indent, sort_keys=True, allow_nan=False)
+
+
+def migrate(
+    data: dict[str, Any], steps: Mapping[int, Migration], current: int, what: str
+) -> tuple[dict[str, Any], int]:
+    """Bring ``data`` (with its ``schema_version``) up to ``current`` through ``steps``.
+
+    ``steps[n]`` turns a version ``n - 1`` document into version ``n``.  Returns the migrated
+    document and the version it was read as.
+
+    Raises:
+        SchemaError: no version, a version newer than ``current``, or a missing step.
+    """
+    version = data.get("schema_version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise SchemaError(f"{what} has no valid schema_version ({version!r})")
+    if version > current:
+        raise NewerSchema(
+            f"{what} has schema_version {version}, newer than the {current} this pytest-roofline "
+            "reads; upgrade pytest-roofline"
+        )
+    original = version
+    while version < current:
+        version += 1
+        if version not in steps:
+            raise SchemaError(f"{what}: no migration to schema_version {version}")
+        data = steps[version](dict(data))
+        data["schema_version"] = version
+    return data, original
+
+
+# --- typed field readers ------------------------------------------------------------------------
+
+
+def as_mapping(value: Any, what: str) -> dict[str, Any]:
+    """``value`` as a dict, or a SchemaError naming ``what``."""
+    if not isinstance(value, Mapping):
+        raise SchemaError(f"{what} must be an object, got {type(value).__name__}")
+    return dict(value)
+
+
+def read_list(data: Mapping[str, Any], key: str) -> list[Any]:
+    """``data[key]`` as a list (empty when absent)."""
+    value = data.get(key, [])
+    if not isinstance(value, list):
+        raise SchemaError(f"{key!r} must be a list, got {type(value).__name__}")
+    return value
+
+
+def read_mapping(data: Any, key: str, default: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``data[key]`` as a dict (``default`` when absent)."""
+    value = data.get(key, default) if isinstance(data, Mapping) else None
+    if value is None and default is not None:
+        return dict(default)
+    if not isinstance(value, Mapping):
+        raise SchemaError(f"{key!r} must be an object, got {type(value).__name__}")
+    return dict(value)
+
+
+def read_str(data: Mapping[str, Any], key: str, default: str | None = None) -> str:
+    """``data[key]`` as a string."""
+    value = data.get(key, default)
+    if not isinstance(value, str):
+        raise SchemaError(f"{key!r} must be a string, got {type(value).__name__}")
+    return value
+
+
+def read_bool(data: Mapping[str, Any], key: str, default: bool = False) -> bool:
+    """``data[key]`` as a boolean."""
+    value = data.get(key, default)
+    if not isinstance(value, bool):
+        raise SchemaError(f"{key!r} must be true or false, got {value!r}")
+    return value
+
+
+def read_int(data: Mapping[str, Any], key: str, *, minimum: int = 0, maximum: int = 1 << 40) -> int:
+    """``data[key]`` as an integer in ``[minimum, maximum]``."""
+    value = data.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise SchemaError(f"{key!r} must be an integer from {minimum} to {maximum}, got {value!r}")
+    return value
+
+
+def _number(value: Any, what: str, positive: bool) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SchemaError(f"{what} must be a number, got {value!r}")
+    number = float(value)
+    if not math.isfinite(number) or number < 0 or (positive and number == 0):
+        raise SchemaError(f"{what} must be a finite {'positive' if positive else 'non-negative'} number")
+    return number
+
+
+def read_float(data: Mapping[str, Any], key: str, *, positive: bool = False) -> float:
+    """``data[key]`` as a finite, non-negative (or ``positive``) float."""
+    return _number(data.get(key), repr(key), positive)
+
+
+def read_optional_float(data: Mapping[str, Any], key: str, *, positive: bool = False) -> float | None:
+    """``data[key]`` as :func:`read_float`, or None when absent or null."""
+    value = data.get(key)
+    return None if value is None else _number(value, repr(key), positive)
+
+
+def read_floats(data: Mapping[str, Any], key: str, *, positive: bool = False) -> tuple[float, ...]:
+    """``data[key]`` as a list of finite non-negative (or ``positive``) floats."""
+    value = data.get(key, [])
+    if not isinstance(value, Sequence) or isinstance(value, (str, bytes)):
+        raise SchemaError(f"{key!r} must be a list of numbers, got {type(value).__name__}")
+    return tuple(_number(v, f"{key!r}[{i}]", positive) for i, v in enumerate(value))
+
+
+def read_str_map(data: Mapping[str, Any], key: str) -> dict[str, str]:
+    """``data[key]`` as a dict of strings (values stringified only when numbers)."""
+    mapping = read_mapping(data, key, {})
+    out = {}
+    for name, value in mapping.items():
+        if isinstance(value, (dict, list)) or value is None:
+            raise SchemaError(f"{key!r}[{name!r}] must be a string, got {type(value).__name__}")
+        out[str(name)] = str(value)
+    return out

@@ -1,0 +1,133 @@
+"""``roofline diff OLD NEW``: JSON contract, table, cached roofline, --profile, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import onnx
+import pytest
+from _diff_models import Variant, conv_net
+
+from pytest_roofline.backends.base import get_backend
+from pytest_roofline.cli import main
+from pytest_roofline.files import atomic_write_json
+from pytest_roofline.roofline import DeviceRoofline
+from pytest_roofline.roofline.calibrate import CACHE_ENV, cache_path, cached_roofline, calibration_fingerprint
+
+ROOF = DeviceRoofline(peak_flops={"float32": 5e10}, peak_bandwidth=1e10, fingerprint={})
+ONE_THREAD = ["--option", "intra_op_threads=1"]
+
+
+@pytest.fixture
+def models(tmp_path: Path) -> tuple[str, str, str]:
+    """Paths: base, base re-exported (other weights), base with one block added (scoped names)."""
+    paths = []
+    for name, model in (
+        ("old", conv_net(scoped=True, seed=1)),
+        ("again", conv_net(scoped=True, seed=2)),
+        ("new", conv_net(Variant(blocks=(2, 3)), scoped=True)),
+    ):
+        path = tmp_path / f"{name}.onnx"
+        onnx.save(model, str(path))
+        paths.append(str(path))
+    return paths[0], paths[1], paths[2]
+
+
+@pytest.fixture
+def empty_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(CACHE_ENV, str(cache))
+    return cache
+
+
+@pytest.fixture
+def cached(empty_cache: Path) -> Path:
+    """A calibration of onnxruntime at one thread in the cache (so nothing is calibrated)."""
+    fingerprint = calibration_fingerprint(get_backend("onnxruntime", {"intra_op_threads": "1"}))
+    atomic_write_json(
+        cache_path(fingerprint, empty_cache), {"fingerprint": fingerprint, "roofline": ROOF.to_dict()}
+    )
+    return empty_cache
+
+
+def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    assert main(["diff", *argv, "--format", "json", "--quiet"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_json_contract_without_a_cached_roofline_has_no_prediction(
+    models: tuple[str, str, str], empty_cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old, _, new = models
+    data = _json(capsys, old, new, *ONE_THREAD)
+    for key in ("added", "removed", "changed", "flops_change", "bytes_change", "predicted_time_change"):
+        assert key in data
+    assert len(data["added"]) == 5 and data["removed"] == [] and data["changed"] == []
+    assert data["blocks"][0]["name"] == "stage1.2" and data["flops_change"] > 0
+    assert data["predicted_time_change"] is None
+    assert "roofline calibrate" in data["prediction"]["reason"]
+    assert data["measured"] is None and data["explanation"]["agreement"] == "unpredicted"
+
+
+def test_cached_roofline_prices_the_change_at_default_efficiencies(
+    models: tuple[str, str, str], cached: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cached_roofline(get_backend("onnxruntime", {"intra_op_threads": "1"})) == ROOF
+    assert cached_roofline(get_backend("onnxruntime", {"intra_op_threads": "2"})) is None
+    old, _, new = models
+    data = _json(capsys, old, new, *ONE_THREAD)
+    assert 0 < data["predicted_time_change"] < 1
+    assert data["prediction"]["efficiency_source"] == "default"
+    assert data["assumptions"] and data["assumptions"] == data["prediction"]["assumptions"]
+
+
+def test_profile_measures_both_models_paired_beside_the_prediction(
+    models: tuple[str, str, str], cached: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old, _, new = models
+    data = _json(capsys, old, new, *ONE_THREAD, "--profile", "--sessions", "2", "--rounds", "3")
+    measured = data["measured"]
+    assert measured["mode"] == "paired" and measured["sessions"] == 2
+    assert measured["ci"][0] <= measured["time_change"] <= measured["ci"][1]
+    assert measured["old_p25"] > 0 and measured["new_p25"] > 0
+    assert data["prediction"]["efficiency_source"] == "profile"
+    assert data["explanation"]["agreement"] in ("consistent", "inconsistent")
+    assert "measured" in data["explanation"]["text"]
+
+
+def test_table_fits_a_100_column_terminal(
+    models: tuple[str, str, str], cached: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old, again, new = models
+    assert main(["diff", old, new, *ONE_THREAD]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("graph changed: +1 block (stage1.2)")
+    assert "blocks" in out and "assumptions:" in out and "predicted: +" in out
+    assert max(len(line) for line in out.splitlines()) <= 100
+    assert main(["diff", old, again, *ONE_THREAD]) == 0
+    assert capsys.readouterr().out.startswith("graph unchanged")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["{missing}", "{old}"], "no such file"),
+        (["{old}", "{garbage}"], "not a valid ONNX model"),
+        (["{old}", "{old}", "--batch", "zero"], "--batch needs a positive integer"),
+        (["{old}", "{old}", "--sessions", "0"], "--sessions is too small"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    models: tuple[str, str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    message: str,
+) -> None:
+    garbage = tmp_path / "garbage.onnx"
+    garbage.write_bytes(b"not onnx at all")
+    paths = {"old": models[0], "missing": str(tmp_path / "missing.onnx"), "garbage": str(garbage)}
+    assert main(["diff", *(arg.format(**paths) for arg in argv)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1

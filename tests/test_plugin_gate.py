@@ -1,0 +1,199 @@
+"""The gate through pytest (fake backend): conditions, odd baselines, stale entries, hooks, import cost."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from _baselines import make_entry
+from _plugin_helpers import FAKE, fails_with, relu_chain
+
+from pytest_roofline.gate.baseline import SCHEMA_VERSION
+
+TWO_TESTS = """
+def test_model(model_profile):
+    model_profile("chain.onnx", batch_size=2)
+
+def test_other(model_profile):
+    model_profile("chain.onnx")
+"""
+
+
+@pytest.fixture
+def project(pytester, monkeypatch, tmp_path_factory):
+    monkeypatch.setenv("ROOFLINE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    relu_chain(pytester.path / "chain.onnx", 3)
+    pytester.makepyfile(test_perf=TWO_TESTS)
+    return pytester
+
+
+def entries(pytester) -> dict:
+    return json.loads((pytester.path / ".roofline" / "test_perf.json").read_text())["entries"]
+
+
+def test_changed_conditions_are_incomparable_with_each_difference_named(project):
+    project.runpytest(*FAKE).assert_outcomes(passed=2)
+    result = project.runpytest(*FAKE, "--roofline-option=unit=2e-4")  # twice as slow: not a regression
+    result.assert_outcomes(passed=2)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            "*test_perf.py::test_model*incomparable*",
+            "INCOMPARABLE test_perf.py::test_model :: chain b2 — *other conditions (unit (unset) → 2e-4)*"
+            "--roofline-update*",
+        ]
+    )
+    fails_with(
+        project,
+        [*FAKE, "--roofline-option=unit=2e-4", "--roofline-strict", "-k", "test_model"],
+        "*incomparable*",
+    )
+    project.runpytest(*FAKE, "--roofline-option=unit=2e-4", "--roofline-update").assert_outcomes(passed=2)
+    accepted = project.runpytest(*FAKE, "--roofline-option=unit=2e-4")
+    accepted.stdout.fnmatch_lines(["*test_perf.py::test_model*pass*"])
+    assert "INCOMPARABLE" not in accepted.stdout.str()
+
+
+def test_a_nan_baseline_cannot_silence_the_gate(project):
+    project.runpytest(*FAKE).assert_outcomes(passed=2)
+    path = project.path / ".roofline" / "test_perf.json"
+    data = json.loads(path.read_text())
+    for entry in data["entries"].values():
+        entry["sessions"] = [-1.0] * len(entry["sessions"])
+    path.write_text(json.dumps(data))
+    for extra in ([], ["--roofline-strict"]):
+        result = project.runpytest(*FAKE, *extra)
+        result.assert_outcomes(failed=2)
+        result.stdout.fnmatch_lines(
+            ["*roofline: baseline file*malformed entry*'sessions'[[]0[]]*--roofline-update*"]
+        )
+        assert " pass " not in result.stdout.str()
+
+
+def test_update_of_one_test_keeps_the_others_and_the_malformed_one(project):
+    project.runpytest(*FAKE).assert_outcomes(passed=2)
+    path = project.path / ".roofline" / "test_perf.json"
+    data = json.loads(path.read_text())
+    broken = make_entry("test_perf.py::test_gone").to_dict()
+    broken["figure"] = "fast"
+    data["entries"][broken["key"]] = broken
+    path.write_text(json.dumps(data))
+    result = project.runpytest(*FAKE, "--roofline-update", "-k", "test_model")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*baseline written*", f"*kept malformed entry*{broken['key']}*"])
+    after = entries(project)
+    assert set(after) == set(data["entries"])  # three in, three out
+    assert after[broken["key"]] == broken
+
+
+def test_another_backends_or_devices_entries_are_never_stale(project):
+    project.runpytest(*FAKE, "--roofline-option=device=gpu-a").assert_outcomes(passed=2)
+    project.runpytest(*FAKE, "--roofline-option=device=gpu-b", "-k", "test_model").assert_outcomes(passed=1)
+    project.makepyfile(test_perf=TWO_TESTS.split("def test_other")[0])  # test_other is gone
+    result = project.runpytest(*FAKE, "--roofline-option=device=gpu-b")
+    out = result.stdout.str()
+    assert "stale baseline entries" not in out  # gpu-a's test_other is not this run's to judge
+    result = project.runpytest(*FAKE, "--roofline-option=device=gpu-a")
+    result.stdout.fnmatch_lines(
+        ["*1 stale baseline entries*", "*test_perf.py::test_other|chain.onnx|b1|fake|gpu-a"]
+    )
+
+
+def test_inconclusive_says_why_and_what_to_do_in_the_terminal(project):
+    project.runpytest(*FAKE, "-k", "test_model").assert_outcomes(passed=1)
+    result = project.runpytest(
+        *FAKE, "--roofline-option=jitter=0.4", "--roofline-budget=0.5", "-k", "test_model"
+    )
+    # a different option makes it incomparable; accept the noisy conditions first
+    project.runpytest(*FAKE, "--roofline-option=jitter=0.4", "--roofline-update", "-k", "test_model")
+    result = project.runpytest(
+        *FAKE, "--roofline-option=jitter=0.4", "--roofline-budget=0.5", "-k", "test_model"
+    )
+    result.stdout.fnmatch_lines(
+        ["INCONCLUSIVE test_perf.py::test_model :: chain b2 — latency: noise*tolerance*--roofline-budget*"]
+    )
+
+
+def test_device_class_hook_keys_the_baselines(project):
+    project.makeconftest(
+        """
+        def pytest_roofline_device_class(fingerprint):
+            assert fingerprint["backend"] == "fake"
+            return "shared-runners"
+        """
+    )
+    project.runpytest(*FAKE).assert_outcomes(passed=2)
+    assert all(key.endswith("|fake|shared-runners") for key in entries(project))
+
+
+def test_update_results_hook_replaces_the_reported_results(project):
+    project.makeconftest(
+        """
+        import dataclasses
+
+        def pytest_roofline_update_results(config, results):
+            return dataclasses.replace(results, project="demo", artifacts={"html": "https://ci/report.html"})
+        """
+    )
+    project.runpytest(*FAKE, "--roofline-report=r.json", "--roofline-report=r.md").assert_outcomes(passed=2)
+    data = json.loads((project.path / "r.json").read_text())
+    assert data["project"] == "demo" and data["schema_version"] == 2
+    assert "https://ci/report.html" in (project.path / "r.md").read_text()
+
+
+def test_the_plugin_imports_neither_onnx_nor_numpy_until_a_fixture_is_used():
+    code = (
+        "import sys, pytest_roofline.plugin; "
+        "print(sorted(m for m in ('numpy', 'onnx', 'onnxruntime') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_baselines_are_written_at_the_current_schema(project):
+    project.runpytest(*FAKE).assert_outcomes(passed=2)
+    data = json.loads((project.path / ".roofline" / "test_perf.json").read_text())
+    assert data["schema_version"] == SCHEMA_VERSION
+    entry = next(iter(data["entries"].values()))
+    assert entry["conditions"]["settings"] == {} and entry["conditions"]["control"].startswith(
+        "control-probe"
+    )
+
+
+def test_a_regression_says_whether_the_graph_changed(project):
+    project.runpytest(*FAKE, "-k", "test_model").assert_outcomes(passed=1)
+    relu_chain(project.path / "chain.onnx", 5)  # two more Relu nodes: the fake backend's time grows
+    result = project.runpytest(
+        *FAKE, "-k", "test_model", "--roofline-report=r.json", "--roofline-report=r.html"
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*roofline regression*", "*why: graph changed: +1 block*relu*measured +*"])
+    item = json.loads((project.path / "r.json").read_text())["results"][0]
+    assert item["change"]["diff"]["added"] and item["change"]["explanation"]["graph"] == "changed"
+    assert item["verdict"]["explanation"].startswith("graph changed")
+    page = (project.path / "r.html").read_text()
+    block = item["change"]["diff"]["blocks"][0]["name"]
+    assert "<h3>What changed</h3>" in page and f'data-block="{block}"' in page
+
+
+def test_an_unchanged_graph_that_got_slower_blames_the_runtime_or_the_machine(project):
+    project.runpytest(*FAKE, "-k", "test_model").assert_outcomes(passed=1)
+    path = project.path / ".roofline" / "test_perf.json"
+    data = json.loads(path.read_text())
+    for entry in data["entries"].values():  # the baseline says the same model used to be faster
+        entry["sessions"] = [x * 0.8 for x in entry["sessions"]]
+        entry["figure"] *= 0.8
+    path.write_text(json.dumps(data))
+    result = project.runpytest(*FAKE, "-k", "test_model")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*why: graph unchanged; measured +25*: the runtime or the machine*"])
+
+
+def test_a_baseline_entry_keeps_a_compact_model_summary(project):
+    project.runpytest(*FAKE).assert_outcomes(passed=2)
+    entry = next(iter(entries(project).values()))
+    assert entry["structure"]["model"] == "chain" and entry["structure"]["total"]["nodes"] == 4
+    assert len(json.dumps(entry["structure"])) < 2000  # a summary, not the model
+    assert entry["layers"]["relu0"]["nodes"] == ["relu0"] and entry["layers"]["relu0"]["op_type"] == "Relu"
