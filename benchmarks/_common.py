@@ -10,6 +10,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import onnx
+
 from pytest_roofline.analysis import analyze
 from pytest_roofline.backends.base import KernelProfile, get_backend
 from pytest_roofline.model import ModelSpec, bind_input_shapes, make_inputs
@@ -43,6 +45,11 @@ class Attribution:
         """FLOPs of the compute layers together."""
         return sum(la.flops for la in self.compute)
 
+    @property
+    def layer_flops(self) -> int:
+        """FLOPs of every layer, folded ones included: the model total when none is lost or doubled."""
+        return sum(la.flops for la in self.layers)
+
     def kind(self, kind: str) -> list[str]:
         """Names of the layers of ``kind`` ("unattributed", "layout")."""
         return [la.name for la in self.layers if la.kind == kind]
@@ -55,11 +62,13 @@ def profile_attribution(
     batch: int,
     dims: Mapping[str, int],
     iterations: int,
+    model: onnx.ModelProto | None = None,
 ) -> Attribution:
-    """Profile zoo model ``name`` on ``backend`` for ``iterations`` and attribute its kernels."""
+    """Profile zoo model ``name`` (or ``model``) on ``backend`` and attribute its kernels."""
     from pytest_roofline import zoo
 
-    model = getattr(zoo, name)()
+    if model is None:
+        model = getattr(zoo, name)()
     dims = dict(dims)
     shapes = bind_input_shapes(model, batch, dims)
     start = time.perf_counter()

@@ -1,6 +1,6 @@
 """Cost-model coverage: ONNX's node test suite and the graphs people ship now, against independent counts.
 
-Run: ``python benchmarks/cost_model_coverage.py [--no-suite] [--no-models]``.
+Run: ``python benchmarks/cost_model_coverage.py [--no-suite] [--no-models] [--torch-exports DIR]``.
 
 1. Every node test model of the installed ``onnx`` (``onnx.backend.test.case.node``, about 1,884)
    is analyzed: crashes (an exception that is not a one-line ``RooflineError``), false refusals for
@@ -13,6 +13,12 @@ Run: ``python benchmarks/cost_model_coverage.py [--no-suite] [--no-models]``.
    ``tests/reference_runtime.py``, which executes the graph, unrolling Loop/Scan/If from real trip
    counts and conditions. Target: every model within 0.5 %, complete coverage where the graph
    fixes everything.
+3. With ``--torch-exports DIR``: the same graphs as PyTorch makes them (make them with
+   ``benchmarks/export_issue13_models.py --out DIR`` where torch is installed): a scripted Loop
+   (constant and shape-driven trip count), ``torch.cond``, LSTMs as exported and after
+   ``quantize_dynamic``, a GPT-2-like decoder with past keys/values (as exported, quantized, and
+   through onnxruntime's transformer optimizer), the fp16 ConvNeXt- and Llama-like models from
+   both exporters. Same target: within 0.5 %, complete coverage (an If on data: assumed and said).
 Exit status 1 when a target is missed.
 """
 
@@ -254,29 +260,101 @@ MODELS: dict[str, tuple[Callable[[], onnx.ModelProto], dict[str, Any], Callable[
 }
 
 
+def compare(name: str, model: onnx.ModelProto, kwargs: dict[str, Any], feeds: dict[str, np.ndarray]) -> int:
+    """Print the analyzer's MACs against the executed count for one model; missed targets."""
+    result = analyze(model, **kwargs)
+    reference = reference_run_macs(model, feeds)
+    err = abs(result.total.macs - reference) / reference if reference else float(result.total.macs != 0)
+    special = sorted({n.op_type for n in result.nodes if n.domain == "com.microsoft" or n.graph})[:4]
+    coverage = result.coverage
+    has_if = any(n.op_type == "If" for n in model.graph.node)
+    complete = coverage.complete or (coverage.assumed_nodes and has_if)  # an If on data: assumed, said
+    print(
+        f"{name:<40}{result.total.macs:>12,}{reference:>12,}{100 * err:>8.2f}%  "
+        f"{','.join(special) or '-'} / {'complete' if coverage.complete else coverage.describe()[:70]}"
+    )
+    return int(err > TOLERANCE) + int(not complete)
+
+
+def _header(title: str) -> None:
+    print(f"\n{title}")
+    print(f"{'model':<40}{'analyzer':>12}{'reference':>12}{'error':>9}  ops / coverage")
+
+
 def issue_models() -> int:
     """One row per model; the number of missed targets."""
-    print("\nmodels of issue 13: analyzer total MACs vs an independent count that executes the graph")
-    print(f"{'model':<40}{'analyzer':>12}{'reference':>12}{'error':>9}  ops / coverage")
+    _header("models of issue 13: analyzer total MACs vs an independent count that executes the graph")
     missed = 0
     for name, (build, kwargs, feeder) in MODELS.items():
         model = build()
-        result = analyze(model, **kwargs)
         shapes = bind_input_shapes(model, kwargs.get("batch"), kwargs.get("dims"))
         feeds = feeder(model) if feeder else make_inputs(model, shapes)
-        reference = reference_run_macs(model, feeds)
-        err = abs(result.total.macs - reference) / reference if reference else float(result.total.macs != 0)
-        special = sorted({n.op_type for n in result.nodes if n.domain == "com.microsoft" or n.graph})[:4]
-        coverage = result.coverage
-        complete = coverage.complete or (coverage.assumed_nodes and "If (torch" in name)
-        missed += int(err > TOLERANCE) + int(not complete)
-        print(
-            f"{name:<40}{result.total.macs:>12,}{reference:>12,}{100 * err:>8.2f}%  "
-            f"{','.join(special) or '-'} / {'complete' if coverage.complete else coverage.describe()[:70]}"
-        )
+        missed += compare(name, model, kwargs, feeds)
     rotary = analyze(decode.rotary_model())
     print(f"{'RotaryEmbedding (FLOPs, 3/rotated elem)':<40}{rotary.total.flops:>12,}{3 * 8 * 64:>12,}")
     missed += int(rotary.total.flops != 3 * 8 * 64 or not rotary.coverage.complete)
+    return missed
+
+
+def _quantized(path: Path) -> onnx.ModelProto:
+    """``quantize_dynamic`` (int8 weights) of the model at ``path``."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(sys.stderr):
+        quantize_dynamic(str(path), str(Path(tmp) / "q.onnx"), weight_type=QuantType.QInt8)
+        return onnx.load(str(Path(tmp) / "q.onnx"))
+
+
+def _gpt2_optimized(path: Path) -> onnx.ModelProto:
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    with contextlib.redirect_stdout(sys.stderr):
+        return optimize_model(str(path), model_type="gpt2", num_heads=4, hidden_size=128, opt_level=0).model
+
+
+# file stem -> (row name, how to make the model from the file, analyze() kwargs, feeds)
+TORCH_EXPORTS: dict[
+    str, list[tuple[str, Callable[[Path], onnx.ModelProto], dict[str, Any], Callable[..., Any] | None]]
+] = {
+    "loop_legacy": [("Loop, constant 5 (torch.jit.script)", onnx.load, {}, None)],
+    "loop_shape_legacy": [("Loop, trips from shape (jit.script)", onnx.load, {"dims": {"steps": 5}}, None)],
+    "cond_dynamo": [("If (torch.cond, dynamo)", onnx.load, {}, _feeds_positive)],
+    "lstm_legacy": [
+        ("LSTM (legacy)", onnx.load, {}, None),
+        ("LSTM (legacy) + quantize_dynamic", _quantized, {}, None),
+    ],
+    "lstm_dynamo": [
+        ("LSTM (dynamo)", onnx.load, {}, None),
+        ("LSTM (dynamo) + quantize_dynamic", _quantized, {}, None),
+    ],
+    "gpt2_past_legacy": [
+        ("GPT-2-like + past KV (legacy)", onnx.load, {}, None),
+        ("  + quantize_dynamic", _quantized, {}, None),
+        ("  + transformer optimizer (gpt2)", _gpt2_optimized, {}, None),
+    ],
+    **{
+        f"{model}_fp16_{exporter}": [(f"{model} fp16 ({exporter})", onnx.load, {}, None)]
+        for model in ("convnext", "llama")
+        for exporter in ("legacy", "dynamo")
+    },
+}
+
+
+def torch_exports(folder: Path) -> int:
+    """The issue's graphs as torch makes them (benchmarks/export_issue13_models.py); missed targets."""
+    _header(f"torch exports in {folder}: analyzer total MACs vs the executed count")
+    missed = 0
+    for stem, rows in TORCH_EXPORTS.items():
+        path = folder / f"{stem}.onnx"
+        if not path.exists():
+            print(f"{stem:<40}missing: run benchmarks/export_issue13_models.py --out {folder}")
+            missed += 1
+            continue
+        for name, load, kwargs, feeder in rows:
+            model = load(path)
+            shapes = bind_input_shapes(model, kwargs.get("batch"), kwargs.get("dims"))
+            feeds = feeder(model) if feeder else make_inputs(model, shapes)
+            missed += compare(name, model, kwargs, feeds)
     return missed
 
 
@@ -284,12 +362,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-suite", action="store_true", help="skip the ONNX node test suite")
     parser.add_argument("--no-models", action="store_true", help="skip the issue's models")
+    parser.add_argument(
+        "--torch-exports",
+        type=Path,
+        default=None,
+        help="folder of benchmarks/export_issue13_models.py's files",
+    )
     args = parser.parse_args()
     missed = 0
     if not args.no_suite:
         missed += node_suite()
     if not args.no_models:
         missed += issue_models()
+    if args.torch_exports is not None:
+        missed += torch_exports(args.torch_exports)
     print(f"targets missed: {missed}")
     return 1 if missed else 0
 

@@ -7,6 +7,7 @@ this module imports neither onnx nor numpy: they load when a fixture is first us
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -122,7 +123,21 @@ class RooflinePlugin:
             self.config.workeroutput["roofline"] = self.session.worker_payload()  # type: ignore[attr-defined]
             return
         hook = self.config.hook.pytest_roofline_update_results
-        self.session.finish(lambda results: hook(config=self.config, results=results))
+        try:
+            self.session.finish(lambda results: hook(config=self.config, results=results))
+        except KeyboardInterrupt:  # Ctrl-C while writing: say in one line that nothing is torn
+            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+            line = (
+                "roofline: interrupted while writing baselines and reports; every file is either as it "
+                "was or completely written (writes are atomic)"
+            )
+            if reporter is not None:
+                reporter.ensure_newline()
+                reporter.write_line(line)
+            else:
+                sys.stderr.write(line + "\n")
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
+            return
         if self.session.errors and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

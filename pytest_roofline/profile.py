@@ -192,7 +192,11 @@ def build_layers(
     A node several kernels execute (a backend's helper kernels list the node they help) counts
     its FLOPs once: in the first kernel that lists it outside its ``extra["shared"]`` (the
     backend's choice of main kernel), else in the first kernel listing it.  The others get 0
-    FLOPs from it but its bytes, since they do move its tensors.
+    FLOPs from it but its bytes, since they do move its tensors; a helper owning none of its
+    nodes gets the bytes the backend reports in ``extra["bytes"]`` when it does (a precision
+    Cast moves one tensor, not the whole node it serves).  A kernel with ``extra["precision"]``
+    ran at that precision (onnxruntime runs fp16 nodes without an fp16 kernel in fp32): its
+    bytes are counted at that precision's element size.
     """
     from .backends.attribution import precision_itemsize
 
@@ -211,11 +215,14 @@ def build_layers(
             cost_flops, cost_bytes = 0, int(kernel.extra.get("bytes", 0))
             kind = "layout"
         elif nodes:
-            group = analysis.group(nodes, itemsize)
+            ran = kernel.extra.get("precision")  # a kernel the backend ran at another precision
+            group = analysis.group(nodes, precision_itemsize(ran) if ran else itemsize)
             cost_flops, cost_bytes, kind = group.flops, group.bytes, "compute"
             own = tuple(n for n in nodes if owner[n] is kernel)
             if len(own) < len(nodes):
                 cost_flops = analysis.group(own).flops if own else 0
+            if not own and "bytes" in kernel.extra:  # a helper: what it moves, not its nodes' tensors
+                cost_bytes = int(kernel.extra["bytes"])
         else:
             cost_flops, cost_bytes, kind = 0, int(kernel.extra.get("bytes", 0)), "unattributed"
         if kind != "unattributed":

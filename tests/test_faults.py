@@ -665,7 +665,7 @@ def test_plugin_real_onnxruntime_failure_at_run_fails_only_that_test(tmp_path):
         capture_output=True,
         text=True,
         timeout=240,
-        env=clean_env(ROOFLINE_CACHE_DIR=str(cache)),
+        env=clean_env(ROOFLINE_CACHE_DIR=str(cache), ROOFLINE_LOAD_LIMIT="off"),
     )
     assert proc.returncode == 1 and "1 failed, 1 passed" in proc.stdout, proc.stdout
     assert "roofline: onnxruntime failed to run bad_reshape" in proc.stdout and "Traceback" not in proc.stdout
@@ -673,3 +673,48 @@ def test_plugin_real_onnxruntime_failure_at_run_fails_only_that_test(tmp_path):
     entries = json.loads((tmp_path / ".roofline" / "test_r.json").read_text())["entries"]
     assert [e["test"] for e in entries.values()] == ["test_r.py::test_good"]
     assert {k: v for k, v in snapshot(tmp_path).items() if k in before} == before
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process group")
+def test_ctrl_c_while_baselines_are_written_is_one_line_and_tears_nothing(tmp_path):
+    relu_chain(tmp_path / "m.onnx", 3)
+    (tmp_path / "test_c.py").write_text("def test_c(model_profile):\n    model_profile('m.onnx')\n")
+    (tmp_path / "conftest.py").write_text(
+        textwrap.dedent("""
+        import os, time
+        import pytest_roofline.gate.store as b
+
+        real = os.replace
+
+        def slow(src, dst):  # the baseline's rename waits, so Ctrl-C lands in the middle of the write
+            if ".roofline" in str(dst):
+                print("WRITING", flush=True)
+                time.sleep(30)
+            real(src, dst)
+
+        def pytest_configure(config):
+            b.os.replace = slow
+        """)
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *FAKE, "--roofline-update", "-s"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=clean_env(ROOFLINE_CACHE_DIR=str(tmp_path / "cache")),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "WRITING" in line:
+            proc.send_signal(signal.SIGINT)
+            break
+    out = line + proc.stdout.read()
+    assert proc.wait(timeout=60) == 2  # pytest's "interrupted"
+    assert "roofline: interrupted while writing baselines and reports" in out
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out
+    assert not list((tmp_path / ".roofline").glob("*")) or json.loads(
+        (tmp_path / ".roofline" / "test_c.json").read_text()
+    )
+    assert not list(tmp_path.rglob("*.tmp"))  # the half-made temp file is gone

@@ -105,3 +105,77 @@ def test_layer_deltas_name_new_and_gone_layers_and_the_table_leads_with_growth()
     layer_lines = [line for line in verdict_table(verdict) if line.startswith("  layer")]
     assert layer_lines[0].startswith("  layer conv_extra:") and layer_lines[0].endswith("(new)")
     assert Verdict.from_dict(verdict.to_dict()).layers == verdict.layers
+
+
+def _scripted_loads(monkeypatch, *others: float) -> None:
+    """Make run_gate see these shares of other processes' CPU use, one per batch."""
+    from pytest_roofline.device.load import MachineLoad
+    from pytest_roofline.gate import sampling
+
+    loads = iter(others)
+    monkeypatch.setattr(sampling, "between", lambda a, b: MachineLoad(1.0, next(loads), 0.0, 1.0, 2))
+
+
+def test_a_regression_measured_while_the_machine_was_busy_is_inconclusive(monkeypatch):
+    _scripted_loads(monkeypatch, 0.5, 0.5, 0.5)
+    sampler, calls = fake_sampler(1.10, 0.001)
+    run = run_gate([None, None], paired_decider(0.02), GateDesign(max_batches=3, budget=60), sampler=sampler)
+    assert run.verdict.status == "inconclusive" and len(calls) == 3  # kept sampling, hoping for quiet
+    assert "busy while measuring" in run.verdict.message and "other processes used 50%" in run.verdict.message
+    assert run.load.disturbed
+
+
+def test_busy_batches_are_dropped_once_quiet_ones_exist(monkeypatch):
+    _scripted_loads(monkeypatch, 0.6, 0.01)
+    sampler, calls = fake_sampler(1.10, 0.001)
+    run = run_gate([None, None], paired_decider(0.02), GateDesign(max_batches=3, budget=60), sampler=sampler)
+    assert run.verdict.status == "regression" and len(calls) == 2
+    assert len(run.figures) == 5 and not run.load.disturbed  # only the quiet batch decided
+
+
+def test_a_real_busy_process_beside_the_sampling_is_seen(monkeypatch):
+    import subprocess
+    import sys
+    import time
+
+    monkeypatch.setenv("ROOFLINE_LOAD_LIMIT", "0.3")  # one spinner on 2 CPUs is 0.5 of them
+    sampler, _ = fake_sampler(1.10, 0.001)
+
+    def slow_sampler(*args, **kwargs):
+        time.sleep(0.8)  # a window long enough for the kernel's tick counters
+        return sampler(*args, **kwargs)
+
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        run = run_gate(
+            [None, None], paired_decider(0.02), GateDesign(max_batches=1, budget=60), sampler=slow_sampler
+        )
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert run.load.other >= 0.8 / run.load.cores
+    assert run.verdict.status == "inconclusive" and "busy" in run.verdict.message
+
+
+def test_a_pass_must_rule_out_a_slowdown_beyond_the_tolerance():
+    from pytest_roofline.gate import compare
+
+    # 2 % slower, measured with ±3 % noise: neither a regression nor a pass
+    verdict = compare([1.02, 1.05, 0.99, 1.02, 1.04, 1.00], [1.0] * 6, tolerance=0.05)
+    assert verdict.status == "inconclusive" and "not ruled out" in verdict.message
+    # the same ratio measured tightly passes
+    assert compare([1.02] * 6, [1.0] * 6, tolerance=0.05).status == "pass"
+
+
+def test_a_control_probe_at_another_speed_widens_the_noise():
+    from pytest_roofline.device.load import MachineLoad
+    from pytest_roofline.gate.sampling import control_drift_noise, stored_decider
+
+    quiet = MachineLoad(1.0, 0.0, 0.0, 0.1, 2)
+    assert control_drift_noise(1.0, 1.0) == 0.0
+    assert control_drift_noise(1.5, 1.0) > 0.05
+    decide = stored_decider([1.0] * 5, 1e-3, 0.05, baseline_control_p25=1e-3)
+    same = decide([1.04] * 5, 1e-3, 1e-3, quiet)
+    moved = decide([1.04] * 5, 1e-3, 1.6e-3, quiet)
+    assert moved.noise > same.noise and any("control probe ran x1.60" in r for r in moved.reasons)

@@ -86,6 +86,13 @@ def test_without_pytest_benchmark_loaded(project: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*FED=False*"])
 
 
+def test_not_fed_unless_the_run_asks_pytest_benchmark_for_something(project: pytest.Pytester) -> None:
+    """Installed is not enough: feeding it would print its table in every run of the project."""
+    result = project.runpytest("-s", "-p", "no:xdist", "-k", "test_model")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*FED=False*"])
+
+
 def test_both_plugins_register_their_options(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--help")
     assert result.ret == 0

@@ -35,6 +35,7 @@ __all__ = [
     "enclosing_nodes",
     "group_cost_at_precision",
     "model_precision",
+    "nearest_mapped",
     "node_name",
     "precision_itemsize",
 ]
@@ -177,6 +178,27 @@ class GraphIndex:
         return self.order[lo : hi + 1]
 
 
+def nearest_mapped(
+    name: str, edges: Mapping[str, Iterable[str]], nodes: Mapping[str, tuple[str, ...]]
+) -> list[str]:
+    """The kernels nearest to ``name`` along ``edges`` that have ONNX nodes, in the order found.
+
+    Kernels without nodes (reorders, casts, unmapped helpers) are looked through.
+    """
+    found: list[str] = []
+    frontier, seen = list(edges.get(name, ())), {name}
+    while frontier:
+        current = frontier.pop(0)
+        if current in seen:
+            continue
+        seen.add(current)
+        if nodes.get(current):
+            found.append(current)
+        else:
+            frontier.extend(edges.get(current, ()))
+    return found
+
+
 def enclosing_nodes(
     name: str,
     feeds: Mapping[str, Iterable[str]],
@@ -188,11 +210,12 @@ def enclosing_nodes(
 
     A backend decomposes one ONNX node into several kernels, some with names of its own that are
     absent from the ONNX graph (OpenVINO's ``Abs``+``Clamp`` inside ``Cast(int64->bool)``, the
-    ``IsNaN`` of ``Attention``; ORT's helper ``Gather``).  Such a kernel belongs to the node
-    whose kernels enclose it: walking the runtime graph from ``name`` through kernels without
-    nodes (reorders, unmapped helpers), the nearest mapped kernels upstream and downstream are
-    collected.  Nodes on both sides win; else the single node everything downstream reads; else,
-    for a kernel feeding only graph outputs, the single node upstream.  () when ambiguous.
+    ``IsNaN`` of ``Attention``; ORT's helper ``Gather`` and the ``gemm_input_reshape`` it puts
+    before a ``Gemm``).  Such a kernel belongs to the node whose kernels enclose it: walking the
+    runtime graph from ``name`` through kernels without nodes (reorders, unmapped helpers), the
+    nearest mapped kernels upstream and downstream are collected.  Nodes on both sides win; else
+    the node, or the nodes of the single kernel, everything downstream reads; else, for a kernel
+    feeding only graph outputs, the same upstream.  () when ambiguous.
 
     Args:
         name: the unmapped kernel.
@@ -201,26 +224,13 @@ def enclosing_nodes(
         nodes: kernel -> its ONNX nodes (empty or missing: looked through).
         order: topological position of an ONNX node (sorts the result).
     """
-
-    def nearest(edges: Mapping[str, Iterable[str]]) -> set[str]:
-        found: set[str] = set()
-        frontier, seen = list(edges.get(name, ())), {name}
-        while frontier:
-            current = frontier.pop()
-            if current in seen:
-                continue
-            seen.add(current)
-            if nodes.get(current):
-                found.update(nodes[current])
-            else:
-                frontier.extend(edges.get(current, ()))
-        return found
-
-    up, down = nearest(feeders), nearest(feeds)
+    up_kernels, down_kernels = nearest_mapped(name, feeders, nodes), nearest_mapped(name, feeds, nodes)
+    up = {n for k in up_kernels for n in nodes[k]}
+    down = {n for k in down_kernels for n in nodes[k]}
     chosen = up & down
-    if not chosen and len(down) == 1:
+    if not chosen and (len(down_kernels) == 1 or len(down) == 1):
         chosen = down
-    if not chosen and not down and len(up) == 1:
+    if not chosen and not down_kernels and (len(up_kernels) == 1 or len(up) == 1):
         chosen = up
     return tuple(sorted(chosen, key=order))
 

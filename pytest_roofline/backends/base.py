@@ -118,6 +118,9 @@ class Backend(ABC):
     name: ClassVar[str]
     extra: ClassVar[str]  # the pip extra that installs it: pip install "pytest-roofline[<extra>]"
     options_help: ClassVar[dict[str, str]] = {}  # --option keys this backend accepts
+    #: Whether its timings are wall-clock measurements that other processes' load disturbs (a
+    #: replayed or synthetic backend is not: the gate then ignores the machine's load).
+    wall_clock: ClassVar[bool] = True
 
     def __init__(self, options: Mapping[str, str] | None = None) -> None:
         unknown = sorted(set(options or {}) - set(self.options_help))

@@ -78,6 +78,7 @@ class FakeBackend(Backend):
 
     name: ClassVar[str] = "fake"
     extra: ClassVar[str] = "test"
+    wall_clock: ClassVar[bool] = False  # its times are synthetic: load cannot disturb them
     options_help: ClassVar[dict[str, str]] = {
         "unit": "seconds per ONNX node per inference (default 1e-4)",
         "jitter": "relative per-session noise (default 0)",

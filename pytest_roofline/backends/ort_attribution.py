@@ -13,11 +13,18 @@ generic ``LayerNormalization_token_3``), so attribution works on the two graphs:
    surviving input and output tensors delimit the region);
 3. *helpers*: a node has one owner, but ORT may run it in several kernels (the transpose
    optimizer's ``Gather`` writing a Shape node's output, ``Split`` + ``Squeeze`` of
-   ``GatherSliceToSplitFusion``).  A kernel writing an original tensor of a node owned elsewhere,
-   or still without nodes but enclosed by one node's kernels in the optimized graph, lists that
-   node too and names it in ``extra["shared"]``: its FLOPs stay with the owner
+   ``GatherSliceToSplitFusion``, the reshapes around a ``Gemm`` made of an N-d MatMul, the
+   ReduceMax/Sub/Exp/ReduceSum of a Softmax inlined from its function body).  A kernel writing
+   an original tensor of a node owned elsewhere, or still without nodes but enclosed by one
+   node's (or one fused kernel's) kernels in the optimized graph, lists that node too and names
+   it in ``extra["shared"]``: its FLOPs stay with the owner
    (:func:`pytest_roofline.profile.build_layers` counts a node once);
-4. what is left is *folded*: constant or shape subgraphs computed at load time, and eliminated
+4. *precision substitutions* (fp16 models on CPU): ORT runs nodes without an fp16 kernel in
+   fp32, renames each widened tensor ``InsertedPrecisionFreeCast_<tensor>`` (names are compared
+   without the prefix) and inserts Casts named alike.  Such a Cast runs no node: it shares the
+   nodes of the kernels it serves (``serves``), and kernels that ran in fp32 say so in
+   ``extra["precision"]``;
+5. what is left is *folded*: constant or shape subgraphs computed at load time, and eliminated
    ``Identity``/``Dropout`` nodes.  Reorder kernels are ``layout`` work serving the neighbouring
    layer.  A kernel whose nodes cannot be found keeps empty ``onnx_nodes``.
 """
@@ -30,7 +37,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_roofline.backends.attribution import EPILOGUE_OPS, GraphIndex, enclosing_nodes
+from pytest_roofline.backends.attribution import EPILOGUE_OPS, GraphIndex, enclosing_nodes, nearest_mapped
 from pytest_roofline.backends.base import KernelProfile, KernelRecord
 
 if TYPE_CHECKING:
@@ -39,16 +46,41 @@ if TYPE_CHECKING:
     import onnx
 
 __all__ = [
+    "PRECISION_PREFIX",
     "KernelEvents",
     "attribute",
     "kernel_events",
     "load_trace",
+    "original_tensor",
 ]
 
 LAYOUT_OPS = frozenset({"ReorderInput", "ReorderOutput", "Reorder", "MemcpyToHost", "MemcpyFromHost"})
 ELIDED_OPS = frozenset({"Identity", "Dropout"})
 SHAPE_OPS = frozenset({"Shape", "Size", "Constant"})
 CONTROL_FLOW_OPS = frozenset({"If", "Loop", "Scan"})
+# ops that only reinterpret a tensor: writing an arithmetic node's output does not run that node
+VIEW_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"})
+# ops that move data without arithmetic: a view kernel writing their output may well run them
+MOVEMENT_OPS = VIEW_OPS | {
+    "Gather",
+    "GatherElements",
+    "GatherND",
+    "Split",
+    "Slice",
+    "Concat",
+    "Transpose",
+    "Expand",
+    "Tile",
+    "Pad",
+    "Shape",
+    "Size",
+    "Cast",
+    "DepthToSpace",
+    "SpaceToDepth",
+}
+#: Prefix onnxruntime gives a tensor it moves to fp32 around a node without an fp16 kernel
+#: (``InsertCastTransformer``); the Cast doing it is named after the new tensor.
+PRECISION_PREFIX = "InsertedPrecisionFreeCast_"
 _KERNEL_SUFFIX = "_kernel_time"
 _TOKEN = re.compile(r"(_token_\d+)+$")
 _UNNAMED = re.compile(r"^(?P<op>[A-Za-z][A-Za-z0-9]*)_(?P<index>\d+)$")
@@ -63,7 +95,7 @@ class KernelEvents:
     provider: str
     times: tuple[float, ...]
     order: int  # first appearance in the trace (execution order)
-    io_bytes: int = 0  # activation + output bytes as ORT reports them (layout kernels only)
+    io_bytes: int = 0  # activation + parameter + output bytes as ORT reports them
     events: tuple[dict[str, Any], ...] = field(default=(), repr=False, compare=False)
 
 
@@ -131,7 +163,9 @@ def kernel_events(events: Sequence[dict[str, Any]], skip_runs: int = 0) -> list[
                 provider=_arg(event, "provider"),
                 times=(),
                 order=position,
-                io_bytes=_int_arg(event, "activation_size") + _int_arg(event, "output_size"),
+                io_bytes=sum(
+                    _int_arg(event, key) for key in ("activation_size", "parameter_size", "output_size")
+                ),
             )
     result = []
     for node, first in info.items():
@@ -160,6 +194,29 @@ def _name_candidates(name: str) -> list[str]:
     if base != name:
         candidates.append(base)
     return candidates
+
+
+def original_tensor(name: str) -> str:
+    """The original tensor an optimized-graph tensor holds: without :data:`PRECISION_PREFIX`."""
+    while name.startswith(PRECISION_PREFIX):
+        name = name[len(PRECISION_PREFIX) :]
+    return name
+
+
+def _precision_cast(node: onnx.NodeProto | None) -> str | None:
+    """How an ORT-inserted precision Cast serves: ``"readers"`` or ``"writer"``; None otherwise.
+
+    Such a Cast converts one original tensor between fp16 and fp32: its input and output are the
+    same tensor but for :data:`PRECISION_PREFIX` on the fp32 side.  Into fp32 it exists for the
+    nodes reading its output (they have no fp16 kernel); back to fp16, for the node that wrote
+    its input in fp32.
+    """
+    if node is None or node.op_type != "Cast" or not node.input or not node.output:
+        return None
+    source, target = node.input[0], node.output[0]
+    if source == target or original_tensor(source) != original_tensor(target):
+        return None
+    return "readers" if len(target) > len(source) else "writer"
 
 
 class _Graph:
@@ -250,8 +307,8 @@ def attribute(
         materialized.update(i.name for i in og.input)
         materialized.update(i.name for i in og.initializer)
         for node in og.node:
-            materialized.update(t for t in node.input if t)
-            materialized.update(t for t in node.output if t)
+            materialized.update(original_tensor(t) for t in node.input if t)
+            materialized.update(original_tensor(t) for t in node.output if t)
     owner: dict[str, str] = {}  # original node -> kernel name
     claims: dict[str, list[str]] = {k.name: [] for k in kernels}
     layout = {k.name for k in kernels if k.op_type in LAYOUT_OPS or _op(opt_nodes.get(k.name)) in LAYOUT_OPS}
@@ -264,8 +321,10 @@ def attribute(
         return True
 
     compute = [k for k in kernels if k.name not in layout]
+    casts = {k.name: how for k in compute if (how := _precision_cast(opt_nodes.get(k.name)))}
+    anchoring = [k for k in compute if k.name not in casts]  # a precision cast runs no node
     opt_main = {n.name for n in optimized.graph.node} if optimized is not None else set()
-    for kernel in compute:  # anchors by name
+    for kernel in anchoring:  # anchors by name
         for candidate in _name_candidates(kernel.name):
             if candidate in graph.index:
                 claim(candidate, kernel.name)
@@ -273,21 +332,23 @@ def attribute(
             if candidate in graph.nested and candidate not in opt_main:  # a control-flow body's node
                 claim(graph.nested[candidate], kernel.name)
                 break
-            if candidate.endswith("_nchwc") and candidate[:-6] in graph.producer:
-                claim(graph.producer[candidate[:-6]], kernel.name)
+            tensor = original_tensor(candidate[:-6]) if candidate.endswith("_nchwc") else ""
+            if tensor in graph.producer:  # NCHWc conv named after its (maybe fp32-renamed) output
+                claim(graph.producer[tensor], kernel.name)
                 break
-    for kernel in compute:  # anchors by the original tensors a kernel writes
+    for kernel in anchoring:  # anchors by the original tensors a kernel writes
         node = opt_nodes.get(kernel.name)
         for tensor in node.output if node is not None else ():
-            source = graph.producer.get(tensor)
+            source = graph.producer.get(original_tensor(tensor))
             while source is not None and graph.op(source) in ELIDED_OPS:  # removed by ORT: folded
                 inputs = graph.index.node_inputs[source]
                 source = graph.producer.get(inputs[0]) if inputs else None
-            if source is not None:
-                claim(source, kernel.name)
+            if source is None or (node is not None and _views_only(node.op_type, graph.op(source))):
+                continue
+            claim(source, kernel.name)
     if optimized is not None:
-        _absorb(graph, compute, claims, claim, owner, materialized)
-    shared = _helpers(graph, compute, opt_nodes, claims, owner)
+        _absorb(graph, anchoring, claims, claim, owner, materialized)
+    shared, served = _helpers(graph, compute, opt_nodes, claims, owner, casts)
     self_times = _self_times(kernels, claims)
     records = []
     for kernel in kernels:
@@ -299,6 +360,12 @@ def attribute(
             extra["bytes"] = kernel.io_bytes
         elif helped:
             extra["shared"] = helped
+            if not claims.get(kernel.name):  # a helper moves its own tensors, not its node's
+                extra["bytes"] = kernel.io_bytes
+        if kernel.name in casts:
+            extra["substitution"] = "precision"
+        elif _widened(opt_nodes.get(kernel.name)):
+            extra["precision"] = "fp32"  # ORT ran this fp16 node in fp32
         records.append(
             KernelRecord(
                 name=kernel.name,
@@ -306,7 +373,7 @@ def attribute(
                 onnx_nodes=() if is_layout else nodes,
                 times=self_times.get(kernel.name, kernel.times),
                 kind="layout" if is_layout else "compute",
-                serves=_serves(kernel.name, opt_nodes) if is_layout else None,
+                serves=_serves(kernel.name, opt_nodes) if is_layout else served.get(kernel.name),
                 extra=extra,
             )
         )
@@ -334,6 +401,24 @@ def _self_times(
 
 def _op(node: onnx.NodeProto | None) -> str:
     return node.op_type if node is not None else ""
+
+
+def _views_only(kernel_op: str, node_op: str) -> bool:
+    """Whether a kernel of ``kernel_op`` only reshapes a tensor that a ``node_op`` node computes.
+
+    ORT's MatMul-to-Gemm rewrite of an N-d MatMul writes the original output through a helper
+    ``Reshape`` (``gemm_output_reshape``): that Reshape does not run the bias ``Add``.  A view
+    writing a data-movement node's output (the ``Squeeze`` after ``GatherSliceToSplitFusion``'s
+    ``Split``) does run it.
+    """
+    return kernel_op in VIEW_OPS and node_op not in MOVEMENT_OPS
+
+
+def _widened(node: onnx.NodeProto | None) -> bool:
+    """Whether ORT runs this optimized node in fp32 in place of fp16 (it reads a widened tensor)."""
+    if node is None:
+        return False
+    return any(t.startswith(PRECISION_PREFIX) for t in (*node.input, *node.output))
 
 
 def _absorb(graph: _Graph, compute: Iterable[KernelEvents], claims, claim, owner, materialized) -> None:
@@ -383,20 +468,26 @@ def _helpers(
     opt_nodes: dict[str, onnx.NodeProto],
     claims: dict[str, list[str]],
     owner: dict[str, str],
-) -> dict[str, tuple[str, ...]]:
+    casts: dict[str, str],
+) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
     """Nodes that kernels help another kernel execute (listed, cost counted in the owner's layer).
 
     A node has one owner, but ORT may run it in several kernels: the transpose optimizer turns
     ``Shape(Transpose(x))`` into ``Shape(x)`` + a ``Gather`` writing the Shape node's original
     output; ``GatherSliceToSplitFusion`` turns ``Gather(qkv, i)`` into a ``Split`` + one
     ``Squeeze`` per original output.  A kernel that writes an original tensor of a node owned
-    elsewhere shares that node.  A kernel still without nodes shares the node whose kernels
-    enclose it in the optimized graph (:func:`~.attribution.enclosing_nodes`).
+    elsewhere shares that node.  A kernel still without nodes shares the nodes whose kernels
+    enclose it in the optimized graph (:func:`~.attribution.enclosing_nodes`): the
+    ``gemm_input_reshape`` before a Gemm, the ReduceMax/Sub/Exp/ReduceSum of a Softmax that ORT
+    inlined from its function body.  A precision cast (see :func:`_precision_cast`) shares the
+    nodes of the kernels it serves.  Returns the shared nodes and, for casts, the kernel served.
     """
     shared: dict[str, tuple[str, ...]] = {}
     for kernel in compute:
         node = opt_nodes.get(kernel.name)
-        found = {graph.producer[t] for t in (node.output if node is not None else ()) if t in graph.producer}
+        if node is None or kernel.name in casts:
+            continue
+        found = {graph.producer[t] for t in map(original_tensor, node.output) if t in graph.producer}
         found = {n for n in found if owner.get(n, kernel.name) != kernel.name}
         if found:
             shared[kernel.name] = tuple(sorted(found, key=graph.position))
@@ -411,11 +502,20 @@ def _helpers(
             feeds.setdefault(source, []).append(name)
     mapped = {name: (*claims.get(name, ()), *shared.get(name, ())) for name in opt_nodes}
     for kernel in compute:
-        if kernel.name in opt_nodes and not mapped.get(kernel.name):
+        if kernel.name in opt_nodes and kernel.name not in casts and not mapped.get(kernel.name):
             found_nodes = enclosing_nodes(kernel.name, feeds, feeders, mapped, graph.position)
             if found_nodes:
                 shared[kernel.name] = found_nodes
-    return shared
+    mapped = {name: (*claims.get(name, ()), *shared.get(name, ())) for name in opt_nodes}
+    served: dict[str, str] = {}
+    for name, how in casts.items():
+        targets = nearest_mapped(name, feeds if how == "readers" else feeders, mapped)
+        if targets:
+            served[name] = targets[0]
+            shared[name] = tuple(sorted({n for t in targets for n in mapped[t]}, key=graph.position))
+        elif found_nodes := enclosing_nodes(name, feeds, feeders, mapped, graph.position):
+            shared[name] = found_nodes
+    return shared, served
 
 
 def _optimized_nodes(

@@ -9,16 +9,40 @@ the load average.  Elsewhere (no ``/proc``) the load is unknown and says so.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["LOAD_LIMITS", "LoadSnapshot", "MachineLoad", "between", "snapshot"]
+__all__ = [
+    "LOAD_LIMITS",
+    "LOAD_LIMIT_ENV",
+    "LoadSnapshot",
+    "MachineLoad",
+    "between",
+    "other_limit",
+    "snapshot",
+]
 
 #: Shares above which a window counts as disturbed: other processes' CPU use and steal, as a
-#: fraction of all CPUs.  One busy process beside us on 2 cores is 0.5; a quiet VM reads < 0.05.
+#: fraction of our CPUs.  One busy process beside us on 2 cores is 0.5; a quiet VM reads < 0.05.
+#: ``ROOFLINE_LOAD_LIMIT`` overrides the first (a fraction, or ``off`` where other processes are
+#: known not to disturb the measurement).
 LOAD_LIMITS = {"other": 0.15, "steal": 0.05}
+LOAD_LIMIT_ENV = "ROOFLINE_LOAD_LIMIT"
+
+
+def other_limit() -> float:
+    """The share of our CPUs other processes may use before a measurement counts as disturbed."""
+    text = os.environ.get(LOAD_LIMIT_ENV, "").strip().lower()
+    if text in ("off", "none", "inf"):
+        return math.inf
+    try:
+        value = float(text)
+    except ValueError:
+        return LOAD_LIMITS["other"]
+    return value if 0 < value <= 1 else LOAD_LIMITS["other"]
 
 
 @dataclass(frozen=True)
@@ -52,7 +76,7 @@ class MachineLoad:
     @property
     def disturbed(self) -> bool:
         """Whether other processes or the hypervisor took a share of the CPUs worth noting."""
-        return self.available and (self.other > LOAD_LIMITS["other"] or self.steal > LOAD_LIMITS["steal"])
+        return self.available and (self.other > other_limit() or self.steal > LOAD_LIMITS["steal"])
 
     def describe(self) -> str:
         """One phrase for messages: ``other processes used 48 % of the 2 CPUs, steal 0.0 %``."""
@@ -95,21 +119,44 @@ class MachineLoad:
         )
 
 
+def _our_cpus() -> set[int] | None:
+    """The CPUs this process may run on (None where the platform does not say)."""
+    try:
+        return set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+
+
 def snapshot() -> LoadSnapshot:
-    """The counters now (cheap: two small reads of ``/proc``)."""
+    """The counters now (cheap: two small reads of ``/proc``).
+
+    Only the CPUs this process may run on are counted (a container pinned to two CPUs of a large
+    host is disturbed by what runs on those two, not by the rest of the host).
+    """
     wall, own = time.monotonic(), time.process_time()
+    ours = _our_cpus()
+    busy = steal = cores = 0
     try:
         with open("/proc/stat", encoding="ascii") as handle:
-            fields = [int(v) for v in handle.readline().split()[1:9]]
+            for line in handle:
+                name, _, rest = line.partition(" ")
+                if not name.startswith("cpu"):
+                    break  # the per-CPU lines come first
+                if name == "cpu" or (ours is not None and int(name[3:]) not in ours):
+                    continue
+                user, nice, system, _idle, _iowait, irq, softirq, stolen = (
+                    [int(v) for v in rest.split()[:8]] + [0] * 8
+                )[:8]
+                busy += user + nice + system + irq + softirq
+                steal += stolen
+                cores += 1
         with open("/proc/loadavg", encoding="ascii") as handle:
             loadavg = float(handle.read().split()[0])
     except (OSError, ValueError, IndexError):
         return LoadSnapshot(wall, 0, 0, own, 0.0, os.cpu_count() or 1, available=False)
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
-    # counted over the whole machine: /proc/stat's first line sums every CPU, not just ours
-    return LoadSnapshot(
-        wall, user + nice + system + irq + softirq, steal, own, loadavg, os.cpu_count() or 1, True
-    )
+    if not cores:
+        return LoadSnapshot(wall, 0, 0, own, loadavg, os.cpu_count() or 1, available=False)
+    return LoadSnapshot(wall, busy, steal, own, loadavg, cores, True)
 
 
 def between(start: LoadSnapshot, end: LoadSnapshot) -> MachineLoad:

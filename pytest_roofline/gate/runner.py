@@ -168,7 +168,9 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
         def control() -> Any:
             return engine.open(reference, prepared.arrays)
 
-        run = run_gate([prepared.open, control], paired_decider(tolerance), design)
+        run = run_gate(
+            [prepared.open, control], paired_decider(tolerance), design, watch_load=engine.wall_clock
+        )
     else:
         if comparable is not None:
             blocks = dict(comparable.control.blocks) or {"compute": 1}
@@ -179,8 +181,11 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
             comparable.sessions if comparable else None,
             comparable.latency.gate_p25 if comparable else None,
             tolerance,
+            comparable.control.p25 if comparable else None,
         )
-        run = run_gate([prepared.open, probe_opener(engine, **blocks)], decide, design)
+        run = run_gate(
+            [prepared.open, probe_opener(engine, **blocks)], decide, design, watch_load=engine.wall_clock
+        )
     latency = LatencyStats.from_samples(
         [x for session in run.subject_samples for x in session],
         sessions=[list(s) for s in run.subject_samples],
@@ -200,8 +205,15 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
         change = _change(request, prepared, layer_run.roofline, verdict, summary, profile)
         verdict = dataclasses.replace(verdict, explanation=change.text)
     entry = None
-    if request.reference is None and run.figures:
+    if request.reference is None and run.figures and not run.load.disturbed:
         entry = _entry(request, profile, run, blocks, current, summary)
+    elif request.reference is None and run.figures:  # a busy moment's figure would mislead every later run
+        refused = f"not recorded as a baseline: the machine was busy while measuring ({run.load.describe()})"
+        verdict = dataclasses.replace(verdict, reasons=(*verdict.reasons, refused))
+        if verdict.status == "new":
+            verdict = dataclasses.replace(
+                verdict, message=f"{verdict.metric}: no baseline yet; a quiet run records one"
+            )
     history = (*baseline.history, baseline.history_point()) if baseline else ()
     return GateOutcome(profile, verdict, tuple(extra), entry, history, change)
 

@@ -10,9 +10,10 @@ read around every batch, so a verdict knows whether its measurement was disturbe
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -23,10 +24,25 @@ from pytest_roofline.gate.verdict import Verdict, compare, needs_more, session_r
 if TYPE_CHECKING:
     from pytest_roofline.backends.base import BackendSession
 
-__all__ = ["Decider", "GateDesign", "GateRun", "paired_decider", "run_gate", "stored_decider"]
+__all__ = [
+    "CONTROL_DRIFT_WEIGHT",
+    "Decider",
+    "GateDesign",
+    "GateRun",
+    "control_drift_noise",
+    "disturbance",
+    "paired_decider",
+    "run_gate",
+    "stored_decider",
+]
 
 #: decide(figures, subject p25, control p25, load) -> verdict
 Decider = Callable[[list[float], float, float, MachineLoad], Verdict]
+
+#: Share of the control probe's log-drift (vs its baseline time) taken as extra noise of the figure.
+CONTROL_DRIFT_WEIGHT = 0.15
+#: Control-probe drift (relative) beyond which the verdict notes that the machine's speed moved.
+CONTROL_DRIFT_NOTE = 0.15
 
 
 @dataclass(frozen=True)
@@ -66,6 +82,7 @@ def run_gate(
     design: GateDesign,
     *,
     sampler: Callable[..., list[list[list[float]]]] | None = None,
+    watch_load: bool = True,
 ) -> GateRun:
     """Sample ``openers[0]`` (subject) interleaved with ``openers[1]`` (control) until decided.
 
@@ -74,6 +91,8 @@ def run_gate(
         decide: builds a verdict from (figures, subject p25, control p25, load); None samples once.
         design: sessions, rounds and the time budget.
         sampler: :func:`pytest_roofline.measure.sample_interleaved` (injectable for tests).
+        watch_load: read the machine's load around each batch (False for backends whose times
+            are not wall-clock: the load is then reported as unknown).
 
     Returns:
         The figures (subject/control per session), the load while sampling and the last verdict.
@@ -83,11 +102,9 @@ def run_gate(
 
         sampler = sample_interleaved
     start = time.perf_counter()
-    subject: list[list[float]] = []
-    control: list[list[float]] = []
-    loads: list[MachineLoad] = []
+    batches: list[_Batch] = []
     verdict = None
-    for _ in range(design.max_batches):
+    for count in range(1, design.max_batches + 1):
         before = snapshot()
         result = sampler(
             list(openers),
@@ -96,44 +113,99 @@ def run_gate(
             iterations=design.iterations,
             warmup=design.warmup,
         )
-        loads.append(between(before, snapshot()))
-        subject.extend(result[0])
-        control.extend(result[1])
-        figures = session_ratios(subject, control)
+        load = between(before, snapshot()) if watch_load else _UNWATCHED
+        batches.append(_Batch(result[0], result[1], load))
+        subject, control, load = _usable(batches)
         if decide is None:
             break
-        verdict = decide(figures, _p25(subject), _p25(control), MachineLoad.combine(loads))
+        verdict = decide(session_ratios(subject, control), _p25(subject), _p25(control), load)
         elapsed = time.perf_counter() - start
-        per_batch = elapsed / (len(subject) / design.sessions)
-        if not needs_more(verdict) or elapsed + per_batch > design.budget:
+        if (not needs_more(verdict) and not load.disturbed) or elapsed * (count + 1) / count > design.budget:
             break
+    subject, control, load = _usable(batches)
     return GateRun(
         figures=tuple(session_ratios(subject, control)),
         subject_p25=_p25(subject),
         control_p25=_p25(control),
         seconds=time.perf_counter() - start,
-        load=MachineLoad.combine(loads),
+        load=load,
         verdict=verdict,
         control_session_p25s=tuple(float(np.percentile(s, 25)) for s in control if len(s)),
         subject_samples=tuple(tuple(s) for s in subject if len(s)),
     )
 
 
+@dataclass(frozen=True)
+class _Batch:
+    subject: list[list[float]]
+    control: list[list[float]]
+    load: MachineLoad
+
+
+_UNWATCHED = MachineLoad(0.0, 0.0, 0.0, 0.0, 1, available=False)
+
+
+def _usable(batches: Sequence[_Batch]) -> tuple[list[list[float]], list[list[float]], MachineLoad]:
+    """The samples to decide on: the quiet batches when there are any (a busy moment's samples are
+    dropped once quiet ones exist), else all of them; and the load they were taken under."""
+    quiet = [b for b in batches if not b.load.disturbed]
+    chosen = quiet or list(batches)
+    subject = [s for b in chosen for s in b.subject]
+    control = [s for b in chosen for s in b.control]
+    return subject, control, MachineLoad.combine([b.load for b in chosen])
+
+
+def disturbance(load: MachineLoad) -> str | None:
+    """Why a measurement under ``load`` cannot decide a regression, or None when it can."""
+    if not load.disturbed:
+        return None
+    return f"the machine was busy while measuring ({load.describe()}); re-run on a quiet runner"
+
+
+def control_drift_noise(control_p25: float, baseline_control_p25: float | None) -> float:
+    """Noise to add when the control probe runs at another speed than when the baseline was taken.
+
+    The probe cancels machine drift only in part: a model and its probe respond differently to a
+    slower machine (other cache pressure, other thread behaviour).  The figure is allowed to move by
+    :data:`CONTROL_DRIFT_WEIGHT` of the probe's own log-drift, as a standard deviation.
+    """
+    if not baseline_control_p25 or not math.isfinite(control_p25) or control_p25 <= 0:
+        return 0.0
+    return CONTROL_DRIFT_WEIGHT * abs(math.log(control_p25 / baseline_control_p25))
+
+
+def _notes(load: MachineLoad, control_p25: float, baseline_control_p25: float | None) -> tuple[str, ...]:
+    notes = []
+    if load.disturbed:
+        notes.append(f"measured while busy: {load.describe()}")
+    if baseline_control_p25 and math.isfinite(control_p25) and control_p25 > 0:
+        speed = control_p25 / baseline_control_p25
+        if abs(math.log(speed)) > math.log(1 + CONTROL_DRIFT_NOTE):
+            notes.append(
+                f"the control probe ran x{speed:.2f} its baseline time: the machine is at another speed"
+            )
+    return tuple(notes)
+
+
 def stored_decider(
     baseline_sessions: Sequence[float] | None,
     baseline_raw: float | None,
     tolerance: float,
+    baseline_control_p25: float | None = None,
 ) -> Decider:
     """A ``decide`` callable for stored mode against a baseline's per-session figures."""
 
     def decide(figures: list[float], subject_p25: float, control_p25: float, load: MachineLoad) -> Verdict:
-        return compare(
+        verdict = compare(
             figures,
             list(baseline_sessions) if baseline_sessions else None,
             tolerance=tolerance,
             mode="stored",
             raw={"baseline": baseline_raw, "current": subject_p25},
+            extra_noise=control_drift_noise(control_p25, baseline_control_p25),
+            disturbance=disturbance(load),
         )
+        return replace(verdict, reasons=(*verdict.reasons, *_notes(load, control_p25, baseline_control_p25)))
 
     return decide
 
@@ -142,12 +214,14 @@ def paired_decider(tolerance: float) -> Decider:
     """A ``decide`` callable for paired mode (figures are new/reference ratios)."""
 
     def decide(figures: list[float], subject_p25: float, control_p25: float, load: MachineLoad) -> Verdict:
-        return compare(
+        verdict = compare(
             figures,
             None,
             tolerance=tolerance,
             mode="paired",
             raw={"baseline": control_p25, "current": subject_p25},
+            disturbance=disturbance(load),
         )
+        return replace(verdict, reasons=(*verdict.reasons, *_notes(load, control_p25, None)))
 
     return decide

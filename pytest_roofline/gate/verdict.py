@@ -47,6 +47,10 @@ __all__ = [
 #: ~5 % peak-to-peak between processes here; paired A/A ratios stay within ±0.8 %.
 DEFAULT_DRIFT = {"stored": 0.015, "paired": 0.003}
 
+#: A pass must rule out a slowdown beyond the tolerance at 95 % one-sided: the upper bound is
+#: ``ratio + 1.645 σ`` where the CI's half-width is ``1.96 σ``.
+ONE_SIDED = 1.645 / 1.96
+
 STATUSES = ("pass", "regression", "inconclusive", "new", "improved", "not-compared", "incomparable")
 
 
@@ -203,6 +207,8 @@ def compare(
     drift: float | None = None,
     raw: dict[str, float | None] | None = None,
     layers: Sequence[LayerDelta] = (),
+    extra_noise: float = 0.0,
+    disturbance: str | None = None,
 ) -> Verdict:
     """Decide pass / regression / inconclusive / improved from per-session figures.
 
@@ -216,6 +222,10 @@ def compare(
             (default :data:`DEFAULT_DRIFT` of the mode).
         raw: raw seconds to report beside normalized figures.
         layers: per-layer deltas to carry into the verdict.
+        extra_noise: a relative standard deviation known beyond the samples' own (the control
+            probe ran at another speed than when the baseline was recorded), folded in like drift.
+        disturbance: why the measurement cannot be trusted to decide (the machine was busy):
+            a regression or improvement then stands as inconclusive, with this reason.
 
     Returns:
         The verdict; a pure function of its arguments.
@@ -235,7 +245,8 @@ def compare(
     ratio = cur_fig / base_fig
     low, high = bootstrap_ratio_ci(current, base)
     drift = DEFAULT_DRIFT[mode] if drift is None else drift
-    half = math.hypot((high - low) / 2.0, 1.96 * drift * ratio)
+    spread = math.hypot(drift, extra_noise)
+    half = math.hypot((high - low) / 2.0, 1.96 * spread * ratio)
     low, high = min(low, ratio - half), max(high, ratio + half)
     noise = half / ratio
     limit = 1.0 + tolerance
@@ -250,8 +261,16 @@ def compare(
         status, why = "inconclusive", f"{what} +{_pct(ratio - 1)} but within noise ±{_pct(noise)}"
     elif ratio < 1.0 - tolerance and high < 1.0:
         status, why = "improved", f"{what} {_pct(ratio - 1)} (faster)"
+    elif ratio + half * ONE_SIDED > limit:  # a pass rules a slowdown beyond the tolerance out
+        status = "inconclusive"
+        why = (
+            f"ratio {ratio:.3f}, but a slowdown beyond the {_pct(tolerance)} tolerance is not ruled out "
+            f"(95% bound {ratio + half * ONE_SIDED:.3f}, noise ±{_pct(noise)})"
+        )
     else:
         status, why = "pass", f"ratio {ratio:.3f} within {_pct(tolerance)} (noise ±{_pct(noise)})"
+    if disturbance and status in ("regression", "improved"):
+        status, why = "inconclusive", f"{why}, but {disturbance}"
     return Verdict(
         status=status,
         mode=mode,

@@ -2,7 +2,8 @@
 
 Teams already on pytest-benchmark keep their tools (``--benchmark-autosave``, ``compare``,
 ``--benchmark-json``, histograms, ``--benchmark-compare-fail``): each profiled model appears there
-as one benchmark whose rounds are our end-to-end latency samples.  Nothing here imports
+as one benchmark whose rounds are our end-to-end latency samples, in runs that ask pytest-benchmark
+to save, write, compare or plot.  Nothing here imports
 pytest-benchmark unless its plugin is registered, and nothing changes its options or hooks, so
 both plugins run side by side without conflict.
 """
@@ -23,11 +24,20 @@ PLUGIN_NAME = "pytest-benchmark"  # the name pytest-benchmark registers its sess
 
 
 def active_benchmark_session(config: pytest.Config) -> Any | None:
-    """pytest-benchmark's session when it is installed, loaded and recording; else None."""
+    """pytest-benchmark's session when the run asked it to keep or show results; else None.
+
+    Installed is not enough: pytest-benchmark loads in every run of a project that has it, and
+    feeding it then would print its table in runs that never asked for one.  The run must ask it
+    to write (``--benchmark-json``, ``--benchmark-save``, ``--benchmark-autosave``), compare
+    (``--benchmark-compare``) or plot (``--benchmark-histogram``), and not have it off.
+    """
     session = config.pluginmanager.get_plugin(PLUGIN_NAME)
     if session is None or not hasattr(session, "benchmarks"):
         return None
     if getattr(session, "disabled", False) or getattr(session, "skip", False):
+        return None
+    asked = ("json", "save", "autosave", "compare", "histogram")
+    if not any(getattr(session, name, None) for name in asked):
         return None
     return session
 

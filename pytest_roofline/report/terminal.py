@@ -75,14 +75,15 @@ def summary_lines(
         label = f"{record.test} :: {model_label(record.profile)}"
         for verdict in record.verdicts:
             why = verdict_reason(verdict)
-            if why is None:
+            notes = [] if verdict.status == "incomparable" else list(verdict.reasons)
+            if why is None and not notes:
                 continue
-            reasons.append(f"{verdict.status.upper()} {label} — {why}")
+            reasons.append(f"{verdict.status.upper()} {label} — {why or verdict.message}")
             if verdict.explanation:
                 reasons.append(f"  why: {verdict.explanation}")
             if verdict.status == "regression":
                 reasons.extend("  " + line for line in verdict_table(verdict))
-            reasons.extend(f"  note: {note}" for note in verdict.reasons if verdict.status != "incomparable")
+            reasons.extend(f"  note: {note}" for note in notes)
         model_median = fmt_seconds_fixed(record.profile.latency.median)
         for name, stats in record.profile.spans.items():
             spans.append(
