@@ -63,7 +63,7 @@ for _ in range(20):
     t = time.perf_counter(); calibrate(backend, cache_dir=sys.argv[3]); cached.append(time.perf_counter() - t)
 print(json.dumps({"peak": roof.peak, "bandwidth": roof.peak_bandwidth, "uncached": uncached, "cpu": cpu,
                   "cached": sorted(cached)[len(cached) // 2], "theoretical": roof.theoretical_peak_flops,
-                  "peaks": roof.peak_flops,
+                  "peaks": roof.peak_flops, "spread": roof.spread, "warnings": list(roof.warnings),
                   "probe": max((p for p in roof.probes if p.kind == "compute" and p.dtype == "float32"),
                                key=lambda p: p.value).name}))
 """
@@ -151,6 +151,10 @@ def main() -> None:
                 f"(CPU {run['cpu']:.2f} s), cached {run['cached'] * 1e3:.3f} ms | bare ORT "
                 f"{ort_peak / 1e9:.0f} GFLOP/s, {refs}",
                 flush=True,
+            )
+            spread = ", ".join(f"{k} {v:.1%}" for k, v in sorted(run["spread"].items()))
+            print(
+                f"    stored with it: spread of two sessions {spread}; {run['warnings'] or 'no load warning'}"
             )
         start = time.perf_counter()
         cli = subprocess.run(

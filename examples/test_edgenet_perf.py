@@ -19,17 +19,23 @@ def test_latency_and_layers(model_profile, device_roofline):
     prof = model_profile(MODEL, batch_size=1)
 
     assert_latency(prof, below=50e-3)  # seconds; a loose absolute ceiling for any CI machine
-    assert prof.attributed_fraction > 0.99  # every microsecond mapped to ONNX nodes
+    # Every microsecond mapped to ONNX nodes (on a GPU, a few copies launch between nodes).
+    assert prof.attributed_fraction > (0.95 if prof.on_gpu else 0.99)
+    assert prof.roofline_check.status != "invalid", prof.roofline_check.message()  # physically possible
 
-    # The stem convolution is the heaviest layer: it should use a fair share of the roof.
-    assert_fraction(prof, "Conv_0", above=0.01)
-    # Some layers (depthwise convolutions) are memory-bound on a CPU: check the roofline says so.
+    # Fractions need the device's own layer times: a GPU without CUPTI (pip install
+    # "pytest-roofline[gpu]") gives host-side launch times, and then no fraction at all.
+    if prof.layer_timing == "device":
+        # The stem convolution is the heaviest layer: it should use a fair share of the roof.
+        assert_fraction(prof, "Conv_0", above=0.01)
+        assert_efficiency(prof, above=0.005)
+    # Depthwise convolutions are memory-bound on a CPU and on a GPU: check the roofline says so.
     assert any(la.bound == "memory" for la in prof.layers if la.kind == "compute")
     # Convolutions dominate the model's time. Layers name the ONNX nodes they run, whatever the
     # backend calls its kernels (onnxruntime: "Conv"/"FusedConv", OpenVINO: "Convolution", ...).
+    # On a GPU the small activations between them are separate kernels, each costing a launch.
     conv_time = sum(la.time for la in prof.layers if any(n.startswith("Conv") for n in la.onnx_nodes))
-    assert conv_time > 0.8 * prof.kernel_time
-    assert_efficiency(prof, above=0.005)
+    assert conv_time > (0.5 if prof.on_gpu else 0.8) * prof.kernel_time
     assert prof.total_flops / device_roofline.peak < prof.latency.median  # can't beat the roof
 
 

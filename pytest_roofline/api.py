@@ -238,12 +238,16 @@ def assemble(
         shape_method=run.analysis.shape_method,
         fingerprint=engine.fingerprint(),
         extra={
+            **run.kernels.extra,  # a backend's own figures, e.g. host<->device "transfer" times
             "profile_iterations": run.iterations,
             "folded": list(run.kernels.folded),
             "profiler_scale": scale,
             **({"batch_default": True} if prepared.batch_default else {}),
+            "timing_source": run.kernels.timing_source,
+            "timer_resolution": run.kernels.timer_resolution,
             **dict(extra or {}),
         },
+        layer_timing=run.kernels.timing,
     )
 
 

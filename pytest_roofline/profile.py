@@ -19,10 +19,20 @@ from .stats import LatencyStats
 if TYPE_CHECKING:
     from .analysis.types import ModelAnalysis
     from .backends.base import KernelProfile, KernelRecord
+    from .roofline.sanity import RooflineCheck
 
-__all__ = ["Layer", "LayerNotFound", "ModelProfile", "OpTypeSummary", "build_layers", "profiler_scale"]
+__all__ = [
+    "Layer",
+    "LayerNotFound",
+    "ModelProfile",
+    "OpTypeSummary",
+    "build_layers",
+    "profiler_scale",
+    "roof_dtype",
+]
 
 SCHEMA_VERSION = 1
+_PRECISION_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int8": "int8"}
 
 
 class LayerNotFound(KeyError):
@@ -150,8 +160,11 @@ def profiler_scale(kernels: KernelProfile, e2e_time: float | None) -> float:
     per kernel; trtexec's per-layer timing adds sync points), so the kernel times of a profiled
     run can add up to more than the model's measured latency.  Layer times are then scaled by
     ``e2e_time / kernel_sum`` so that shares are kept and fractions judge the real speed; the
-    factor is never above 1 (kernels that add up to less leave time to the host).
+    factor is never above 1 (kernels that add up to less leave time to the host).  GPU kernel
+    times from CUPTI are the device's own clock, untouched by the profiler: they are never scaled.
     """
+    if kernels.timing_source == "CUPTI":
+        return 1.0
     total = sum(float(np.median(k.times)) for k in kernels.kernels if k.times)
     if not e2e_time or total <= e2e_time:
         return 1.0
@@ -167,7 +180,10 @@ def build_layers(
     """Join a profiled run with the analysis; returns the layers and the attributed fraction.
 
     Layer times are the kernels' profiled medians times ``time_scale`` (see
-    :func:`profiler_scale`); ``Layer.times`` keeps the raw profiled samples.
+    :func:`profiler_scale`); ``Layer.times`` keeps the raw profiled samples.  Layers are judged
+    against the roof of the precision that ran (:func:`roof_dtype`).  Host-timed kernels (an
+    accelerator's launch times, ``kernels.timing == "host"``) get a bound and an attainable
+    figure but no roofline fraction: a host time says nothing about the device's speed.
 
     Layout kernels carry no FLOPs (their bytes are what they move, from the backend's record
     when given in ``extra["bytes"]``).  Nodes of the analysis that no kernel executes and that
@@ -187,6 +203,8 @@ def build_layers(
     known = {node.name for node in analysis.nodes}
     owner = _flop_owners(kernels, known)
     itemsize = precision_itemsize(kernels.precision)  # bytes follow what ran (an fp16 engine: 2)
+    dtype = roof_dtype(roofline, kernels.precision) if roofline is not None else None
+    timed = kernels.timing != "host"
     total_time = sum(float(np.median(k.times)) if k.times else 0.0 for k in kernels.kernels) * time_scale
     layers: list[Layer] = []
     attributed = 0.0
@@ -221,7 +239,7 @@ def build_layers(
             share=median / total_time if total_time > 0 else 0.0,
             times=kernel.times,
         )
-        layers.append(apply_roofline(layer, roofline))
+        layers.append(apply_roofline(layer, roofline, dtype, timed))
     executed = {n for layer in layers for n in layer.onnx_nodes}
     for name in kernels.folded:
         if name in known and name not in executed:
@@ -246,16 +264,46 @@ def _flop_owners(kernels: KernelProfile, known: set[str]) -> dict[str, KernelRec
     return {**fallback, **owner}
 
 
-def apply_roofline(layer: Layer, roofline: DeviceRoofline | None) -> Layer:
-    """Fill roofline fraction, bound and attainable FLOP/s of ``layer``."""
+def roof_dtype(roofline: DeviceRoofline, precision: str) -> str:
+    """The roof a model of ``precision`` is judged against: the highest its data may run at.
+
+    That is the higher of its own dtype's roof and float32's: a backend may compute fp16 in fp32
+    (onnxruntime's CPU EP inserts Casts around Conv; measured: a ResNet-50 fp16 "reached" 134 % of
+    the CPU's fp16 roof), and on a GPU the fp16 roof is the higher one.  ``mixed`` takes the
+    highest float roof.  A precision without a calibrated roof falls back to float32's, which the
+    physical sanity check (:mod:`pytest_roofline.roofline.sanity`) names when it yields impossible
+    figures (fp16 tensor cores against a TF32 roof).
+    """
+    peaks = roofline.peak_flops
+    default = roofline.dtype
+    candidates: list[str]
+    if precision == "mixed":
+        candidates = [d for d in ("float32", "float16", "bfloat16") if d in peaks]
+    else:
+        candidates = [d for d in (_PRECISION_DTYPES.get(precision, default), default) if d in peaks]
+    return max(candidates, key=lambda d: peaks[d], default=default)
+
+
+def apply_roofline(
+    layer: Layer, roofline: DeviceRoofline | None, dtype: str | None = None, timed: bool = True
+) -> Layer:
+    """Fill roofline fraction, bound and attainable FLOP/s of ``layer`` against ``dtype``'s roof.
+
+    ``timed=False`` (host-timed layers) leaves the fraction out: bound and attainable figure
+    follow from the layer's costs alone.
+    """
     if roofline is None or layer.time <= 0 or layer.kind == "folded":
         return layer
     intensity = layer.intensity if layer.bytes else float("inf")
+    peak = roofline.peak_flops.get(dtype or roofline.dtype, roofline.peak)
+    ridge_bound = "compute" if intensity >= peak / roofline.bandwidth_for(layer.bytes) else "memory"
     return replace(
         layer,
-        roofline_fraction=roofline.fraction(layer.flops, layer.bytes, layer.time),
-        bound=roofline.bound(intensity, layer.bytes) if layer.flops else "memory",
-        attainable_flops=roofline.attainable(intensity, working_set=layer.bytes) if layer.flops else None,
+        roofline_fraction=roofline.fraction(layer.flops, layer.bytes, layer.time, dtype) if timed else None,
+        bound=ridge_bound if layer.flops else "memory",
+        attainable_flops=roofline.attainable(intensity, dtype, working_set=layer.bytes)
+        if layer.flops
+        else None,
     )
 
 
@@ -284,6 +332,7 @@ class ModelProfile:
     fingerprint: dict[str, Any] = field(default_factory=dict, hash=False)
     spans: dict[str, LatencyStats] = field(default_factory=dict, hash=False)
     extra: dict[str, Any] = field(default_factory=dict, hash=False)
+    layer_timing: str = "device"  # "device" (the device's own kernel times) | "host" (launch times)
 
     def __repr__(self) -> str:
         """Short form for assertion messages: model, batch, backend, median, efficiency."""
@@ -302,6 +351,11 @@ class ModelProfile:
     def achieved_flops(self) -> float:
         """Whole-model FLOP/s at the median latency."""
         return self.total_flops / self.latency.median if self.latency.median > 0 else 0.0
+
+    @property
+    def on_gpu(self) -> bool:
+        """Whether the model ran on a GPU (the fingerprint names one): device-conditioned assertions."""
+        return isinstance(self.fingerprint.get("gpu"), dict)
 
     @property
     def kernel_time(self) -> float:
@@ -351,7 +405,20 @@ class ModelProfile:
 
     @property
     def efficiency(self) -> float | None:
-        """Time-weighted roofline fraction of the model (None without a roofline)."""
+        """Time-weighted roofline fraction of the model.
+
+        None without a roofline, with host-timed layers, or when the figures are physically
+        impossible (``roofline_check.status == "invalid"``: its message says why, and
+        :attr:`raw_efficiency` keeps the impossible figure): no consumer prints 5777 % as fact.
+        """
+        raw = self.raw_efficiency
+        if raw is None or self.roofline_check.status in ("invalid", "host-timed"):
+            return None
+        return raw
+
+    @property
+    def raw_efficiency(self) -> float | None:
+        """Time-weighted roofline fraction, unchecked (see :attr:`efficiency`)."""
         timed = [(la.roofline_fraction, la.time) for la in self.layers if la.roofline_fraction is not None]
         timed = [(fraction, time) for fraction, time in timed if time > 0]
         total = sum(time for _, time in timed)
@@ -360,12 +427,28 @@ class ModelProfile:
         return sum(fraction * time for fraction, time in timed) / total
 
     @property
+    def roofline_check(self) -> RooflineCheck:
+        """Whether this profile's roofline figures are physically possible (see :mod:`.roofline.sanity`).
+
+        ``check.valid`` is False when a layer runs above 1.15 x its roof or the model above 100 %;
+        ``check.message()`` names the likely cause; :attr:`efficiency` is then None.
+        """
+        from .roofline.sanity import check_profile
+
+        return check_profile(self)
+
+    @property
     def headroom(self) -> float:
         """Seconds saved per inference if every layer reached its roof (profiled time scale)."""
         return sum(la.time - la.roof_time for la in self.layers)
 
     def to_dict(self, include_samples: bool = True) -> dict[str, Any]:
-        """JSON-ready dict following the ``roofline profile --format json`` contract."""
+        """JSON-ready dict following the ``roofline profile --format json`` contract.
+
+        When the roofline check finds impossible figures, ``efficiency`` is null and
+        ``roofline_check`` says why (its ``efficiency`` keeps the raw figure, labelled invalid).
+        """
+        check = self.roofline_check
         return {
             "schema_version": SCHEMA_VERSION,
             "model": self.model_name,
@@ -384,6 +467,8 @@ class ModelProfile:
             "total": {"flops": self.total_flops, "macs": self.total_macs, "bytes": self.total_bytes},
             "achieved_flops": self.achieved_flops,
             "efficiency": self.efficiency,
+            "roofline_check": check.to_dict(),
+            "layer_timing": self.layer_timing,
             "headroom": self.headroom,
             "attributed_fraction": self.attributed_fraction,
             "layers": [layer.to_dict(include_samples) for layer in self.layers],
@@ -418,4 +503,5 @@ class ModelProfile:
             fingerprint=dict(data.get("fingerprint", {})),
             spans={k: LatencyStats.from_dict(v) for k, v in data.get("spans", {}).items()},
             extra=dict(data.get("extra", {})),
+            layer_timing=str(data.get("layer_timing") or "device"),
         )

@@ -11,10 +11,12 @@ import warnings
 from typing import Any
 
 import pytest
+from _calibration_helpers import Counting
 
-from pytest_roofline.backends.base import Backend, BackendSession, get_backend
+from pytest_roofline.backends.base import Backend, get_backend
 from pytest_roofline.cli import main
 from pytest_roofline.device import CpuInfo
+from pytest_roofline.device.load import MachineLoad
 from pytest_roofline.errors import BackendError, OptionError
 from pytest_roofline.roofline import CacheLevel, DeviceRoofline, Probe
 from pytest_roofline.roofline import probes as cp
@@ -25,37 +27,12 @@ from pytest_roofline.roofline.calibrate import (
     calibration_fingerprint,
     default_cache_dir,
 )
+from pytest_roofline.roofline.progress import is_step
 
 ROOFLINE = [sys.executable, "-c", "import sys; from pytest_roofline.cli import main; sys.exit(main())"]
 
 
 Cached = tuple[DeviceRoofline, "Counting", Any]  # (roofline, its counting backend, its cache dir)
-
-
-class Counting(Backend):
-    """A real backend wrapped to count ``open`` calls, optionally with a changed fingerprint."""
-
-    def __init__(self, inner: Backend, extra: dict[str, Any] | None = None, refuse: str = "") -> None:
-        self.inner, self.extra_fp, self.refuse = inner, dict(extra or {}), refuse
-        self.name = inner.name  # type: ignore[misc]
-        self.options = inner.options
-        self.opened: list[str] = []
-
-    @classmethod
-    def available(cls) -> bool:
-        return True
-
-    def version(self) -> str:
-        return self.inner.version()
-
-    def fingerprint(self) -> dict[str, Any]:
-        return {**self.inner.fingerprint(), **self.extra_fp}
-
-    def open(self, spec: Any, inputs: Any) -> BackendSession:
-        self.opened.append(spec.name)
-        if self.refuse and self.refuse in spec.name:
-            raise BackendError(f"no kernel for {spec.name}")
-        return self.inner.open(spec, inputs)
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +47,11 @@ def cached(tmp_path_factory: pytest.TempPathFactory, ort: Backend) -> tuple[Devi
     backend = Counting(ort)
     lines: list[str] = []
     roofline = calibrate(backend, cache_dir=cache_dir, quick=True, progress=lines.append)
-    assert lines and all("calibrate [" in line for line in lines)
+    steps = [line for line in lines if is_step(line)]
+    notes = [line for line in lines if not is_step(line)]
+    assert len(steps) >= len(cp.plan_probes(cp.DTYPES, "quick"))
+    assert notes[0].startswith("calibrating onnxruntime on ") and "quick plan" in notes[0]
+    assert notes[-1].startswith("calibrated in ") and "float32" in notes[-1] and "DRAM" in notes[-1]
     return roofline, backend, cache_dir
 
 
@@ -79,10 +60,15 @@ def test_real_calibration_measures_every_roof(cached: Cached) -> None:
     plan = cp.plan_probes(cp.DTYPES, "quick")
     names = {p.name for p in roofline.probes}
     assert {s.name for s in plan if not s.optional} <= names
-    # every probe once, then a second session for the float32 winner and the DRAM probes
+    # every probe once, then a second session for the float32 winner and the DRAM probes (and a
+    # third when the machine was busy: this shared machine often is)
     assert set(backend.opened) == {s.name for s in plan}
     confirmed = cp.confirmation_specs(plan, list(roofline.probes), _llc())
-    assert len(backend.opened) == len(plan) + len(confirmed) and len(confirmed) >= 2
+    assert len(confirmed) >= 2
+    assert len(backend.opened) - len(plan) in (len(confirmed), 2 * len(confirmed))
+    load = MachineLoad.from_dict(roofline.load or {})
+    assert load.seconds > 0 and bool(roofline.warnings) == load.disturbed
+    assert set(roofline.spread) == {"float32", "dram"} and all(0 <= v < 1 for v in roofline.spread.values())
     compute = [p for p in roofline.probes if p.kind == "compute"]
     memory = [p for p in roofline.probes if p.kind == "memory"]
     assert any(p.name.startswith("conv3x3") for p in compute) and len(memory) == len(cp.STREAM_SIZES["quick"])
@@ -144,7 +130,8 @@ def test_force_measures_again_and_replaces_the_file(tmp_path: Any, ort: Backend)
     first = calibrate(backend, cache_dir=tmp_path, quick=True, dtypes=["float32"])
     count = len(backend.opened)
     second = calibrate(backend, cache_dir=tmp_path, quick=True, dtypes=["float32"], force=True)
-    assert len(backend.opened) == 2 * count  # the same plan again: nothing read from the cache
+    plan = {s.name for s in cp.plan_probes(("float32",), "quick")}
+    assert set(backend.opened[count:]) == plan  # the same plan again: nothing read from the cache
     stored = json.loads(cache_path(first.fingerprint, tmp_path).read_text())
     assert DeviceRoofline.from_dict(stored["roofline"]) == second
     assert list(tmp_path.glob("*.tmp")) == []  # atomic write left no temp file

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _calibration_helpers import use_fake_nvml
 
 from pytest_roofline.backends.attribution import GraphIndex, attributed_fraction
 from pytest_roofline.backends.base import get_backend
@@ -238,3 +239,29 @@ def test_explicit_trtexec_path(fake, resnet18: Path, monkeypatch: pytest.MonkeyP
 def test_bad_options(options: dict[str, str], match: str) -> None:
     with pytest.raises(OptionError, match=match):
         TrtexecBackend(options)
+
+
+def test_a_trtexec_run_is_identified_by_the_gpu_of_its_device_option(
+    fake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NVML answers from the FAKE pynvml (tests/fake_pynvml, the recorded H200): logic only."""
+    from pytest_roofline.device import device_class
+    from pytest_roofline.device.gpu import gpu_info
+
+    fake()
+    use_fake_nvml(monkeypatch)
+    try:
+        backend = get_backend("trtexec", {"args": "--device=0 --useSpinWait"})
+        assert backend.device_index() == 0
+        fingerprint = backend.fingerprint()
+        assert (
+            fingerprint["gpu"]["name"] == "NVIDIA H200" and device_class(fingerprint) == "NVIDIA H200 140GiB"
+        )
+        other = get_backend("trtexec", {"args": "--device 1"})
+        assert (
+            other.device_index() == 1 and "nvidia-ml-py" in other.fingerprint()["gpu"]["name"]
+        )  # no device 1
+        imported = get_backend("trtexec", {"profile": str(DATA / RECORDED[0])})
+        assert "gpu" not in imported.fingerprint()  # exports made elsewhere: no GPU of ours to name
+    finally:
+        gpu_info.cache_clear()

@@ -67,13 +67,24 @@ class KernelRecord:
 
 @dataclass(frozen=True)
 class KernelProfile:
-    """The result of a profiled run: kernels, and ONNX nodes folded away (no time)."""
+    """The result of a profiled run: kernels, and ONNX nodes folded away (no time).
+
+    ``timing`` says what the kernel times are: ``device`` (the computing device's own time: a CPU
+    profiler on the CPU, CUPTI on a GPU, TensorRT's per-layer GPU times) or ``host`` (host-side
+    time around an accelerator's kernel launches: no roofline fraction may be computed from it).
+    ``timer_resolution`` is the timer's step in seconds; ``extra`` carries backend figures such as
+    host<->device ``transfer`` times, kept apart from the gated latency.
+    """
 
     kernels: tuple[KernelRecord, ...]
     folded: tuple[str, ...] = ()
     iterations: int = 0
     precision: str = "fp32"  # what actually ran: fp32 | fp16 | int8 | mixed
     trace_events: tuple[dict[str, Any], ...] = field(default=(), repr=False, compare=False, hash=False)
+    timing: str = "device"  # "device" | "host"
+    timing_source: str = ""  # e.g. "onnxruntime profiler", "CUPTI", "trtexec --exportProfile"
+    timer_resolution: float = 1e-6
+    extra: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, hash=False)
 
 
 class BackendSession(ABC):

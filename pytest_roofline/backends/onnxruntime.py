@@ -1,10 +1,16 @@
 """The onnxruntime backend: honest e2e timing, and profiled kernels attributed to ONNX nodes.
 
-Timing (``time``) runs a plain session with the profiler off, feeding pre-built ``OrtValue``s
-through ``run_with_ort_values`` and timing each call with ``perf_counter_ns``.  Profiling
-(``profile``) opens a second session with ``enable_profiling`` and ``optimized_model_filepath``
-in a temporary directory, and maps ORT's kernel names back to the original graph
+Timing (``time``) runs a plain session with the profiler off, inputs and outputs pre-bound through
+an ``IOBinding``, and times each call with ``perf_counter_ns``.  Profiling (``profile``) opens a
+second session with ``enable_profiling`` and ``optimized_model_filepath`` in a temporary
+directory, and maps ORT's kernel names back to the original graph
 (:mod:`pytest_roofline.backends.ort_attribution`).
+
+On an NVIDIA GPU (the CUDA or TensorRT execution provider first) inputs and outputs live on the
+device by default (``io_binding=device``): the gated latency is the model's, not PCIe's, and the
+host<->device copies are measured apart (``KernelProfile.extra["transfer"]``).  Layer times come
+from CUPTI when ``cupti-python`` is installed (:mod:`pytest_roofline.backends.cupti`); without it
+the profiler's node times are host-side launch times, and the profile says so (``timing="host"``).
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ OPT_LEVELS = {
     "layout": "ORT_ENABLE_LAYOUT",
     "all": "ORT_ENABLE_ALL",
 }
+GPU_PROVIDERS = frozenset({"CUDAExecutionProvider", "TensorrtExecutionProvider"})
 PROVIDER_ALIASES = {
     "cpu": "CPUExecutionProvider",
     "cuda": "CUDAExecutionProvider",
@@ -85,6 +92,9 @@ class OnnxRuntimeBackend(Backend):
         "graph_optimization_level": "disable | basic | extended | layout | all (default all)",
         "execution_mode": "sequential | parallel (default sequential)",
         "session.<key>": "any SessionOptions config entry, e.g. session.intra_op.allow_spinning=0",
+        "device_id": "GPU of the CUDA/TensorRT provider (default 0, as CUDA numbers visible devices)",
+        "use_tf32": "CUDA provider: 1 runs float32 as TF32 on Ampere+ (ORT's default), 0 strict fp32",
+        "io_binding": "GPU providers: device (default: inputs and outputs stay on the GPU) or host",
     }
 
     def __init__(self, options: Mapping[str, str] | None = None) -> None:
@@ -110,6 +120,16 @@ class OnnxRuntimeBackend(Backend):
         if not names:
             raise OptionError("onnxruntime option providers is empty; name at least one execution provider")
         self.providers = [PROVIDER_ALIASES.get(p.lower(), p) for p in names]
+        self.on_gpu = self.providers[0] in GPU_PROVIDERS
+        self.device_id = _non_negative_int("device_id", plain.get("device_id", "0"))
+        self.use_tf32 = plain.get("use_tf32")
+        if self.use_tf32 not in (None, "0", "1"):
+            raise OptionError(f"onnxruntime option use_tf32={self.use_tf32!r} must be 0 or 1")
+        self.io_binding = plain.get("io_binding", "device").lower()
+        if self.io_binding not in ("device", "host"):
+            raise OptionError(f"onnxruntime option io_binding={self.io_binding!r} must be device or host")
+        # where inputs and outputs live during timing: the GPU's memory, or the host's
+        self.io_device = "cuda" if self.on_gpu and self.io_binding == "device" else "cpu"
         if self.available():
             import onnxruntime as ort
 
@@ -137,7 +157,7 @@ class OnnxRuntimeBackend(Backend):
         from pytest_roofline.device import cpu_info
 
         cpu = cpu_info()
-        return {
+        data: dict[str, Any] = {
             "backend": self.name,
             "version": self.version(),
             "providers": list(self.providers),
@@ -149,6 +169,40 @@ class OnnxRuntimeBackend(Backend):
             "cores": cpu.cores,
             "simd": cpu.to_dict()["simd"],
         }
+        if self.on_gpu:  # the device class is the GPU; the host stays in the fingerprint
+            from pytest_roofline.device.gpu import gpu_fingerprint
+
+            data.update(
+                gpu=gpu_fingerprint(self.device_id),
+                device_id=self.device_id,
+                use_tf32=self.use_tf32 if self.use_tf32 is not None else "default",
+                io_binding=self.io_binding,
+            )
+        return data
+
+    def float32_mode(self) -> str:
+        """How this configuration runs float32: ``tf32`` (Ampere+ CUDA/TensorRT EP unless
+        ``use_tf32=0``), ``fp32``, or ``""`` on the CPU."""
+        if not self.on_gpu:
+            return ""
+        from pytest_roofline.device.gpu import gpu_info
+
+        info = gpu_info(self.device_id)
+        tf32_capable = info.tf32_default if info is not None else True
+        return "tf32" if tf32_capable and self.use_tf32 != "0" else "fp32"
+
+    def provider_list(self) -> list[Any]:
+        """``providers=`` for ``InferenceSession``: GPU providers carry device_id (and use_tf32)."""
+        result: list[Any] = []
+        for name in self.providers:
+            if name in GPU_PROVIDERS:
+                options = {"device_id": str(self.device_id)}
+                if name == "CUDAExecutionProvider" and self.use_tf32 is not None:
+                    options["use_tf32"] = self.use_tf32
+                result.append((name, options))
+            else:
+                result.append(name)
+        return result
 
     def session_options(self, profile_dir: str | None = None) -> Any:
         """``SessionOptions`` for these options; profiling and graph dump into ``profile_dir``."""
@@ -202,9 +256,10 @@ class OnnxRuntimeSession(BackendSession):
         self._payload = self._model_payload()
         self.session = self._create(backend.session_options())
         self._check_inputs()
-        import onnxruntime as ort
-
-        self._feeds = {name: ort.OrtValue.ortvalue_from_numpy(arr) for name, arr in self.inputs.items()}
+        self._device, self._device_id = backend.io_device, backend.device_id
+        self._helpers: list[Any] = []  # sessions that made device values (kept alive with them)
+        types = {i.name: i.type for i in self.session.get_inputs()}
+        self._feeds = {name: self._value(arr, types.get(name, "")) for name, arr in self.inputs.items()}
         self._output_names = [o.name for o in self.session.get_outputs()]
         self._binding: Any = None
         # every run takes these options: a bounded measurement past its timeout sets ``terminate``,
@@ -222,6 +277,58 @@ class OnnxRuntimeSession(BackendSession):
         """Make the running and every later run of this session fail at the next node."""
         self._run_options.terminate = True
 
+    def _value(self, array: np.ndarray, ort_type: str) -> Any:
+        """An ``OrtValue`` of ``array`` where timing binds it: host memory, or the GPU's.
+
+        A ``bfloat16`` input (numpy has no bfloat16) is given as float32 and cast on the device.
+        """
+        import onnxruntime as ort
+
+        if ort_type == "tensor(bfloat16)":
+            return self._bfloat16_value(array.astype(np.float32, copy=False))
+        if self._device == "cpu":
+            return ort.OrtValue.ortvalue_from_numpy(array)
+        try:
+            return ort.OrtValue.ortvalue_from_numpy(array, self._device, self._device_id)
+        except Exception as exc:
+            raise BackendError(
+                f"onnxruntime cannot place an input on {self._device}: {_first_line(exc)}"
+            ) from None
+
+    def _bfloat16_value(self, array: np.ndarray) -> Any:
+        """``array`` cast to bfloat16 by a one-node session on this backend, output bound in place."""
+        import onnx
+        import onnxruntime as ort
+        from onnx import TensorProto, helper
+
+        shape = list(array.shape)
+        graph = helper.make_graph(
+            [helper.make_node("Cast", ["x"], ["y"], to=TensorProto.BFLOAT16)],
+            "to_bfloat16",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+            [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, shape)],
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = min(model.ir_version, 8)
+        onnx.checker.check_model(model)
+        try:
+            cast = ort.InferenceSession(model.SerializeToString(), providers=self.backend.provider_list())
+            binding = cast.io_binding()
+            binding.bind_cpu_input("x", array)
+            try:  # memory owned by the value itself, not by the helper session's arena
+                value = ort.OrtValue.ortvalue_from_shape_and_type(
+                    shape, TensorProto.BFLOAT16, self._device, self._device_id
+                )
+                binding.bind_ortvalue_output("y", value)
+            except Exception:
+                value = None
+                binding.bind_output("y", self._device, self._device_id)
+            cast.run_with_iobinding(binding)
+        except Exception as exc:
+            raise BackendError(f"onnxruntime cannot make a bfloat16 input: {_first_line(exc)}") from None
+        self._helpers.append(cast)
+        return value if value is not None else binding.get_outputs()[0]
+
     def _bound(self) -> Any:
         """An IOBinding with the inputs and pre-allocated outputs bound (built on first use).
 
@@ -230,19 +337,23 @@ class OnnxRuntimeSession(BackendSession):
         outputs 4.18 ms: the timed loop must not add what a bare loop doesn't pay.
         """
         if self._binding is None:
-            first = self.session.io_binding()
-            for name, value in self._feeds.items():
-                first.bind_ortvalue_input(name, value)
-            for name in self._output_names:
-                first.bind_output(name, "cpu")
-            self.session.run_with_iobinding(first, self._run_options)  # allocates outputs of the right shapes
-            binding = self.session.io_binding()
-            for name, value in self._feeds.items():
-                binding.bind_ortvalue_input(name, value)
-            for name, value in zip(self._output_names, first.get_outputs(), strict=True):
-                binding.bind_ortvalue_output(name, value)
-            self._binding = binding
+            self._binding = self._io_binding(self.session)
         return self._binding
+
+    def _io_binding(self, session: Any) -> Any:
+        """``session``'s inputs bound, outputs pre-allocated where timing keeps them (one run)."""
+        first = session.io_binding()
+        for name, value in self._feeds.items():
+            first.bind_ortvalue_input(name, value)
+        for name in self._output_names:
+            first.bind_output(name, self._device, self._device_id)
+        session.run_with_iobinding(first, self._run_options)  # allocates outputs of the right shapes
+        binding = session.io_binding()
+        for name, value in self._feeds.items():
+            binding.bind_ortvalue_input(name, value)
+        for name, value in zip(self._output_names, first.get_outputs(), strict=True):
+            binding.bind_ortvalue_output(name, value)
+        return binding
 
     def _model_payload(self) -> str | bytes:
         path = self.spec.path
@@ -254,7 +365,7 @@ class OnnxRuntimeSession(BackendSession):
         import onnxruntime as ort
 
         try:
-            return ort.InferenceSession(self._payload, options, providers=self.backend.providers)
+            return ort.InferenceSession(self._payload, options, providers=self.backend.provider_list())
         except Exception as exc:
             raise BackendError(f"onnxruntime cannot load {self.spec.name}: {_first_line(exc)}") from None
 
@@ -292,34 +403,64 @@ class OnnxRuntimeSession(BackendSession):
             raise BackendError(f"onnxruntime failed to run {self.spec.name}: {_first_line(exc)}") from None
 
     def time(self, iterations: int) -> list[float]:
-        """Seconds per inference, profiler off, inputs and outputs pre-bound; ``perf_counter_ns`` per call."""
+        """Seconds per inference, profiler off, inputs and outputs pre-bound; ``perf_counter_ns`` per call.
+
+        On a GPU each sample ends when the outputs are ready on the device (onnxruntime
+        synchronizes its stream at the end of a run; ``synchronize_outputs`` makes sure).
+        """
         clock = time.perf_counter_ns
         samples: list[float] = []
         try:
             run, binding, options = self.session.run_with_iobinding, self._bound(), self._run_options
-            for _ in range(iterations):
-                start = clock()
-                run(binding, options)
-                samples.append((clock() - start) * 1e-9)
+            if self._device == "cpu":
+                for _ in range(iterations):
+                    start = clock()
+                    run(binding, options)
+                    samples.append((clock() - start) * 1e-9)
+            else:
+                sync = binding.synchronize_outputs
+                for _ in range(iterations):
+                    start = clock()
+                    run(binding, options)
+                    sync()
+                    samples.append((clock() - start) * 1e-9)
         except Exception as exc:
             raise BackendError(f"onnxruntime failed to run {self.spec.name}: {_first_line(exc)}") from None
         return samples
 
     def profile(self, iterations: int, warmup: int = 1) -> KernelProfile:
-        """Run a separate profiling session ``iterations`` times (after ``warmup``) and attribute it."""
+        """Run a separate profiling session ``iterations`` times (after ``warmup``) and attribute it.
+
+        On a GPU provider the runs use device-bound inputs and outputs; layer times are CUPTI's
+        GPU times when ``cupti-python`` works here, else host-side launch times (``timing="host"``).
+        """
         import onnx
 
         from pytest_roofline.backends.ort_attribution import attribute, kernel_events, load_trace
         from pytest_roofline.model import load_model
 
+        extra: dict[str, Any] = {}
+        timing, source, resolution = "device", "onnxruntime profiler", 1e-6
+        skip = warmup
         with tempfile.TemporaryDirectory(prefix="roofline-ort-") as tmp:
             session = self._create(self.backend.session_options(tmp))
-            feeds = {k: v for k, v in self._feeds.items()}
-            for _ in range(warmup + iterations):
-                self._run(session, feeds)
-            path = session.end_profiling()
+            if self.backend.on_gpu:
+                events, gpu = self._profile_gpu(session, iterations, warmup)
+                skip = max(warmup, 1)  # the binding's allocating run is the first warm-up
+                extra["transfer"] = self._transfer(session)
+                if gpu is not None:
+                    extra["gpu"] = gpu.summary()
+                    events, source, resolution = gpu.events, "CUPTI", 1e-9
+                else:
+                    timing, source = "host", "onnxruntime profiler (host-side launch times)"
+                    extra["gpu"] = {"timing": "host", "reason": self._no_gpu_timer}
+            else:
+                feeds = {k: v for k, v in self._feeds.items()}
+                for _ in range(warmup + iterations):
+                    self._run(session, feeds)
+                path = session.end_profiling()
+                events = load_trace(path) if path and os.path.exists(path) else []
             del session
-            events = load_trace(path) if path and os.path.exists(path) else []
             optimized_path = os.path.join(tmp, "optimized.onnx")
             optimized = None
             if os.path.exists(optimized_path):
@@ -327,7 +468,7 @@ class OnnxRuntimeSession(BackendSession):
                     optimized = onnx.load(optimized_path, load_external_data=False)
                 except Exception:  # an unreadable dump only costs the fusion mapping
                     optimized = None
-        kernels = kernel_events(events, skip_runs=warmup)
+        kernels = kernel_events(events, skip_runs=skip)
         original = load_model(self.spec.source)
         result = attribute(original, optimized, kernels, iterations)
         return KernelProfile(
@@ -336,7 +477,77 @@ class OnnxRuntimeSession(BackendSession):
             iterations=iterations,
             precision=_precision(original),
             trace_events=tuple(events),
+            timing=timing,
+            timing_source=source,
+            timer_resolution=resolution,
+            extra=extra,
         )
+
+    _no_gpu_timer = "no GPU timer: cupti-python is not installed or CUPTI cannot be loaded"
+
+    def _profile_gpu(self, session: Any, iterations: int, warmup: int) -> tuple[list[dict[str, Any]], Any]:
+        """Profiled runs on a GPU provider: (profiler events, GpuTiming or None without CUPTI)."""
+        from pytest_roofline.backends.cupti import CuptiRecorder, cupti_available, map_gpu_activity
+        from pytest_roofline.backends.ort_attribution import load_trace
+
+        try:
+            binding = self._io_binding(session)
+            run, sync, options = session.run_with_iobinding, binding.synchronize_outputs, self._run_options
+            for _ in range(max(warmup, 1) - 1):
+                run(binding, options)
+            recorder = CuptiRecorder() if cupti_available() else None
+            if recorder is not None:
+                with recorder:
+                    for _ in range(iterations):
+                        run(binding, options)
+                        sync()
+            else:
+                for _ in range(iterations):
+                    run(binding, options)
+                    sync()
+        except Exception as exc:
+            raise BackendError(f"onnxruntime failed to run {self.spec.name}: {_first_line(exc)}") from None
+        path = session.end_profiling()
+        start_ns = int(session.get_profiling_start_time_ns())
+        events = load_trace(path) if path and os.path.exists(path) else []
+        if recorder is None:
+            self._no_gpu_timer = type(self)._no_gpu_timer
+            return events, None
+        timing = map_gpu_activity(events, start_ns, recorder.trace(), skip_runs=max(warmup, 1))
+        if not timing.activities:
+            self._no_gpu_timer = "CUPTI recorded no GPU activity during the profiled runs"
+            return events, None
+        return timing.events, timing
+
+    def _transfer(self, session: Any, repeats: int = 5) -> dict[str, Any]:
+        """Host->device copy of the inputs and device->host copy of the outputs (medians, seconds).
+
+        Reported beside the gated latency, never in it: with ``io_binding=device`` timing keeps
+        inputs and outputs on the GPU; with ``io_binding=host`` the copies are in the latency.
+        """
+        import statistics
+
+        import onnxruntime as ort
+
+        if self._device == "cpu":
+            return {"included_in_latency": True, "io_binding": self.backend.io_binding}
+        outputs = self._bound().get_outputs()
+        h2d, d2h, out_bytes = [], [], 0
+        for _ in range(repeats):
+            start = time.perf_counter()
+            for array in self.inputs.values():
+                ort.OrtValue.ortvalue_from_numpy(array, self._device, self._device_id)
+            h2d.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            out_bytes = sum(int(value.numpy().nbytes) for value in outputs)
+            d2h.append(time.perf_counter() - start)
+        return {
+            "included_in_latency": False,
+            "h2d": statistics.median(h2d),
+            "d2h": statistics.median(d2h),
+            "h2d_bytes": sum(int(a.nbytes) for a in self.inputs.values()),
+            "d2h_bytes": out_bytes,
+        }
 
     def outputs(self) -> dict[str, np.ndarray]:
         """One inference's outputs by name."""
@@ -344,9 +555,11 @@ class OnnxRuntimeSession(BackendSession):
         return {name: value.numpy() for name, value in zip(self._output_names, values, strict=True)}
 
     def close(self) -> None:
-        """Release the ORT session."""
+        """Release the ORT session and the values bound to it (device memory on a GPU)."""
         self.session = None
         self._feeds = {}
+        self._binding = None
+        self._helpers = []
 
 
 def _precision(model: Any) -> str:

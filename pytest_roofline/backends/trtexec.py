@@ -278,14 +278,31 @@ class TrtexecBackend(Backend):
         return "imported" if self.import_mode else f"TensorRT {self.trt_version()}"
 
     def fingerprint(self) -> dict[str, Any]:
-        """Runtime version and configuration; the GPU itself is not queried (no console scraping)."""
+        """Runtime version, configuration and the GPU of ``--device`` (from NVML, no console scraping).
+
+        The device class of a trtexec run is that GPU; import mode ran elsewhere and names none.
+        """
         data: dict[str, Any] = {"backend": self.name, "version": self.version(), "precision": self.precision}
         if self.import_mode:
             data["imported"] = {k: str(Path(v).name) for k, v in sorted(self.imports.items())}
         else:
+            from pytest_roofline.device.gpu import gpu_fingerprint
+
             data["workspace_mib"] = self.workspace
             data["args"] = list(self.extra_args)
+            data["gpu"] = gpu_fingerprint(self.device_index())
         return data
+
+    def device_index(self) -> int:
+        """The GPU trtexec runs on: its ``--device=N`` (or ``--device N``) in ``args``, else 0."""
+        args = list(self.extra_args)
+        for position, arg in enumerate(args):
+            value = arg.partition("=")[2] if arg.startswith("--device=") else None
+            if arg == "--device" and position + 1 < len(args):
+                value = args[position + 1]
+            if value is not None:
+                return int(value) if value.isdigit() else 0
+        return 0
 
     def open(self, spec: ModelSpec, inputs: Mapping[str, np.ndarray]) -> TrtexecSession:
         """Build (or reuse) the engine for ``spec`` at the inputs' shapes; import mode reads files."""

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from pytest_roofline.cli.common import add_backend_arguments, add_format_argument
 from pytest_roofline.fmt import fmt_pct, fmt_rate, fmt_seconds, printable
 from pytest_roofline.roofline import DeviceRoofline
 from pytest_roofline.roofline.calibrate import calibrate
-from pytest_roofline.roofline.probes import DTYPES, size_label
+from pytest_roofline.roofline.probes import ALL_DTYPES, size_label
 
 __all__ = ["add_parser", "format_table", "run"]
 
@@ -41,11 +42,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--dtype",
         action="append",
-        choices=DTYPES,
+        choices=ALL_DTYPES,
         metavar="DTYPE",
-        help=f"dtype to calibrate (repeatable; float32 always; default all of {', '.join(DTYPES)})",
+        help=f"dtype to calibrate (repeatable; float32 always; default every one the device's plan has: "
+        f"{', '.join(ALL_DTYPES)}; bfloat16 on GPUs only)",
     )
     parser.add_argument("--quick", action="store_true", help="fewer probe sizes (smoke runs; cached apart)")
+    parser.add_argument(
+        "--spot-check",
+        action="store_true",
+        help="re-run two cheap probes against a cached roofline; re-measure when off by more than 15%%",
+    )
     parser.set_defaults(run=run)
 
 
@@ -66,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
         progress=progress,
         dtypes=args.dtype,
         quick=args.quick,
+        spot_check=args.spot_check,
     )
     if args.format == "json":
         sys.stdout.write(json.dumps(roofline.to_dict(), indent=2, sort_keys=True) + "\n")
@@ -75,25 +83,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def format_table(roofline: DeviceRoofline) -> str:
-    """Roofs, ridge point, theoretical peak and the share reached, cache levels, probes."""
+    """Roofs beside the theoretical ones, ridge point, validity, cache levels, probes."""
     fp = roofline.fingerprint
-    lines = [
-        f"Device roofline: {fp.get('backend', '?')} {fp.get('version', '')} on {fp.get('cpu_model', '?')} "
-        f"({fp.get('cpu_cores', '?')} cores)",
-        "",
-    ]
-    for dtype in sorted(roofline.peak_flops, key=_dtype_order):
-        peak = roofline.peak_flops[dtype]
-        unit = "OP/s" if dtype == "int8" else "FLOP/s"
-        theory = roofline.theoretical_peak_flops.get(dtype)
-        reached = ""
-        if theory:
-            reached = f"   theoretical {fmt_rate(theory, unit)}, reached {fmt_pct(peak / theory)}"
-        if theory and peak > theory:
-            reached += " (above: the clock runs faster than /proc/cpuinfo reports)"
-        lines.append(f"  compute roof {dtype:<8} {fmt_rate(peak, unit):>14}{reached}")
-    lines.append(f"  memory roof  DRAM     {fmt_rate(roofline.peak_bandwidth, 'B/s'):>14}")
-    lines.append(f"  ridge point           {roofline.ridge_point:>10.1f} FLOP/B ({roofline.dtype})")
+    lines = [f"Device roofline: {fp.get('backend', '?')} {fp.get('version', '')} on {_device(fp)}", ""]
+    lines += _roof_lines(roofline)
+    if roofline.spread:
+        spread = ", ".join(f"{k} {fmt_pct(v)}" for k, v in sorted(roofline.spread.items()))
+        lines.append(f"  spread between two sessions: {spread}")
+    for warning in roofline.warnings:
+        lines.append(f"  WARNING: {warning}; re-measure on a quiet machine (--force)")
     if roofline.cache_levels:
         lines += ["", "  cache levels (bandwidth plateaus seen through the backend)"]
         for level in roofline.cache_levels:
@@ -110,5 +108,62 @@ def format_table(roofline: DeviceRoofline) -> str:
     return "\n".join(map(printable, lines)) + "\n"  # the fingerprint may come from a cache file
 
 
+def _device(fp: dict[str, Any]) -> str:
+    """The device a calibration measured: the GPU with its identity (and host), or the CPU."""
+    gpu = fp.get("gpu")
+    if not isinstance(gpu, dict):
+        return f"{fp.get('cpu_model', '?')} ({fp.get('cpu_cores', '?')} cores)"
+    memory = gpu.get("memory")
+    size = f", {memory / 1024**3:.0f} GiB" if isinstance(memory, int) and memory else ""
+    parts = (
+        ("compute capability {}", gpu.get("compute_capability")),
+        ("{} SMs", gpu.get("sm_count")),
+        ("max {} MHz", gpu.get("max_sm_clock_mhz")),
+        ("driver {}", gpu.get("driver")),
+        ("CUDA {}", gpu.get("cuda")),
+    )
+    details = ", ".join(text.format(value) for text, value in parts if value)
+    return f"{gpu.get('name', '?')}{size} ({details}); host {fp.get('cpu_model', '?')}"
+
+
+def _roof_lines(roofline: DeviceRoofline) -> list[str]:
+    """One line per roof: measured, theoretical and the share reached; memory roof; ridge point."""
+    theory = roofline.theoretical_peak_flops
+    on_gpu = isinstance(roofline.fingerprint.get("gpu"), dict)
+    lines = []
+    for dtype in sorted(roofline.peak_flops, key=_dtype_order):
+        peak, paper = roofline.peak_flops[dtype], theory.get(dtype)
+        label = dtype
+        if dtype == "float32" and roofline.float32_mode == "tf32":
+            label, paper = "float32 (runs as TF32)", theory.get("tf32", paper)
+        elif dtype == "float32" and roofline.float32_mode == "fp32":
+            label = "float32 (strict fp32)"
+        unit = "OP/s" if dtype == "int8" else "FLOP/s"
+        lines.append(
+            f"  compute roof {label:<22} {fmt_rate(peak, unit):>14}{_reached(peak, paper, unit, on_gpu)}"
+        )
+    if on_gpu and "float8" in theory:
+        lines.append(f"  on paper only: float8 {fmt_rate(theory['float8'], 'FLOP/s')} (no float8 probe)")
+    paper_bw = roofline.theoretical_peak_bandwidth or None
+    reached = _reached(roofline.peak_bandwidth, paper_bw, "B/s", on_gpu)
+    lines.append(f"  memory roof  {'DRAM':<22} {fmt_rate(roofline.peak_bandwidth, 'B/s'):>14}{reached}")
+    lines.append(f"  ridge point  {'':<22} {roofline.ridge_point:>10.1f} FLOP/B ({roofline.dtype})")
+    return lines
+
+
+def _reached(measured: float, paper: float | None, unit: str, on_gpu: bool) -> str:
+    if not paper:
+        return ""
+    text = f"   theoretical {fmt_rate(paper, unit)}, reached {fmt_pct(measured / paper)}"
+    if measured > paper:
+        why = (
+            "the clocks run faster than NVML reports"
+            if on_gpu
+            else "the clock runs faster than /proc/cpuinfo reports"
+        )
+        text += f" (above: {why})"
+    return text
+
+
 def _dtype_order(dtype: str) -> int:
-    return DTYPES.index(dtype) if dtype in DTYPES else len(DTYPES)
+    return ALL_DTYPES.index(dtype) if dtype in ALL_DTYPES else len(ALL_DTYPES)

@@ -203,12 +203,15 @@ def format_table(profile: ModelProfile, top: int = 15, sort: str = "time", by_ty
     ]
     if profile.roofline is not None:
         roof = profile.roofline
+        check = profile.roofline_check
         eff = profile.efficiency
         lines.append(
             f"roofline: peak {roof.peak / 1e9:.1f} GFLOP/s, {roof.peak_bandwidth / 1e9:.1f} GB/s, ridge "
             f"{roof.ridge_point:.1f} FLOP/B; efficiency {'-' if eff is None else f'{100 * eff:.1f}%'}, "
             f"headroom {_ms(profile.headroom)}"
         )
+        if not check.valid:
+            lines.append(check.message())
     else:
         lines.append("roofline: none (run `roofline calibrate`, or drop --no-roofline)")
     lines.append(
@@ -235,6 +238,7 @@ def format_table(profile: ModelProfile, top: int = 15, sort: str = "time", by_ty
         lines += text_table(("op", "layers", "time", "share", "MFLOPs", "GFLOP/s", "bytes"), type_rows)
         return "\n".join(map(printable, lines)) + "\n"
     layers = _sorted_layers(profile, sort)
+    valid = profile.roofline_check.status != "invalid"  # impossible fractions are not printed
     shown = layers if top == 0 else layers[:top]
     rows, cumulative = [], 0.0
     names = elide_names([printable(layer.name) for layer in layers])  # unique among all, not just shown
@@ -256,7 +260,9 @@ def format_table(profile: ModelProfile, top: int = 15, sort: str = "time", by_ty
                 fmt_bytes_fixed(layer.bytes),
                 f"{layer.achieved_bandwidth / 1e9:.2f}",
                 f"{layer.intensity:.1f}",
-                "-" if layer.roofline_fraction is None else f"{100 * layer.roofline_fraction:.1f}%",
+                "-"
+                if layer.roofline_fraction is None or not valid
+                else f"{100 * layer.roofline_fraction:.1f}%",
                 layer.bound or ("-" if layer.kind == "compute" else layer.kind),
             )
         )

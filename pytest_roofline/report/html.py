@@ -9,6 +9,7 @@ fonts: the file opens from a CI artifact with the network off.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,6 +25,7 @@ from pytest_roofline.report.view import (
     status_word,
     sweeps,
 )
+from pytest_roofline.roofline.sanity import warning_line
 
 if TYPE_CHECKING:
     from pytest_roofline.profile import Layer, ModelProfile, OpTypeSummary
@@ -115,6 +117,10 @@ def _what_if(profile: ModelProfile, by_op: Sequence[OpTypeSummary]) -> dict[str,
 
 def _result_view(index: int, record: ProfileRecord, session_roof: DeviceRoofline | None) -> dict[str, Any]:
     profile, verdict = record.profile, record.verdict
+    roofline_warning = warning_line(profile)
+    if profile.roofline_check.status == "invalid":  # impossible figures are not shown as fact
+        unroofed = tuple(dataclasses.replace(la, roofline_fraction=None) for la in profile.layers)
+        profile = dataclasses.replace(profile, layers=unroofed)
     by_op = profile.by_op_type() if profile.layers else []
     rows = _layer_rows(profile.layers)
     status = status_word(record)
@@ -167,6 +173,7 @@ def _result_view(index: int, record: ProfileRecord, session_roof: DeviceRoofline
         "history": record.history,
         "extra_verdicts": record.extra_verdicts,
         "change": _change_view(record),
+        "roofline_warning": roofline_warning,
     }
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.fmt import fmt_pct, fmt_ratio, fmt_seconds
 from pytest_roofline.report.view import status_word, worst_layers
+from pytest_roofline.roofline.sanity import warning_line
 
 if TYPE_CHECKING:
     from pytest_roofline.gate.verdict import Verdict
@@ -69,6 +70,10 @@ def render(results: RunResults, artifact: str | None = None, worst: int = 5) -> 
                 fmt_pct(profile.efficiency),
             )
             lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+        lines.append("")
+    warned = [(record, warning_line(record.profile)) for record in records]
+    lines += [f"- **{_cell(record.test)}**: {_cell(w)}" for record, w in warned if w]
+    if any(w for _, w in warned):
         lines.append("")
     for record in records:
         status = status_word(record)

@@ -1,17 +1,26 @@
 """Calibrate a device's roofline through a backend, cached per device fingerprint.
 
 :func:`calibrate` runs the probes of :mod:`pytest_roofline.roofline.probes` (GEMM ladders and a
-conv per dtype, a stream ladder from cache-sized to far beyond the last-level cache) through the
-given backend and returns a :class:`~pytest_roofline.roofline.DeviceRoofline`.  The result is
-cached as JSON in the user's cache directory, one file per fingerprint (CPU model, flag hash,
-cores, backend name/version/provider/threads, dtypes, probe plan), so later runs and other
-processes reuse it; the cached path reads one small file and imports nothing heavy.
+conv per dtype, a stream ladder from cache-sized to far beyond the last-level cache; on an NVIDIA
+GPU the GPU plan, buffers bound on the device) through the given backend and returns a
+:class:`~pytest_roofline.roofline.DeviceRoofline`.  The result is cached as JSON in the user's
+cache directory, one file per fingerprint (CPU model, flag hash, cores, GPU identity, backend
+name/version/provider/threads, dtypes, probe plan), so later runs and other processes reuse it;
+the cached path reads one small file and imports nothing heavy.
+
+Validity: a calibration records the spread of its two sessions per roof and the machine load it
+was measured under (:mod:`pytest_roofline.device.load`); measured under load, its roof-setting
+probes get one more session and the roofline carries a warning.  Cached values are checked on
+read (a zero, negative, NaN or non-numeric roof is a corrupt cache: said, re-measured, replaced).
+``spot_check=True`` re-runs one or two cheap probes against a cached roofline (about 0.5 s) and
+re-measures it when they are off by more than :data:`SPOT_TOLERANCE`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import time
 import warnings
@@ -23,10 +32,11 @@ from typing import TYPE_CHECKING, Any
 from pytest_roofline.device import cpu_info
 from pytest_roofline.errors import BackendError, OptionError, RooflineError
 from pytest_roofline.files import atomic_write_json
-from pytest_roofline.roofline.roofs import DeviceRoofline, Probe
+from pytest_roofline.roofline.roofs import DeviceRoofline, Probe, roofline_data_problem
 
 if TYPE_CHECKING:
     from pytest_roofline.backends.base import Backend
+    from pytest_roofline.device.load import MachineLoad
     from pytest_roofline.roofline.probes import ProbeSpec
 
 __all__ = [
@@ -37,11 +47,14 @@ __all__ = [
     "calibrate",
     "calibration_fingerprint",
     "default_cache_dir",
+    "spot_check",
 ]
 
 CACHE_ENV = "ROOFLINE_CACHE_DIR"
 CALIBRATION_VERSION = 1  # bump when probes change meaning: old cache files then miss
 LOCK_TIMEOUT = 600.0  # seconds to wait for another process's calibration
+SPOT_TOLERANCE = 0.15  # a spot-checked probe further than this from its cached figure: re-measure
+SPOT_SECONDS = 0.04  # timed budget of each spot-check probe (MIN_SAMPLES runs at least)
 
 Progress = Callable[[str], None]
 
@@ -76,7 +89,7 @@ def calibration_fingerprint(
         cpu_flags_hash=flags_hash(info.flags),
         cpu_cores=info.cores,
         machine=info.machine,
-        dtypes=list(_dtypes(dtypes)),
+        dtypes=list(_dtypes(dtypes, _on_gpu(data))),
         probe_plan="quick" if quick else "full",
         calibration_version=CALIBRATION_VERSION,
     )
@@ -98,6 +111,7 @@ def calibrate(
     progress: Progress | None = None,
     dtypes: Iterable[str] | None = None,
     quick: bool = False,
+    spot_check: bool = False,
 ) -> DeviceRoofline:
     """The device's roofline through ``backend``: from the cache, or measured and cached.
 
@@ -107,24 +121,31 @@ def calibrate(
         force: measure even when a cached calibration exists, and replace it.
         cache_dir: where calibrations are cached (default ``$ROOFLINE_CACHE_DIR`` or the user's
             cache dir).  An unwritable directory means calibrating in memory (said once).
-        progress: called with one line per step (probe figures, cache notes); without it cache
+        progress: called with one line per step: probe figures (``calibrate [i/n] ...``) and
+            notes (start, done, cache and spot-check notes; see
+            :func:`pytest_roofline.roofline.progress.terminal_progress`); without it cache
             problems are reported with :func:`warnings.warn`.
         dtypes: dtypes to calibrate; ``float32`` is always included.  Default: every dtype the
-            probes know (float32, float16, int8); those the backend cannot run are skipped.
+            device's plan knows (CPU: float32, float16, int8; GPU: also bfloat16); those the
+            backend cannot run are skipped.
         quick: the same probes on fewer sizes (for tests and smoke runs); cached separately.
+        spot_check: re-run one or two cheap probes against a cached roofline (about 0.5 s) and
+            re-measure when they differ by more than 15 % (see :func:`spot_check`).
 
     Raises:
         OptionError: an unknown dtype.
         BackendError: a float32 probe failed on the backend.
     """
-    wanted = _dtypes(dtypes)
-    fingerprint = calibration_fingerprint(backend, wanted, quick)
+    fingerprint = calibration_fingerprint(backend, dtypes, quick)
+    wanted = tuple(fingerprint["dtypes"])
     path = cache_path(fingerprint, cache_dir)
     if not force:
         cached, problem = _read_cache(path, fingerprint)
         if cached is not None:
-            return cached
-        if problem:
+            if not spot_check or _spot_check_passes(backend, cached, progress):
+                return cached
+            force = True  # measure again and replace the file
+        elif problem:
             _say(f"calibration cache {path} is corrupt ({problem}); re-measuring and replacing it", progress)
 
     lock = _lock(path, progress)
@@ -158,6 +179,69 @@ def calibrate(
         return _measure(backend, fingerprint, wanted, quick, progress)
 
 
+def spot_check(backend: Backend, roofline: DeviceRoofline) -> dict[str, Any]:
+    """Re-run one or two cheap probes of ``roofline`` through ``backend``; compare with the cache.
+
+    The probes are a mid-size float32 GEMM and the smallest DRAM-range stream of the roofline's
+    own plan (:func:`~pytest_roofline.roofline.probes.spot_check_specs`), each timed for a few
+    runs: about 0.1-0.5 s.  Returns ``{"ratios": {probe: now / cached}, "seconds": wall,
+    "load": MachineLoad dict, "off": bool}``; ``off`` when a ratio leaves 1 ± 15 %.
+    """
+    from pytest_roofline.device import load as machine
+    from pytest_roofline.roofline import probes as cp
+
+    fingerprint = roofline.fingerprint
+    plan = str(fingerprint.get("probe_plan", "full"))
+    dtypes = tuple(fingerprint.get("dtypes") or ("float32",))
+    specs = _plan(fingerprint, dtypes, plan)
+    cached = {p.name: p for p in roofline.probes}
+    chosen = cp.spot_check_specs(specs, list(roofline.probes), _last_level_cache(fingerprint))
+    started, before = time.perf_counter(), machine.snapshot()
+    ratios: dict[str, float] = {}
+    for spec in chosen:
+        probe = cp.run_probe(backend, spec, SPOT_SECONDS)
+        ratios[spec.name] = probe.value / cached[spec.name].value
+    load = machine.between(before, machine.snapshot())
+    off = any(abs(math.log(r)) > math.log(1 + SPOT_TOLERANCE) for r in ratios.values() if r > 0)
+    return {"ratios": ratios, "seconds": time.perf_counter() - started, "load": load.to_dict(), "off": off}
+
+
+def _spot_check_passes(backend: Backend, roofline: DeviceRoofline, progress: Progress | None) -> bool:
+    """Whether the cached ``roofline`` stands after a spot check (see :func:`spot_check`).
+
+    Figures now above the cache mean the cache was measured slow (busy, or stale): re-measure.
+    Figures now below it mean the device got slower, unless the machine is busy right now: then
+    re-measuring would record the busy figures, so the cache is kept and the note says why.
+    A probe that fails here leaves the cache as it is (the full calibration would fail the same).
+    """
+    from pytest_roofline.device.load import MachineLoad
+
+    try:
+        result = spot_check(backend, roofline)
+    except Exception as exc:  # a spot check must never break a cached roofline
+        _say(f"calibration spot check could not run ({type(exc).__name__}: {exc}); using the cache", progress)
+        return True
+    ratios = result["ratios"]
+    shown = ", ".join(f"{name} {ratio:.2f}x" for name, ratio in ratios.items()) or "no probe to compare"
+    figures = f"{shown} of the cached figures ({result['seconds']:.2f} s)"
+    if not result["off"]:
+        _notify(f"calibrate [spot check] {figures}: cache kept", progress)
+        return True
+    load = MachineLoad.from_dict(result["load"])
+    if all(r < 1 for r in ratios.values()) and load.disturbed:
+        _say(
+            f"calibration spot check: {figures}, but the machine is busy now ({load.describe()}); "
+            "keeping the cache",
+            progress,
+        )
+        return True
+    _say(
+        f"calibration spot check: {figures}, off by more than {SPOT_TOLERANCE:.0%}; re-measuring",
+        progress,
+    )
+    return False
+
+
 def cached_roofline(
     backend: Backend,
     *,
@@ -166,11 +250,35 @@ def cached_roofline(
     quick: bool = False,
 ) -> DeviceRoofline | None:
     """The calibration of ``backend`` on this device if one is cached, else None; never measures."""
-    fingerprint = calibration_fingerprint(backend, _dtypes(dtypes), quick)
+    fingerprint = calibration_fingerprint(backend, dtypes, quick)
     return _read_cache(cache_path(fingerprint, cache_dir), fingerprint)[0]
 
 
 # --- measuring ----------------------------------------------------------------------------------
+
+
+def _plan(fingerprint: dict[str, Any], dtypes: tuple[str, ...], plan: str) -> list[ProbeSpec]:
+    """The probes for this device: the GPU plan on an NVIDIA GPU, else the CPU plan."""
+    from pytest_roofline.roofline import probes as cp
+
+    if _on_gpu(fingerprint):
+        return cp.plan_gpu_probes(dtypes, plan)
+    return cp.plan_probes(dtypes, plan)
+
+
+def _last_level_cache(fingerprint: dict[str, Any]) -> int:
+    """Bytes of the last cache before DRAM: the GPU's L2, or the host's last-level cache."""
+    caches = _caches(fingerprint)
+    return caches[-1][1] if caches else 0
+
+
+def _caches(fingerprint: dict[str, Any]) -> list[tuple[str, int]]:
+    from pytest_roofline.roofline import probes as cp
+
+    if _on_gpu(fingerprint):
+        info = _gpu(fingerprint)
+        return [("L2", info.l2_bytes)] if info is not None and info.l2_bytes else []
+    return cp.system_caches() if _runs_on_cpu(fingerprint) else []  # host caches say nothing of a GPU
 
 
 def _measure(
@@ -180,26 +288,37 @@ def _measure(
     quick: bool,
     progress: Progress | None,
 ) -> DeviceRoofline:
+    from pytest_roofline.device import load as machine
     from pytest_roofline.roofline import probes as cp
 
     plan = "quick" if quick else "full"
-    specs = cp.plan_probes(dtypes, plan)
-    started = time.perf_counter()
+    specs = _plan(fingerprint, dtypes, plan)
+    on_gpu = _on_gpu(fingerprint)
+    if "bfloat16" in dtypes and not on_gpu:
+        _notify("calibrate: bfloat16 has no probe on this device; skipped", progress)
+    _notify(
+        f"calibrating {backend.name} on {_device_label(fingerprint)} ({plan} plan, {len(specs)} probes; "
+        "once per device, then cached)",
+        progress,
+    )
+    started, before = time.perf_counter(), machine.snapshot()
     probes: list[Probe] = []
     for index, spec in enumerate(specs, 1):
         probe = _run(backend, spec, plan, f"calibrate [{index}/{len(specs)}] {spec.name}", progress)
         if probe is not None:
             probes.append(probe)
-    on_cpu = _runs_on_cpu(fingerprint)
-    caches = cp.system_caches() if on_cpu else []  # host caches say nothing about a GPU's
+    caches = _caches(fingerprint)
     last_level = caches[-1][1] if caches else 0
     # A second session for the probes that set the float32 and DRAM roofs: a shared machine slows
     # a whole session at a time (cp.combine_sessions keeps the undisturbed figure).
-    for spec in cp.confirmation_specs(specs, probes, last_level):
-        again = _run(backend, spec, plan, f"calibrate [confirm] {spec.name}", progress)
-        index = next(i for i, p in enumerate(probes) if p.name == spec.name)
-        if again is not None:
-            probes[index] = cp.combine_sessions(probes[index], again)
+    loads = [machine.between(before, machine.snapshot())]
+    confirm = cp.confirmation_specs(specs, probes, last_level)
+    spreads = _confirm(backend, confirm, probes, plan, "confirm", progress, loads)
+    if loads[0].disturbed or loads[-1].disturbed:  # measured under load: one more session for the roofs
+        _notify(f"calibrate: measured under load ({loads[-1].describe()}); one more session", progress)
+        more = _confirm(backend, confirm, probes, plan, "retry under load", progress, loads)
+        spreads = {k: max(v, more.get(k, 0.0)) for k, v in spreads.items()}
+    load = _combined(loads)
 
     compute = [p for p in probes if p.kind == "compute"]
     peak_flops = {
@@ -209,19 +328,108 @@ def _measure(
     }
     bandwidth = cp.dram_bandwidth(probes, last_level)
     levels = cp.cache_levels(probes, caches, dram=bandwidth)
-    info = cpu_info()
-    threads = _threads(fingerprint, info.cores)
-    theoretical = cp.theoretical_peak_flops(info, threads, cp.clock_hz()) if on_cpu else {}
-    return DeviceRoofline(
+    confirmed_compute = {s.name for s in confirm if s.kind == "compute"}
+    spread = {  # how far apart the two sessions of the roof-setting probes were
+        "float32": max((v for k, v in spreads.items() if k in confirmed_compute), default=0.0),
+        "dram": max((v for k, v in spreads.items() if k not in confirmed_compute), default=0.0),
+    }
+    theoretical, theoretical_bandwidth, float32_mode = _theory(backend, fingerprint, on_gpu)
+    warnings_: tuple[str, ...] = ()
+    if load.disturbed:
+        warnings_ = (f"measured under load: {load.describe()}",)
+    roofline = DeviceRoofline(
         peak_flops=peak_flops,
         peak_bandwidth=bandwidth,
         fingerprint=fingerprint,
         cache_levels=levels,
         probes=tuple(probes),
-        theoretical_peak_flops={k: v for k, v in theoretical.items() if k in peak_flops},
+        theoretical_peak_flops=theoretical
+        if on_gpu
+        else {k: v for k, v in theoretical.items() if k in peak_flops},
         measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         duration=time.perf_counter() - started,
+        theoretical_peak_bandwidth=theoretical_bandwidth,
+        float32_mode=float32_mode,
+        spread=spread,
+        load=load.to_dict(),
+        warnings=warnings_,
     )
+    unit = "TFLOP/s" if roofline.peak >= 1e12 else "GFLOP/s"
+    scale = 1e12 if unit == "TFLOP/s" else 1e9
+    _notify(
+        f"calibrated in {roofline.duration:.1f} s: float32{f' ({float32_mode})' if float32_mode else ''} "
+        f"{roofline.peak / scale:.3g} {unit}, DRAM {bandwidth / 1e9:.4g} GB/s"
+        + (f"; {warnings_[0]}" if warnings_ else ""),
+        progress,
+    )
+    return roofline
+
+
+def _confirm(
+    backend: Backend,
+    specs: list[ProbeSpec],
+    probes: list[Probe],
+    plan: str,
+    label: str,
+    progress: Progress | None,
+    loads: list[MachineLoad],
+) -> dict[str, float]:
+    """Another session of ``specs``, combined into ``probes`` in place; returns each one's spread."""
+    from pytest_roofline.device import load as machine
+    from pytest_roofline.roofline import probes as cp
+
+    before = machine.snapshot()
+    spreads: dict[str, float] = {}
+    for spec in specs:
+        again = _run(backend, spec, plan, f"calibrate [{label}] {spec.name}", progress)
+        index = next(i for i, p in enumerate(probes) if p.name == spec.name)
+        if again is not None:
+            first = probes[index]
+            spreads[spec.name] = abs(first.value - again.value) / max(first.value, again.value)
+            probes[index] = cp.combine_sessions(first, again)
+    loads.append(machine.between(before, machine.snapshot()))
+    return spreads
+
+
+def _combined(loads: list[MachineLoad]) -> MachineLoad:
+    from pytest_roofline.device.load import MachineLoad
+
+    return MachineLoad.combine(loads)
+
+
+def _theory(
+    backend: Backend, fingerprint: dict[str, Any], on_gpu: bool
+) -> tuple[dict[str, float], float, str]:
+    """(theoretical peaks, theoretical bandwidth, float32 mode) of the device on paper."""
+    from pytest_roofline.roofline import probes as cp
+
+    if on_gpu:
+        info = _gpu(fingerprint)
+        mode_of = getattr(backend, "float32_mode", None)
+        mode = mode_of() if callable(mode_of) else ("tf32" if info is None or info.tf32_default else "fp32")
+        if info is None:
+            return {}, 0.0, str(mode)
+        return info.theoretical_flops(), info.theoretical_bandwidth(), str(mode)
+    if not _runs_on_cpu(fingerprint):
+        return {}, 0.0, ""
+    info = cpu_info()
+    threads = _threads(fingerprint, info.cores)
+    return cp.theoretical_peak_flops(info, threads, cp.clock_hz()), 0.0, ""
+
+
+def _gpu(fingerprint: dict[str, Any]) -> Any:
+    """The :class:`~pytest_roofline.device.gpu.GpuInfo` of the fingerprint's GPU, or None."""
+    from pytest_roofline.device.gpu import gpu_info
+
+    gpu = fingerprint.get("gpu")
+    index = gpu.get("index", 0) if isinstance(gpu, dict) else 0
+    return gpu_info(int(index) if isinstance(index, int) else 0)
+
+
+def _device_label(fingerprint: dict[str, Any]) -> str:
+    from pytest_roofline.device import device_name
+
+    return device_name(fingerprint)
 
 
 def _run(backend: Backend, spec: ProbeSpec, plan: str, step: str, progress: Progress | None) -> Probe | None:
@@ -244,16 +452,21 @@ def _run(backend: Backend, spec: ProbeSpec, plan: str, step: str, progress: Prog
     return probe
 
 
-def _dtypes(dtypes: Iterable[str] | None) -> tuple[str, ...]:
-    from pytest_roofline.roofline.probes import DTYPES
+def _dtypes(dtypes: Iterable[str] | None, gpu: bool = False) -> tuple[str, ...]:
+    from pytest_roofline.roofline.probes import ALL_DTYPES, DTYPES, GPU_DTYPES
 
     if dtypes is None:
-        return DTYPES
+        return GPU_DTYPES if gpu else DTYPES
     chosen = {"float32", *dtypes}
-    unknown = sorted(chosen - set(DTYPES))
+    unknown = sorted(chosen - set(ALL_DTYPES))
     if unknown:
-        raise OptionError(f"cannot calibrate dtype {unknown[0]!r}; choose from: {', '.join(DTYPES)}")
-    return tuple(d for d in DTYPES if d in chosen)
+        raise OptionError(f"cannot calibrate dtype {unknown[0]!r}; choose from: {', '.join(ALL_DTYPES)}")
+    return tuple(d for d in ALL_DTYPES if d in chosen)
+
+
+def _on_gpu(fingerprint: dict[str, Any]) -> bool:
+    """Whether the backend computes on an NVIDIA GPU (its fingerprint names one)."""
+    return isinstance(fingerprint.get("gpu"), dict) and not _runs_on_cpu(fingerprint)
 
 
 def _runs_on_cpu(fingerprint: dict[str, Any]) -> bool:
@@ -284,17 +497,26 @@ def _threads(fingerprint: dict[str, Any], cores: int) -> int:
 
 
 def _read_cache(path: Path, fingerprint: dict[str, Any]) -> tuple[DeviceRoofline | None, str | None]:
-    """(roofline, None) on a hit; (None, reason) for a corrupt file; (None, None) on a miss."""
+    """(roofline, None) on a hit; (None, reason) for a corrupt file; (None, None) on a miss.
+
+    Values are checked before use (:func:`~pytest_roofline.roofline.roofs.roofline_data_problem`):
+    a zero, negative, NaN or string roof, or a missing key, makes the file corrupt.
+    """
     try:
         text = path.read_text(encoding="utf-8")
     except OSError:
         return None, None
     try:
         data = json.loads(text)
+        if not isinstance(data, dict) or not isinstance(data.get("fingerprint"), dict):
+            return None, "no fingerprint"
         if data["fingerprint"] != fingerprint:
             return None, None  # a hash collision or an older layout: measure anew
+        problem = roofline_data_problem(data.get("roofline"))
+        if problem:
+            return None, problem[:120]
         return DeviceRoofline.from_dict(data["roofline"]), None
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         return None, f"{type(exc).__name__}: {str(exc)[:80]}" if str(exc) else type(exc).__name__
 
 

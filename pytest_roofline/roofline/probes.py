@@ -30,22 +30,29 @@ if TYPE_CHECKING:
 Builder = Callable[[], "tuple[onnx.ModelProto, dict[str, np.ndarray]]"]
 
 __all__ = [
+    "ALL_DTYPES",
     "DTYPES",
+    "GPU_DTYPES",
     "ProbeSpec",
     "cache_levels",
     "clock_hz",
     "confirmation_specs",
     "dram_bandwidth",
+    "dram_points",
     "flags_hash",
+    "plan_gpu_probes",
     "plan_probes",
     "run_probe",
+    "spot_check_specs",
     "size_label",
     "system_caches",
     "theoretical_peak_flops",
 ]
 
-DTYPES = ("float32", "float16", "int8")
-KIB, MIB = 1024, 1024 * 1024
+DTYPES = ("float32", "float16", "int8")  # the CPU plan's (unchanged: CPU caches keep their keys)
+GPU_DTYPES = ("float32", "float16", "bfloat16", "int8")
+ALL_DTYPES = GPU_DTYPES
+KIB, MIB, GIB = 1024, 1024 * 1024, 1024 * 1024 * 1024
 OPSET, IR_VERSION = 17, 8  # old enough for every backend we drive (OpenVINO, onnxruntime)
 
 # Probe plans: "full" is the default; "quick" (tests, smoke runs) runs the same code on fewer sizes.
@@ -61,6 +68,17 @@ SECONDS_PER_PROBE = {"full": {"compute": 0.25, "memory": 0.15}, "quick": {"compu
 MIN_SAMPLES, MAX_SAMPLES = 5, 20000
 STREAM_BYTES_PER_RUN = 8 * MIB  # chain stream nodes until one run moves at least this much
 STREAM_MAX_CHAIN = 32
+
+# The GPU plan: buffers bound on the device (the backend's io_binding), GEMMs up to 8192, streams
+# from L2-resident working sets to 1 GiB.  A run's fixed cost (launch, stream sync: tens of µs) is
+# amortized by chaining stream nodes until one run moves 16 GiB (a 1 GiB working set: 16 nodes).
+GPU_GEMM_SIZES = {"full": (1024, 2048, 4096, 8192), "quick": (4096, 8192)}
+GPU_GEMM_LOW_SIZES = {"full": (2048, 4096, 8192), "quick": (8192,)}  # float16 / bfloat16 / int8
+GPU_STREAM_SIZES = {
+    "full": tuple(4 * MIB * 2**i for i in range(9)),  # 4 MiB .. 1 GiB
+    "quick": (16 * MIB, 256 * MIB, GIB),
+}
+GPU_STREAM_BYTES_PER_RUN = 16 * GIB
 
 
 @dataclass(frozen=True)
@@ -138,6 +156,63 @@ def plan_probes(dtypes: tuple[str, ...], plan: str = "full") -> list[ProbeSpec]:
     return specs
 
 
+def plan_gpu_probes(dtypes: tuple[str, ...], plan: str = "full") -> list[ProbeSpec]:
+    """The GPU plan of ``plan`` for ``dtypes``: GEMM ladders per precision and the stream ladder.
+
+    float32 runs as the backend runs it (TF32 on Ampere+ under the CUDA EP's default; the
+    roofline says which); float16, bfloat16 and int8 (``MatMulInteger`` int8 x int8 -> int32) are
+    optional: a backend without the kernel skips them.  The stream ladder starts inside any
+    current GPU's L2 (4-32 MiB: the L2-resident level) and ends at 1 GiB (DRAM).
+    """
+    specs: list[ProbeSpec] = []
+    for n in GPU_GEMM_SIZES[plan]:
+        specs.append(ProbeSpec(f"gemm-{n}-float32", "compute", "float32", n, 2.0 * n**3, _gemm(n, "float32")))
+    for dtype in ("float16", "bfloat16"):
+        if dtype in dtypes:
+            for n in GPU_GEMM_LOW_SIZES[plan]:
+                build = _gemm(n, dtype)
+                specs.append(
+                    ProbeSpec(f"gemm-{n}-{dtype}", "compute", dtype, n, 2.0 * n**3, build, optional=True)
+                )
+    if "int8" in dtypes:
+        for n in GPU_GEMM_LOW_SIZES[plan]:
+            build = _matmul_integer(n, signed=True)
+            specs.append(
+                ProbeSpec(f"matmulinteger-{n}-int8", "compute", "int8", n, 2.0 * n**3, build, optional=True)
+            )
+    for working_set in GPU_STREAM_SIZES[plan]:
+        nbytes, _, build = _stream(working_set, GPU_STREAM_BYTES_PER_RUN)
+        specs.append(
+            ProbeSpec(f"stream-{size_label(working_set)}", "memory", "float32", working_set, nbytes, build)
+        )
+    return specs
+
+
+def spot_check_specs(
+    specs: list[ProbeSpec], probes: list[Probe], last_level_cache: int = 0
+) -> list[ProbeSpec]:
+    """One or two cheap probes that re-check a cached roofline: a mid-size GEMM and a DRAM stream.
+
+    The float32 GEMM whose cached time per run is nearest 3 ms among those up to n = 4096 (mid-size:
+    cheap to build and repeat; a GPU's 8192 would spend the budget making its inputs) and the
+    smallest stream probe in the DRAM range (:func:`dram_bandwidth`'s points): both must be in
+    ``probes`` so the spot figures have cached ones to compare with.
+    """
+    by_name = {p.name: p for p in probes}
+    gemms = [
+        p
+        for p in probes
+        if p.kind == "compute" and p.dtype == "float32" and p.name.startswith("gemm-") and p.size <= 4096
+    ]
+    chosen: set[str] = set()
+    if gemms:
+        chosen.add(min(gemms, key=lambda p: abs(math.log(max(p.seconds, 1e-9) / 3e-3))).name)
+    dram = dram_points([p for p in probes if p.kind == "memory"], last_level_cache)
+    if dram:
+        chosen.add(min(dram, key=lambda p: p.size).name)
+    return [spec for spec in specs if spec.name in chosen and spec.name in by_name]
+
+
 def run_probe(backend: Backend, spec: ProbeSpec, seconds: float) -> Probe:
     """Open the probe's model on ``backend``, time it for about ``seconds``, return its figure.
 
@@ -206,8 +281,8 @@ def cache_levels(
     if not ordered:
         return ()
     last_level = caches[-1][1] if caches else 0
-    dram_points = _dram_points(ordered, last_level)
-    cached = [p for p in ordered if p not in dram_points and (not last_level or p.size <= last_level)]
+    beyond = dram_points(ordered, last_level)
+    cached = [p for p in ordered if p not in beyond and (not last_level or p.size <= last_level)]
     segments: list[list[Probe]] = []
     for point in cached:
         if segments and point.value >= drop * max(p.value for p in segments[-1]):
@@ -223,7 +298,7 @@ def cache_levels(
             previous = levels.pop()
             bandwidth, size = max(bandwidth, previous.bandwidth), max(size, previous.size)
         levels.append(CacheLevel(name, size, bandwidth))
-    levels.append(CacheLevel("DRAM", 0, max(p.value for p in dram_points) if dram is None else dram))
+    levels.append(CacheLevel("DRAM", 0, max(p.value for p in beyond) if dram is None else dram))
     return tuple(levels)
 
 
@@ -232,7 +307,7 @@ def dram_bandwidth(points: list[Probe], last_level_cache: int = 0) -> float:
 
     Without a known cache size (or no probe that large) the two largest working sets count.
     """
-    dram = _dram_points(points, last_level_cache)
+    dram = dram_points(points, last_level_cache)
     if not dram:
         raise ValueError("no memory probe")
     return max(p.value for p in dram)
@@ -244,7 +319,7 @@ def confirmation_specs(
     """The specs worth a second session: the best float32 compute probe and the DRAM probes."""
     fp32 = [p for p in probes if p.kind == "compute" and p.dtype == "float32"]
     names = {max(fp32, key=lambda p: p.value).name} if fp32 else set()
-    names |= {p.name for p in _dram_points(probes, last_level_cache)}
+    names |= {p.name for p in dram_points(probes, last_level_cache)}
     return [spec for spec in specs if spec.name in names]
 
 
@@ -263,7 +338,8 @@ def combine_sessions(first: Probe, second: Probe, disturbed: float = 0.9) -> Pro
     return replace(high, value=high.value * high.seconds / seconds, seconds=seconds)
 
 
-def _dram_points(points: list[Probe], last_level_cache: int) -> list[Probe]:
+def dram_points(points: list[Probe], last_level_cache: int) -> list[Probe]:
+    """The memory probes that measure DRAM: working sets >= 4 x the last-level cache, else the 2 largest."""
     ordered = sorted((p for p in points if p.kind == "memory"), key=lambda p: p.size)
     beyond = [p for p in ordered if last_level_cache and p.size >= 4 * last_level_cache]
     return beyond or ordered[-2:]
@@ -363,6 +439,7 @@ def _elem(dtype: str) -> int:
     return {
         "float32": TensorProto.FLOAT,
         "float16": TensorProto.FLOAT16,
+        "bfloat16": TensorProto.BFLOAT16,
         "uint8": TensorProto.UINT8,
         "int8": TensorProto.INT8,
         "int32": TensorProto.INT32,
@@ -382,7 +459,8 @@ def _gemm(n: int, dtype: str) -> Builder:
             name=f"gemm_{n}_{dtype}",
         )
         rng = np.random.default_rng(0)
-        data = rng.random((n, n), dtype=np.float32).astype(dtype)
+        # numpy has no bfloat16: such inputs go as float32 and the backend casts them
+        data = rng.random((n, n), dtype=np.float32).astype("float32" if dtype == "bfloat16" else dtype)
         return model, {"A": data, "B": data.T.copy()}
 
     return build
@@ -443,7 +521,10 @@ def _qlinear_matmul(n: int) -> Builder:
     return build
 
 
-def _matmul_integer(n: int) -> Builder:
+def _matmul_integer(n: int, signed: bool = False) -> Builder:
+    """``MatMulInteger`` of two n x n 8-bit matrices: uint8 (the CPU EP's) or int8 (the CUDA EP's)."""
+    element = "int8" if signed else "uint8"
+
     def build() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
         import numpy as np
         from onnx import helper
@@ -451,22 +532,23 @@ def _matmul_integer(n: int) -> Builder:
         model = _model(
             [helper.make_node("MatMulInteger", ["A", "B"], ["Y"])],
             [
-                helper.make_tensor_value_info("A", _elem("uint8"), [n, n]),
-                helper.make_tensor_value_info("B", _elem("uint8"), [n, n]),
+                helper.make_tensor_value_info("A", _elem(element), [n, n]),
+                helper.make_tensor_value_info("B", _elem(element), [n, n]),
             ],
             [helper.make_tensor_value_info("Y", _elem("int32"), [n, n])],
             name=f"matmulinteger_{n}",
         )
         rng = np.random.default_rng(0)
+        low, high = (-127, 128) if signed else (0, 256)
         return model, {
-            "A": rng.integers(0, 256, (n, n), dtype=np.uint8),
-            "B": rng.integers(0, 256, (n, n), dtype=np.uint8),
+            "A": rng.integers(low, high, (n, n), dtype=element),
+            "B": rng.integers(low, high, (n, n), dtype=element),
         }
 
     return build
 
 
-def _stream(working_set: int) -> tuple[float, int, Builder]:
+def _stream(working_set: int, bytes_per_run: int = STREAM_BYTES_PER_RUN) -> tuple[float, int, Builder]:
     """A chain of Adds ``y_i = y_(i-1) + Z`` over a ``working_set`` of three equal float32 tensors.
 
     Bytes per node = two inputs read + one output written (the DESIGN convention); the chain's
@@ -475,7 +557,7 @@ def _stream(working_set: int) -> tuple[float, int, Builder]:
     """
     elements = max(working_set // (3 * 4), 16)
     node_bytes = 3 * 4 * elements
-    chain = max(1, min(STREAM_MAX_CHAIN, math.ceil(STREAM_BYTES_PER_RUN / node_bytes)))
+    chain = max(1, min(STREAM_MAX_CHAIN, math.ceil(bytes_per_run / node_bytes)))
 
     def build() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
         import numpy as np

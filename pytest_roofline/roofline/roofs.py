@@ -6,10 +6,12 @@ and the roofline arithmetic: attainable = min(peak FLOP/s, intensity × bandwidt
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["CacheLevel", "DeviceRoofline", "Probe"]
+__all__ = ["CacheLevel", "DeviceRoofline", "Probe", "roofline_data_problem"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,11 @@ class DeviceRoofline:
     measured_at: str = ""  # ISO time
     duration: float = 0.0  # seconds calibration took
     dtype: str = "float32"  # the dtype whose roof is the default
+    theoretical_peak_bandwidth: float = 0.0  # byte/s on paper (GPUs: bus width x memory clock)
+    float32_mode: str = ""  # how the backend runs float32 on this device: "tf32" | "fp32" | "" (CPU)
+    spread: dict[str, float] = field(default_factory=dict, hash=False)  # per roof: |a-b|/max of 2 sessions
+    load: dict[str, Any] | None = field(default=None, hash=False)  # MachineLoad.to_dict() while measured
+    warnings: tuple[str, ...] = ()  # why these roofs may be off (measured under load, ...)
 
     @property
     def peak(self) -> float:
@@ -112,6 +119,11 @@ class DeviceRoofline:
             "theoretical_peak_flops": dict(self.theoretical_peak_flops),
             "measured_at": self.measured_at,
             "duration": self.duration,
+            "theoretical_peak_bandwidth": self.theoretical_peak_bandwidth,
+            "float32_mode": self.float32_mode,
+            "spread": dict(self.spread),
+            "load": dict(self.load) if self.load is not None else None,
+            "warnings": list(self.warnings),
         }
 
     @classmethod
@@ -127,4 +139,74 @@ class DeviceRoofline:
             measured_at=data.get("measured_at", ""),
             duration=float(data.get("duration", 0.0)),
             dtype=data.get("dtype", "float32"),
+            theoretical_peak_bandwidth=float(data.get("theoretical_peak_bandwidth") or 0.0),
+            float32_mode=str(data.get("float32_mode") or ""),
+            spread=dict(data.get("spread") or {}),
+            load=dict(data["load"]) if isinstance(data.get("load"), Mapping) else None,
+            warnings=tuple(str(w) for w in data.get("warnings") or ()),
         )
+
+
+def _positive(value: Any) -> bool:
+    return (
+        isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    )
+
+
+def _non_negative(value: Any) -> bool:
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    )
+
+
+def roofline_data_problem(data: Any) -> str | None:
+    """Why ``data`` (a :meth:`DeviceRoofline.to_dict`) cannot be trusted as roofs, or None.
+
+    A roof must be a finite positive number; a zero, negative, NaN or infinite peak, a string in
+    place of a number or a missing key would otherwise become a ZeroDivisionError or TypeError
+    later, or a silently wrong fraction.  Returns the first problem, for a one-line message.
+    """
+    if not isinstance(data, Mapping):
+        return f"roofline is a {type(data).__name__}, not an object"
+    peaks = data.get("peak_flops_by_dtype")
+    if not isinstance(peaks, Mapping) or not peaks:
+        return "peak_flops_by_dtype is missing or empty"
+    for dtype, value in peaks.items():
+        if not _positive(value):
+            return f"peak of {dtype} is {value!r}, not a positive number"
+    if not _positive(data.get("peak_bandwidth")):
+        return f"peak_bandwidth is {data.get('peak_bandwidth')!r}, not a positive number"
+    if data.get("dtype", "float32") not in peaks:
+        return f"default dtype {data.get('dtype', 'float32')!r} has no peak"
+    if not isinstance(data.get("fingerprint"), Mapping):
+        return "fingerprint is missing"
+    for level in data.get("cache_levels") or []:
+        if not isinstance(level, Mapping) or not _positive(level.get("bandwidth")):
+            return f"cache level {level!r} has no positive bandwidth"
+        if not isinstance(level.get("name"), str) or not _non_negative(level.get("size")):
+            return f"cache level {level!r} is malformed"
+    for probe in data.get("probes") or []:
+        if not isinstance(probe, Mapping) or not _positive(probe.get("value")):
+            return f"probe {probe!r} has no positive figure"
+        if probe.get("kind") not in ("compute", "memory") or not isinstance(probe.get("name"), str):
+            return f"probe {probe.get('name')!r} is malformed"
+        if not _non_negative(probe.get("size")) or not _non_negative(probe.get("seconds", 0.0)):
+            return f"probe {probe.get('name')!r} has a bad size or time"
+    theory = data.get("theoretical_peak_flops") or {}
+    if not isinstance(theory, Mapping) or not all(_non_negative(v) for v in theory.values()):
+        return "theoretical_peak_flops holds a value that is not a number >= 0"
+    for key in ("theoretical_peak_bandwidth", "duration"):
+        if key in data and not _non_negative(data[key] or 0):
+            return f"{key} is {data[key]!r}, not a number >= 0"
+    spread = data.get("spread") or {}
+    if not isinstance(spread, Mapping) or not all(_non_negative(v) for v in spread.values()):
+        return "spread holds a value that is not a number >= 0"
+    if data.get("load") is not None and not isinstance(data.get("load"), Mapping):
+        return "load is not an object"
+    warnings = data.get("warnings") or []
+    if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings):
+        return "warnings is not a list of strings"
+    return None

@@ -1,0 +1,330 @@
+"""Calibration validity: checked cache values, spot checks of a cached roofline, the GPU plan.
+
+Real probes run through onnxruntime on this CPU.  The GPU plan's logic runs here too, through a
+backend that calls itself a GPU (the fake NVML's H200) but runs its probes on the CPU provider at
+small sizes: what it measures is the CPU; what is tested is the plan, the L2 level, the paper
+roofs and the table.  The GPU's own figures are measured by benchmarks/gpu_check.sh on a GPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _calibration_helpers import Counting, use_fake_nvml
+
+from pytest_roofline.backends.base import Backend, get_backend
+from pytest_roofline.cli.calibrate import format_table
+from pytest_roofline.device.gpu import gpu_fingerprint, gpu_info
+from pytest_roofline.device.load import MachineLoad
+from pytest_roofline.roofline import DeviceRoofline
+from pytest_roofline.roofline import calibrate as calibration
+from pytest_roofline.roofline import probes as cp
+from pytest_roofline.roofline.calibrate import cache_path, calibrate, calibration_fingerprint
+from pytest_roofline.roofline.progress import is_step, terminal_progress
+from pytest_roofline.roofline.roofs import roofline_data_problem
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="module")
+def ort() -> Backend:
+    return get_backend("onnxruntime", {"intra_op_threads": "1"})
+
+
+@pytest.fixture(scope="module")
+def cached(tmp_path_factory: pytest.TempPathFactory, ort: Backend) -> tuple[DeviceRoofline, Path]:
+    """A real quick float32 calibration and its cache file."""
+    cache_dir = tmp_path_factory.mktemp("cache")
+    roofline = calibrate(Counting(ort), cache_dir=cache_dir, quick=True, dtypes=["float32"])
+    return roofline, cache_path(roofline.fingerprint, cache_dir)
+
+
+def test_the_cpu_probe_plan_is_unchanged() -> None:
+    """CPU figures must not move: the CPU plan is, probe for probe, the one before GPU support."""
+    digests = {}
+    for plan in ("full", "quick"):
+        rows = [
+            (s.name, s.kind, s.dtype, s.size, s.work, s.optional) for s in cp.plan_probes(cp.DTYPES, plan)
+        ]
+        digests[plan] = (len(rows), hashlib.sha256(repr(rows).encode()).hexdigest()[:16])
+    assert digests == {"full": (25, "6c32a4d2fa2ea4e1"), "quick": (10, "a42cf26f0f557da2")}
+    assert calibration._dtypes(None) == ("float32", "float16", "int8")
+
+
+# --- cache values are checked on read (issue 14 item 9) ------------------------------------------
+
+
+def _mutations() -> list[tuple[str, Any]]:
+    def peak(value: Any) -> Any:
+        return lambda r: r["peak_flops_by_dtype"].__setitem__("float32", value)
+
+    def key(name: str, value: Any) -> Any:
+        return lambda r: r.__setitem__(name, value)
+
+    return [
+        ("a zero peak", peak(0)),
+        ("a string peak", peak("fast")),
+        ("a NaN peak", peak(float("nan"))),
+        ("an infinite peak", peak(float("inf"))),
+        ("a boolean peak", peak(True)),
+        ("a negative bandwidth", key("peak_bandwidth", -5e9)),
+        ("a null bandwidth", key("peak_bandwidth", None)),
+        ("no peaks", lambda r: r.pop("peak_flops_by_dtype")),
+        ("no bandwidth", lambda r: r.pop("peak_bandwidth")),
+        ("peaks as a list", key("peak_flops_by_dtype", [1.0])),
+        ("a default dtype without a peak", key("dtype", "float16")),
+        ("a cache level of bandwidth 0", lambda r: r["cache_levels"][0].__setitem__("bandwidth", 0)),
+        ("a probe figure of -1", lambda r: r["probes"][0].__setitem__("value", -1)),
+        ("a probe of unknown kind", lambda r: r["probes"][0].__setitem__("kind", "magic")),
+        ("a string theoretical peak", key("theoretical_peak_flops", {"float32": "x"})),
+        ("a NaN spread", key("spread", {"dram": float("nan")})),
+        ("warnings not a list", key("warnings", "busy")),
+    ]
+
+
+@pytest.mark.parametrize(("label", "mutate"), _mutations(), ids=[m[0] for m in _mutations()])
+def test_bad_cache_values_are_a_corrupt_cache(
+    cached: tuple[DeviceRoofline, Path], label: str, mutate: Any
+) -> None:
+    roofline, _ = cached
+    data = json.loads(json.dumps(roofline.to_dict()))
+    assert roofline_data_problem(data) is None
+    mutate(data)
+    problem = roofline_data_problem(data)
+    assert problem and "\n" not in problem, label
+
+
+def test_a_corrupt_cache_value_is_said_once_remeasured_and_replaced(tmp_path: Path, ort: Backend) -> None:
+    backend = Counting(ort)
+    fingerprint = calibration_fingerprint(backend, ["float32"], quick=True)
+    path = cache_path(fingerprint, tmp_path)
+    first = calibrate(backend, cache_dir=tmp_path, quick=True, dtypes=["float32"])
+    stored = json.loads(path.read_text())
+    stored["roofline"]["peak_flops_by_dtype"]["float32"] = 0.0  # would divide by zero in the ridge point
+    stored["roofline"]["peak_bandwidth"] = float("nan")
+    path.write_text(json.dumps(stored))
+    opened = len(backend.opened)
+    lines: list[str] = []
+    again = calibrate(backend, cache_dir=tmp_path, quick=True, dtypes=["float32"], progress=lines.append)
+    said = [line for line in lines if "corrupt" in line]
+    assert len(said) == 1 and str(path) in said[0] and "peak of float32 is 0.0" in said[0]
+    assert len(backend.opened) > opened  # measured again
+    assert again.peak > 0 and math.isfinite(again.ridge_point) and again.measured_at
+    assert roofline_data_problem(json.loads(path.read_text())["roofline"]) is None  # replaced
+    assert first.fingerprint == again.fingerprint
+
+
+# --- spot check of a cached roofline (issue 12 item 3) ---------------------------------------------
+
+
+def _scaled(roofline: DeviceRoofline, factor: float) -> DeviceRoofline:
+    """The roofline as if measured ``factor`` times as fast (0.5: a busy machine halved every probe)."""
+    return dataclasses.replace(
+        roofline,
+        peak_flops={k: v * factor for k, v in roofline.peak_flops.items()},
+        peak_bandwidth=roofline.peak_bandwidth * factor,
+        cache_levels=tuple(
+            dataclasses.replace(c, bandwidth=c.bandwidth * factor) for c in roofline.cache_levels
+        ),
+        probes=tuple(
+            dataclasses.replace(p, value=p.value * factor, seconds=p.seconds / factor)
+            for p in roofline.probes
+        ),
+    )
+
+
+def _write(path: Path, roofline: DeviceRoofline) -> None:
+    path.write_text(json.dumps({"fingerprint": roofline.fingerprint, "roofline": roofline.to_dict()}))
+
+
+def test_spot_check_catches_a_cache_measured_under_load(
+    cached: tuple[DeviceRoofline, Path], ort: Backend
+) -> None:
+    roofline, path = cached
+    _write(path, _scaled(roofline, 0.5))  # every figure halved, as a busy calibration reads
+    backend = Counting(ort)
+    lines: list[str] = []
+    result = calibrate(
+        backend, cache_dir=path.parent, quick=True, dtypes=["float32"], progress=lines.append, spot_check=True
+    )
+    plan = {s.name for s in cp.plan_probes(("float32",), "quick")}
+    assert plan <= set(backend.opened)  # re-measured
+    note = next(line for line in lines if line.startswith("calibration spot check"))
+    assert "off by more than 15%; re-measuring" in note and "x of the cached figures" in note
+    assert result.peak > 1.3 * roofline.peak * 0.5  # the halved roofs were replaced
+    assert json.loads(path.read_text())["roofline"]["measured_at"] == result.measured_at
+
+
+def test_spot_check_runs_one_mid_size_gemm_and_one_dram_stream(
+    cached: tuple[DeviceRoofline, Path], ort: Backend
+) -> None:
+    roofline, _ = cached
+    backend = Counting(ort)
+    result = calibration.spot_check(backend, roofline)
+    llc = calibration._last_level_cache(roofline.fingerprint)
+    dram = {p.name for p in cp.dram_points(list(roofline.probes), llc)}
+    assert len(backend.opened) == 2 and backend.opened[0].startswith("gemm-") and backend.opened[1] in dram
+    assert set(result["ratios"]) == set(backend.opened) and all(r > 0 for r in result["ratios"].values())
+    assert result["seconds"] > 0 and MachineLoad.from_dict(result["load"]).seconds > 0
+
+
+@pytest.mark.parametrize(
+    ("ratios", "disturbed", "kept", "said"),
+    [
+        ({"gemm": 1.05, "stream": 0.9}, False, True, ""),
+        ({"gemm": 1.4, "stream": 1.0}, False, False, "re-measuring"),
+        ({"gemm": 0.6, "stream": 0.7}, False, False, "re-measuring"),
+        ({"gemm": 0.6, "stream": 0.7}, True, True, "busy now"),  # measuring now would record the load
+        ({"gemm": 1.4, "stream": 0.7}, True, False, "re-measuring"),
+    ],
+)
+def test_spot_check_decisions(
+    monkeypatch: pytest.MonkeyPatch, ratios: dict[str, float], disturbed: bool, kept: bool, said: str
+) -> None:
+    load = MachineLoad(0.3, 0.6 if disturbed else 0.01, 0.0, 1.0, 2)
+    off = any(abs(math.log(r)) > math.log(1.15) for r in ratios.values())
+    monkeypatch.setattr(
+        calibration,
+        "spot_check",
+        lambda backend, roofline: {"ratios": ratios, "seconds": 0.3, "load": load.to_dict(), "off": off},
+    )
+    lines: list[str] = []
+    assert calibration._spot_check_passes(None, None, lines.append) is kept  # type: ignore[arg-type]
+    notes = [line for line in lines if not is_step(line)]
+    assert (said in notes[0]) if said else notes == []
+
+
+def test_a_failing_spot_check_keeps_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(backend: Any, roofline: Any) -> dict[str, Any]:
+        raise RuntimeError("no such kernel")
+
+    monkeypatch.setattr(calibration, "spot_check", broken)
+    lines: list[str] = []
+    assert calibration._spot_check_passes(None, None, lines.append)  # type: ignore[arg-type]
+    assert "could not run" in lines[0] and "no such kernel" in lines[0]
+
+
+def test_terminal_progress_prints_notes_and_steps_only_when_verbose() -> None:
+    written: list[str] = []
+    progress = terminal_progress(written.append)
+    for message in (
+        "calibrating onnxruntime on X (quick plan, 4 probes; once per device, then cached)",
+        "calibrate [1/4] gemm-512-float32: 80.0 GFLOP/s",
+        "calibrated in 1.2 s: float32 80 GFLOP/s, DRAM 9 GB/s",
+    ):
+        progress(message)
+    assert written == [
+        "roofline: calibrating onnxruntime on X (quick plan, 4 probes; once per device, then cached)",
+        "roofline: calibrated in 1.2 s: float32 80 GFLOP/s, DRAM 9 GB/s",
+    ]
+    verbose: list[str] = []
+    terminal_progress(verbose.append, verbose=True)("calibrate [1/4] gemm-512-float32: 80.0 GFLOP/s")
+    assert verbose == ["roofline: calibrate [1/4] gemm-512-float32: 80.0 GFLOP/s"]
+
+
+# --- the GPU plan -----------------------------------------------------------------------------------
+
+
+def test_gpu_plan_covers_8192_gemms_every_precision_and_streams_to_1gib() -> None:
+    for plan in ("full", "quick"):
+        specs = cp.plan_gpu_probes(cp.GPU_DTYPES, plan)
+        names = {s.name for s in specs}
+        for dtype in ("float32", "float16", "bfloat16"):
+            assert f"gemm-8192-{dtype}" in names
+        assert "matmulinteger-8192-int8" in names
+        streams = sorted(s.size for s in specs if s.kind == "memory")
+        assert streams[-1] >= 2**30 and streams[0] <= 16 * 2**20  # DRAM and an L2-resident level
+        assert all(s.optional for s in specs if s.dtype != "float32")
+    full = cp.plan_gpu_probes(cp.GPU_DTYPES, "full")
+    assert [s.size for s in full if s.name.endswith("float32") and s.kind == "compute"] == [
+        1024,
+        2048,
+        4096,
+        8192,
+    ]
+    gib = next(s for s in full if s.name == "stream-1024MiB")
+    assert gib.work >= 16 * gib.size * 0.99  # chained: a run moves 16 x the working set
+
+
+def test_gpu_probe_models_are_valid_and_int8_is_signed() -> None:
+    import onnx
+
+    for build in (
+        cp._gemm(64, "bfloat16"),
+        cp._matmul_integer(64, signed=True),
+        cp._stream(8 * 2**20, cp.GPU_STREAM_BYTES_PER_RUN)[2],
+    ):
+        model, inputs = build()
+        onnx.checker.check_model(model)
+        assert all(a.dtype.name in ("float32", "int8") for a in inputs.values())
+    model, _ = cp._gemm(64, "bfloat16")()
+    assert model.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.BFLOAT16
+
+
+@pytest.fixture
+def fake_h200(monkeypatch: pytest.MonkeyPatch):
+    use_fake_nvml(monkeypatch)
+    yield
+    gpu_info.cache_clear()
+
+
+def test_gpu_calibration_logic_on_small_sizes(
+    fake_h200, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, ort: Backend
+) -> None:
+    """The GPU branch of calibrate(): plan, L2 level, paper roofs, float32 mode, table.
+
+    Sizes are shrunk so that the CPU provider can run the plan; the figures are the CPU's."""
+    monkeypatch.setitem(cp.GPU_GEMM_SIZES, "quick", (256, 512))
+    monkeypatch.setitem(cp.GPU_GEMM_LOW_SIZES, "quick", (256,))
+    monkeypatch.setitem(cp.GPU_STREAM_SIZES, "quick", (2**20, 8 * 2**20, 256 * 2**20))
+    monkeypatch.setattr(cp, "GPU_STREAM_BYTES_PER_RUN", 64 * 2**20)
+    gpu = {"providers": ["CUDAExecutionProvider"], "gpu": gpu_fingerprint(0)}
+    backend = Counting(ort, extra=gpu)
+    lines: list[str] = []
+    roofline = calibrate(backend, cache_dir=tmp_path, quick=True, progress=lines.append)
+    fp = roofline.fingerprint
+    assert fp["dtypes"] == ["float32", "float16", "bfloat16", "int8"] and fp["gpu"]["name"] == "NVIDIA H200"
+    assert "gemm-256-bfloat16" in backend.opened  # tried; the CPU provider has no bf16 MatMul: skipped
+    assert any("gemm-256-bfloat16: skipped" in line for line in lines)
+    assert not any(name.startswith(("conv3x3", "qlinear")) for name in backend.opened)  # not the CPU plan
+    assert roofline.float32_mode == "tf32"  # Hopper, CUDA EP default
+    assert roofline.theoretical_peak_flops["float16"] == pytest.approx(989.4e12, rel=0.01)
+    assert roofline.theoretical_peak_flops["tf32"] == pytest.approx(494.7e12, rel=0.01)
+    assert roofline.theoretical_peak_bandwidth == pytest.approx(4.8e12, rel=0.01)
+    levels = [(lv.name, lv.size) for lv in roofline.cache_levels]
+    assert levels[-1][0] == "DRAM" and all(name in ("L2", "DRAM") for name, _ in levels)
+    assert all(size <= 60 * 2**20 for name, size in levels if name == "L2")  # the H200's L2 from the table
+    table = format_table(roofline)
+    assert (
+        "NVIDIA H200, 140 GiB (compute capability 9.0, 132 SMs, max 1980 MHz, driver 580.159.04, CUDA 13.0)"
+        in table
+    )
+    assert "float32 (runs as TF32)" in table and "theoretical 495 TFLOP/s" in table
+    assert "theoretical 4.81 TB/s" in table and "spread between two sessions" in table
+    json_table = json.loads(json.dumps(roofline.to_dict()))
+    assert json_table["float32_mode"] == "tf32" and json_table["theoretical_peak_flops"]["bfloat16"] > 0
+
+
+def test_bfloat16_on_the_cpu_says_it_has_no_probe(tmp_path: Path, ort: Backend) -> None:
+    lines: list[str] = []
+    roofline = calibrate(
+        Counting(ort), cache_dir=tmp_path, quick=True, dtypes=["bfloat16"], progress=lines.append
+    )
+    assert "bfloat16 has no probe on this device; skipped" in lines[0]
+    assert set(roofline.peak_flops) == {"float32"}
+
+
+def test_spot_check_picks_cheap_probes_on_a_gpu_plan() -> None:
+    from pytest_roofline.roofline import Probe
+
+    specs = cp.plan_gpu_probes(("float32",), "full")
+    seconds = {1024: 3e-5, 2048: 1e-4, 4096: 3.8e-4, 8192: 2.6e-3}  # H200, TF32 (8192: nearest 3 ms)
+    probes = [Probe(s.name, s.kind, s.dtype, s.size, 1e12, seconds.get(s.size, 1e-3)) for s in specs]
+    chosen = [s.name for s in cp.spot_check_specs(specs, probes, 60 * 2**20)]
+    assert chosen == ["gemm-4096-float32", "stream-256MiB"]  # 4 x L2 = 240 MiB: 256 MiB is DRAM

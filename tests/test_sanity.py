@@ -1,0 +1,261 @@
+"""The physical-sanity guard: impossible roofline figures are flagged with their likely cause."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_roofline.backends.base import KernelProfile, KernelRecord, get_backend
+from pytest_roofline.profile import Layer, ModelProfile, build_layers
+from pytest_roofline.roofline import DeviceRoofline
+from pytest_roofline.roofline.sanity import LAYER_LIMIT, RooflineCheck, check_profile, warning_line
+from pytest_roofline.stats import LatencyStats
+
+CPU_FP = {"backend": "onnxruntime", "cpu": "AMD EPYC 7B13", "cores": 2, "providers": ["CPUExecutionProvider"]}
+H200_FP = {
+    "backend": "onnxruntime",
+    "cpu": "Intel(R) Xeon(R) Processor",
+    "cores": 16,
+    "providers": ["CUDAExecutionProvider"],
+    "gpu": {"name": "NVIDIA H200", "memory": 150754820096},
+}
+
+
+def roof(fingerprint: dict[str, Any] | None = None, **changes: Any) -> DeviceRoofline:
+    base = DeviceRoofline(
+        {"float32": 100e9},
+        20e9,
+        {**CPU_FP, "cpu_model": CPU_FP["cpu"]} if fingerprint is None else fingerprint,
+    )
+    return dataclasses.replace(base, **changes)
+
+
+def profile(
+    fractions: list[tuple[float, float]],
+    roofline: DeviceRoofline | None = None,
+    fingerprint: dict[str, Any] | None = None,
+    **changes: Any,
+) -> ModelProfile:
+    """A profile whose layers have (time, roofline fraction)."""
+    layers = tuple(
+        Layer(f"layer{i}", "Conv", (f"Conv_{i}",), t, 1_000_000, 1000, roofline_fraction=f)
+        for i, (t, f) in enumerate(fractions)
+    )
+    latency = LatencyStats.from_samples([sum(t for t, _ in fractions)] * 5)
+    base = ModelProfile(
+        "m",
+        None,
+        "h",
+        "onnxruntime",
+        "1.x",
+        {},
+        1,
+        {},
+        latency,
+        layers,
+        1.0,
+        0,
+        0,
+        0,
+        roofline=roof() if roofline is None else roofline,
+        fingerprint=CPU_FP if fingerprint is None else fingerprint,
+    )
+    return dataclasses.replace(base, **changes)
+
+
+def test_possible_figures_are_valid() -> None:
+    check = profile([(1e-3, 0.5), (2e-3, 1.1)]).roofline_check
+    assert check.valid and check.status == "valid" and check.message() == ""
+    assert warning_line(profile([(1e-3, 0.5)])) is None
+
+
+def test_a_layer_above_its_roof_invalidates_the_roofline_and_names_it() -> None:
+    prof = profile([(1e-3, 0.5), (2e-3, 54.0), (1e-3, 3.0)])
+    check = prof.roofline_check
+    assert not check.valid and check.worst_layer == "layer1" and check.worst_fraction == 54.0
+    assert "layer 'layer1' at 5400% of its roof (and 1 more)" in check.message()
+    assert "likely cause" in check.message() and "calibrate --force" in check.message()
+
+
+def test_a_model_above_100_percent_is_invalid_even_when_no_layer_exceeds_115() -> None:
+    check = profile([(1e-3, 1.12), (1e-3, 1.1)]).roofline_check
+    assert not check.valid and check.problems == ("model efficiency 111%",)
+
+
+def test_a_short_layer_gets_the_timers_resolution_in_its_favour() -> None:
+    # 2 µs at 1 µs steps may have run 3 µs: 1.5 x 2/3 = 1.0, possible
+    assert profile([(2e-6, 1.5), (1e-3, 0.5)]).roofline_check.valid
+    assert not profile([(2e-6, 1.5), (1e-3, 0.5)], extra={"timer_resolution": 1e-9}).roofline_check.valid
+    assert not profile([(20e-6, LAYER_LIMIT * 1.1), (1e-3, 0.5)]).roofline_check.valid
+
+
+def test_view_ops_that_move_nothing_are_exempt() -> None:
+    prof = profile([(5e-6, 3.0), (1e-3, 0.5)])
+    reshape = dataclasses.replace(prof.layers[0], op_type="Reshape")
+    assert dataclasses.replace(prof, layers=(reshape, prof.layers[1])).roofline_check.valid
+
+
+def test_causes_named_another_device_a_precision_a_busy_calibration() -> None:
+    impossible = [(1e-3, 57.77)]
+    gpu_run = profile(impossible, fingerprint=H200_FP)  # the host CPU's roofline for a GPU run
+    assert "another device: the roofline was calibrated on AMD EPYC 7B13, the model ran on NVIDIA H200" in (
+        gpu_run.roofline_check.message()
+    )
+    providers = profile(
+        impossible, roofline=roof({**H200_FP, "providers": ["CPUExecutionProvider"]}), fingerprint=H200_FP
+    )
+    assert "calibrated with CPUExecutionProvider" in providers.roofline_check.message()
+    fp16 = profile(impossible, precision="fp16")
+    assert "the model runs fp16 but the roofline has no float16 roof" in fp16.roofline_check.message()
+    busy = profile(
+        impossible, roofline=roof(warnings=("measured under load: other processes used 60% of the 2 CPUs",))
+    )
+    assert "a busy calibration (measured under load" in busy.roofline_check.message()
+    spread = profile(impossible, roofline=roof(spread={"float32": 0.02, "dram": 0.4}))
+    assert "two sessions differ by 40%" in spread.roofline_check.message()
+    assert "stale or busy calibration" in profile(impossible).roofline_check.message()
+
+
+def test_json_reports_no_efficiency_when_invalid_and_round_trips() -> None:
+    prof = profile([(1e-3, 57.77)])
+    data = json.loads(json.dumps(prof.to_dict()))
+    assert data["efficiency"] is None
+    assert data["roofline_check"]["status"] == "invalid" and data["roofline_check"][
+        "efficiency"
+    ] == pytest.approx(57.77)
+    assert data["roofline_check"]["message"] == prof.roofline_check.message()
+    again = ModelProfile.from_dict(data)
+    assert again.roofline_check == prof.roofline_check
+    assert RooflineCheck.from_dict(data["roofline_check"]) == prof.roofline_check
+    line = warning_line(data, label="test_x.py::test_y")
+    assert line is not None and line.startswith("ROOFLINE INVALID test_x.py::test_y: roofline invalid")
+    assert "\n" not in line
+    valid = json.loads(json.dumps(profile([(1e-3, 0.5)]).to_dict()))
+    assert valid["efficiency"] == pytest.approx(0.5) and warning_line(valid) is None
+
+
+def test_host_timed_layers_get_a_bound_but_no_fraction() -> None:
+    from pytest_roofline.analysis import analyze
+    from pytest_roofline.zoo import tiny_cnn
+
+    model = tiny_cnn()
+    analysis = analyze(model, batch=1)
+    node = analysis.nodes[0]
+    kernels = KernelProfile(
+        kernels=(KernelRecord(node.name, node.op_type, (node.name,), (1e-5, 1e-5)),),
+        timing="host",
+        timing_source="onnxruntime profiler (host-side launch times)",
+    )
+    layers, _ = build_layers(analysis, kernels, roof())
+    assert layers[0].roofline_fraction is None and layers[0].bound in ("compute", "memory")
+    assert layers[0].attainable_flops
+    prof = profile([(1e-5, 0.5)], layer_timing="host")
+    check = prof.roofline_check
+    assert check.status == "host-timed" and "cupti-python" in check.message()
+    line = warning_line(prof)
+    assert line is not None and line.startswith("roofline not applied") and "host-side launch times" in line
+    assert json.loads(json.dumps(prof.to_dict()))["layer_timing"] == "host"
+
+
+def test_layers_are_judged_against_the_roof_of_their_precision() -> None:
+    from pytest_roofline.profile import roof_dtype
+
+    gpu = DeviceRoofline({"float32": 400e12, "float16": 800e12, "bfloat16": 790e12, "int8": 1e15}, 4e12, {})
+    assert roof_dtype(gpu, "fp16") == "float16" and roof_dtype(gpu, "fp32") == "float32"
+    assert roof_dtype(gpu, "bf16") == "bfloat16" and roof_dtype(gpu, "mixed") == "float16"
+    assert roof_dtype(gpu, "int8") == "int8"
+    assert roof_dtype(roof(), "fp16") == "float32"  # no float16 roof: the default (the guard names it)
+    # a CPU computes fp16 slower than fp32 (or upcasts it): fp16 data is judged against float32's roof
+    cpu = DeviceRoofline({"float32": 100e9, "float16": 20e9}, 20e9, {})
+    assert roof_dtype(cpu, "fp16") == "float32"
+
+
+@pytest.fixture(scope="module")
+def cpu_roofline(tmp_path_factory: pytest.TempPathFactory) -> DeviceRoofline:
+    from pytest_roofline.roofline.calibrate import calibrate
+
+    backend = get_backend("onnxruntime", {"intra_op_threads": "1"})
+    return calibrate(backend, cache_dir=tmp_path_factory.mktemp("cache"), quick=True, dtypes=["float32"])
+
+
+def _examples_model(name: str) -> Any:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    try:
+        import build_models
+    finally:
+        sys.path.pop(0)
+    return getattr(build_models, name)()
+
+
+def test_on_the_cpu_a_stale_calibration_is_caught_and_a_fresh_one_is_not(
+    cpu_roofline: DeviceRoofline,
+) -> None:
+    """Real onnxruntime runs on this CPU: roofs measured as if the machine were 20x busier (a stale,
+    busy calibration) make the guard fire; the calibration just measured does not."""
+    from pytest_roofline.api import profile_model
+
+    model = _examples_model("edgenet")
+    stale = dataclasses.replace(
+        cpu_roofline,
+        peak_flops={k: v / 20 for k, v in cpu_roofline.peak_flops.items()},
+        peak_bandwidth=cpu_roofline.peak_bandwidth / 20,
+        cache_levels=tuple(
+            dataclasses.replace(c, bandwidth=c.bandwidth / 20) for c in cpu_roofline.cache_levels
+        ),
+    )
+    options = {"intra_op_threads": "1"}
+    fresh = profile_model(model, batch=1, options=options, roofline=cpu_roofline, sessions=2, rounds=5)
+    if cpu_roofline.warnings:  # this shared machine was busy while calibrating: the guard must say so
+        assert (
+            fresh.roofline_check.valid
+            or "a busy calibration (measured under load" in fresh.roofline_check.message()
+        )
+    else:
+        assert fresh.roofline_check.valid, fresh.roofline_check.message()
+    old = profile_model(model, batch=1, options=options, roofline=stale, sessions=2, rounds=5)
+    check = old.roofline_check
+    assert not check.valid and check.efficiency is not None and check.efficiency > 1
+    assert "calibrate --force" in check.message()
+    assert old.to_dict()["efficiency"] is None
+
+
+def test_reports_print_the_warning_instead_of_the_figures() -> None:
+    from _report_data import result, results_of, run_results
+
+    from pytest_roofline.report import markdown
+
+    prof = profile([(1e-3, 57.77)]).to_dict()
+    item = {**result(profile([(1e-3, 57.77)]), "pass", test="t.py::test_a"), "profile": prof}
+    results = results_of(run_results(item))
+    warning = warning_line(prof)
+    assert warning is not None
+    text = markdown.render(results)
+    assert f"**t.py::test_a**: {warning}" in text  # the figure is named as impossible, once
+    assert "5777" not in text.replace(warning, "")  # and printed nowhere as fact
+    pytest.importorskip("jinja2")
+    import html as html_escaping
+
+    from pytest_roofline.report import html
+
+    page = html.render(results)
+    shown = html_escaping.escape(warning, quote=True).replace("&#x27;", "&#39;")
+    assert f'<p class="verdict warn roofline-warning">{shown}</p>' in page
+    assert "5777" not in page.replace(shown, "")
+    assert check_profile(ModelProfile.from_dict(prof)).status == "invalid"
+
+
+def test_roofline_profile_table_prints_the_warning_not_the_fractions() -> None:
+    from pytest_roofline.cli.profile import format_table
+
+    table = format_table(profile([(1e-3, 57.77), (1e-3, 0.5)]))
+    assert "efficiency -" in table and "roofline invalid for this run: layer 'layer0' at 5777%" in table
+    assert "5777.0%" not in table and "50.0%" not in table  # no fraction printed as fact
+    host = format_table(profile([(1e-3, 0.5)], layer_timing="host"))
+    assert "host-side launch times" in host and "efficiency -" in host
+    valid = format_table(profile([(1e-3, 0.5)]))
+    assert "efficiency 50.0%" in valid and "invalid" not in valid
