@@ -250,6 +250,8 @@ class OnnxRuntimeSession(BackendSession):
     def __init__(
         self, backend: OnnxRuntimeBackend, spec: ModelSpec, inputs: Mapping[str, np.ndarray]
     ) -> None:
+        import onnxruntime as ort
+
         self.backend = backend
         self.spec = spec
         self.inputs = {name: np.ascontiguousarray(value) for name, value in inputs.items()}
