@@ -71,8 +71,20 @@ def pytest_configure(config: pytest.Config) -> None:
 
         return config.hook.pytest_roofline_device_class(fingerprint=fingerprint) or default(fingerprint)
 
+    def write_line(line: str) -> None:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_line(line)
+
+    from pytest_roofline.roofline.progress import terminal_progress
+
     session = RooflineSession(
-        settings_from_config(config), Path(str(config.rootpath)), is_worker=worker, device_class=device_class
+        settings_from_config(config),
+        Path(str(config.rootpath)),
+        is_worker=worker,
+        device_class=device_class,
+        progress=terminal_progress(write_line, verbose=config.getoption("verbose") > 0),
     )
     config.stash[SESSION_KEY] = session
     config.stash[BENCHMARK_STORAGE] = new_benchmark_storage(config)

@@ -71,7 +71,8 @@ class RooflineSession:
     """State of one pytest run (one per process; the xdist controller merges workers').
 
     ``device_class`` names the device class of a fingerprint (the plugin passes the
-    ``pytest_roofline_device_class`` hook, falling back to :func:`pytest_roofline.device.device_class`).
+    ``pytest_roofline_device_class`` hook, falling back to :func:`pytest_roofline.device.device_class`);
+    ``progress`` takes the calibration's progress lines (the plugin writes its notes to the terminal).
     """
 
     def __init__(
@@ -80,8 +81,10 @@ class RooflineSession:
         rootdir: Path,
         is_worker: bool = False,
         device_class: Callable[[Mapping[str, Any]], str] | None = None,
+        progress: Callable[[str], None] | None = None,
     ) -> None:
         self.settings = settings
+        self._progress = progress
         self.rootdir = rootdir
         self.is_worker = is_worker
         self._device_class = device_class
@@ -126,7 +129,10 @@ class RooflineSession:
             from pytest_roofline.roofline.calibrate import calibrate
 
             force = self.settings.recalibrate and not any(self.rooflines.values())
-            self.rooflines[ident] = calibrate(backend, force=force)
+            # a cached calibration is spot-checked (<= 0.5 s) and measured again when it is off
+            self.rooflines[ident] = calibrate(
+                backend, force=force, spot_check=not force, progress=self._progress
+            )
         return self.rooflines[ident]
 
     def device_class(self, fingerprint: Mapping[str, Any]) -> str:

@@ -197,3 +197,12 @@ def test_a_baseline_entry_keeps_a_compact_model_summary(project):
     assert entry["structure"]["model"] == "chain" and entry["structure"]["total"]["nodes"] == 4
     assert len(json.dumps(entry["structure"])) < 2000  # a summary, not the model
     assert entry["layers"]["relu0"]["nodes"] == ["relu0"] and entry["layers"]["relu0"]["op_type"] == "Relu"
+
+
+def test_the_first_calibration_shows_progress_then_the_cache_is_spot_checked(project):
+    first = project.runpytest(*FAKE, "-k", "test_model")
+    first.assert_outcomes(passed=1)
+    first.stdout.fnmatch_lines(["roofline: calibrating fake*", "roofline: calibrated in *"])
+    again = project.runpytest(*FAKE, "-k", "test_model")
+    again.assert_outcomes(passed=1)
+    assert "roofline: calibrating" not in again.stdout.str()  # cached, and the spot check agreed

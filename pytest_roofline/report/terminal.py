@@ -51,7 +51,7 @@ def _row(record: ProfileRecord) -> tuple[str, ...]:
         record.test,
         model_label(prof),
         fmt_seconds_fixed(prof.latency.median),
-        fmt_pct(prof.efficiency, missing="-"),
+        fmt_pct(prof.efficiency, missing="invalid" if prof.roofline_check.status == "invalid" else "-"),
         verdict.status,
         f"x{verdict.ratio:.3f}" if verdict.ratio is not None else "-",
     )
@@ -65,6 +65,7 @@ def summary_lines(
 ) -> list[str]:
     """One line per profiled model, verdict reasons and tables, spans, stale entries, files written."""
     from pytest_roofline.gate.verdict import verdict_table
+    from pytest_roofline.roofline.sanity import warning_line
 
     lines: list[str] = []
     header = ("test", "model", "median", "efficiency", "verdict", "vs baseline")
@@ -73,6 +74,9 @@ def summary_lines(
     spans: list[str] = []
     for record in results.records:
         label = f"{record.test} :: {model_label(record.profile)}"
+        warning = warning_line(record.profile, label=label)
+        if warning:
+            reasons.append(warning)
         for verdict in record.verdicts:
             why = verdict_reason(verdict)
             notes = [] if verdict.status == "incomparable" else list(verdict.reasons)
