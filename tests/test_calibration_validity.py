@@ -179,7 +179,8 @@ def test_spot_check_runs_one_mid_size_gemm_and_one_dram_stream(
     [
         ({"gemm": 1.05, "stream": 0.9}, False, True, ""),
         ({"gemm": 1.4, "stream": 1.0}, False, False, "re-measuring"),
-        ({"gemm": 0.6, "stream": 0.7}, False, False, "re-measuring"),
+        # slower now on a quiet machine: a slower moment (shared DRAM); a faster cache only understates
+        ({"gemm": 0.6, "stream": 0.7}, False, True, "reads slower now"),
         ({"gemm": 0.6, "stream": 0.7}, True, True, "busy now"),  # measuring now would record the load
         ({"gemm": 1.4, "stream": 0.7}, True, False, "re-measuring"),
     ],

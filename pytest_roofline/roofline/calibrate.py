@@ -184,8 +184,10 @@ def spot_check(backend: Backend, roofline: DeviceRoofline) -> dict[str, Any]:
 
     The probes are a mid-size float32 GEMM and the smallest DRAM-range stream of the roofline's
     own plan (:func:`~pytest_roofline.roofline.probes.spot_check_specs`), each timed for a few
-    runs: about 0.1-0.5 s.  Returns ``{"ratios": {probe: now / cached}, "seconds": wall,
-    "load": MachineLoad dict, "off": bool}``; ``off`` when a ratio leaves 1 ± 15 %.
+    runs: about 0.1-0.5 s.  A reading off by more than 15 % is taken again and the closer of the
+    two kept (a short reading can catch a passing hiccup; a cache measured under load stays off in
+    both).  Returns ``{"ratios": {probe: now / cached}, "seconds": wall, "load": MachineLoad dict,
+    "off": bool}``; ``off`` when a ratio leaves 1 ± 15 %.
     """
     from pytest_roofline.device import load as machine
     from pytest_roofline.roofline import probes as cp
@@ -201,17 +203,28 @@ def spot_check(backend: Backend, roofline: DeviceRoofline) -> dict[str, Any]:
     for spec in chosen:
         probe = cp.run_probe(backend, spec, SPOT_SECONDS)
         ratios[spec.name] = probe.value / cached[spec.name].value
+        if _off(ratios[spec.name]):  # one short reading can be a passing hiccup: read it again
+            again = cp.run_probe(backend, spec, SPOT_SECONDS).value / cached[spec.name].value
+            ratios[spec.name] = min(
+                ratios[spec.name], again, key=lambda r: abs(math.log(r)) if r > 0 else math.inf
+            )
     load = machine.between(before, machine.snapshot())
-    off = any(abs(math.log(r)) > math.log(1 + SPOT_TOLERANCE) for r in ratios.values() if r > 0)
+    off = any(_off(r) for r in ratios.values())
     return {"ratios": ratios, "seconds": time.perf_counter() - started, "load": load.to_dict(), "off": off}
+
+
+def _off(ratio: float) -> bool:
+    """Whether a spot-check reading (now / cached) leaves 1 ± :data:`SPOT_TOLERANCE`."""
+    return ratio > 0 and abs(math.log(ratio)) > math.log(1 + SPOT_TOLERANCE)
 
 
 def _spot_check_passes(backend: Backend, roofline: DeviceRoofline, progress: Progress | None) -> bool:
     """Whether the cached ``roofline`` stands after a spot check (see :func:`spot_check`).
 
-    Figures now above the cache mean the cache was measured slow (busy, or stale): re-measure.
-    Figures now below it mean the device got slower, unless the machine is busy right now: then
-    re-measuring would record the busy figures, so the cache is kept and the note says why.
+    Figures now above the cache mean the cache was measured slow (busy, or stale) and would make
+    layers read above their roofs: re-measure.  Figures now below it mean a slower moment (a busy
+    machine, shared memory bandwidth): re-measuring would record that moment, and a cache from a
+    faster one only understates fractions, so the cache is kept and the note says why.
     A probe that fails here leaves the cache as it is (the full calibration would fail the same).
     """
     from pytest_roofline.device.load import MachineLoad
@@ -228,10 +241,18 @@ def _spot_check_passes(backend: Backend, roofline: DeviceRoofline, progress: Pro
         _notify(f"calibrate [spot check] {figures}: cache kept", progress)
         return True
     load = MachineLoad.from_dict(result["load"])
-    if all(r < 1 for r in ratios.values()) and load.disturbed:
+    if all(r < 1 for r in ratios.values() if _off(r)):
+        # Slower now than the cache: a busy moment, or a memory system shared with other machines
+        # (this VM's DRAM figure moves by ±30 % between minutes).  A cache measured in a faster
+        # moment only understates fractions; re-measuring now would record the slow moment.
+        busy = (
+            f"the machine is busy now ({load.describe()})"
+            if load.disturbed
+            else "the device reads slower now"
+        )
         _say(
-            f"calibration spot check: {figures}, but the machine is busy now ({load.describe()}); "
-            "keeping the cache",
+            f"calibration spot check: {figures}: {busy}; keeping the cache "
+            "(`roofline calibrate --force` re-measures it if that lasts)",
             progress,
         )
         return True
