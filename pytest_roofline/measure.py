@@ -11,16 +11,32 @@ from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.stats import LatencyStats
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from pytest_roofline.backends.base import BackendSession
+    from pytest_roofline.backends.base import Backend, BackendSession
+    from pytest_roofline.model import ModelSpec
 
-__all__ = ["measure_latency", "plan_rounds", "sample_interleaved"]
+__all__ = ["SessionOpener", "measure_latency", "plan_rounds", "sample_interleaved"]
+
+
+@dataclass(frozen=True)
+class SessionOpener:
+    """Opens a fresh session of ``spec`` with ``feeds`` on ``backend``; picklable, so the opening
+    can happen in another process (:mod:`pytest_roofline.gate.isolated`)."""
+
+    backend: Backend
+    spec: ModelSpec
+    feeds: Mapping[str, Any] = field(hash=False)
+
+    def __call__(self) -> BackendSession:
+        return self.backend.open(self.spec, self.feeds)
 
 
 def sample_interleaved(

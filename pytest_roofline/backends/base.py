@@ -146,6 +146,12 @@ class Backend(ABC):
     def open(self, spec: ModelSpec, inputs: Mapping[str, np.ndarray]) -> BackendSession:
         """Load/compile ``spec`` with these inputs bound, ready to time and profile."""
 
+    def shared_pool_threads(self) -> int | None:
+        """Threads of a pool every session of this configuration should share while the gate
+        interleaves two of them (a helper process then samples: :mod:`pytest_roofline.gate.isolated`);
+        None to sample in this process (the default)."""
+        return None
+
     def unavailable_message(self) -> str:
         """The one line shown when the backend is not installed."""
         return (

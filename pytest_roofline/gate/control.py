@@ -10,7 +10,7 @@ device's peaks.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +19,8 @@ import numpy as np
 if TYPE_CHECKING:
     import onnx
 
-    from pytest_roofline.backends.base import Backend, BackendSession
+    from pytest_roofline.backends.base import Backend
+    from pytest_roofline.measure import SessionOpener
 
 __all__ = ["PROBE_NAME", "fit_probe", "memory_share", "probe_model", "probe_opener"]
 
@@ -86,14 +87,14 @@ def probe_model(compute: int = 1, memory: int = 0) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
-def probe_opener(backend: Backend, compute: int, memory: int = 0) -> Callable[[], BackendSession]:
+def probe_opener(backend: Backend, compute: int, memory: int = 0) -> SessionOpener:
     """A callable opening a fresh session of the probe of that shape on ``backend``."""
+    from pytest_roofline.measure import SessionOpener
     from pytest_roofline.model import ModelSpec, bind_input_shapes, make_inputs
 
     probe = probe_model(compute, memory)
     spec = ModelSpec.create(probe)
-    feeds = make_inputs(probe, bind_input_shapes(probe))
-    return lambda: backend.open(spec, feeds)
+    return SessionOpener(backend, spec, make_inputs(probe, bind_input_shapes(probe)))
 
 
 def _probe_time(backend: Backend, compute: int, memory: int) -> float:

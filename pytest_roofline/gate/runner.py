@@ -140,14 +140,17 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
     """
     from pytest_roofline.api import assemble, prepare, profile_layers
     from pytest_roofline.gate.control import PROBE_NAME, fit_probe, memory_share, probe_opener
+    from pytest_roofline.gate.isolated import sampler_for
     from pytest_roofline.gate.judge import incomparable
     from pytest_roofline.gate.layers import layer_deltas, layer_verdicts
     from pytest_roofline.gate.sampling import GateDesign, paired_decider, run_gate, stored_decider
     from pytest_roofline.gate.verdict import new_verdict
+    from pytest_roofline.measure import SessionOpener
     from pytest_roofline.profile import build_layers
     from pytest_roofline.stats import LatencyStats
 
     engine, tolerance = request.backend, request.tolerance
+    sampler = sampler_for(engine)  # started now, so the helper is warm when sampling begins
     prepared = request.prepared or prepare(
         str(request.model),
         backend=engine,
@@ -163,14 +166,15 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
     comparable = baseline if baseline is not None and not differences else None
     blocks: dict[str, int] = {}
 
+    subject = SessionOpener(engine, prepared.spec, prepared.arrays)
     if request.reference is not None:
-        reference = request.reference
-
-        def control() -> Any:
-            return engine.open(reference, prepared.arrays)
-
+        control = SessionOpener(engine, request.reference, prepared.arrays)
         run = run_gate(
-            [prepared.open, control], paired_decider(tolerance), design, watch_load=engine.wall_clock
+            [subject, control],
+            paired_decider(tolerance),
+            design,
+            sampler=sampler,
+            watch_load=engine.wall_clock,
         )
     else:
         if comparable is not None:
@@ -185,7 +189,11 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
             comparable.control.p25 if comparable else None,
         )
         run = run_gate(
-            [prepared.open, probe_opener(engine, **blocks)], decide, design, watch_load=engine.wall_clock
+            [subject, probe_opener(engine, **blocks)],
+            decide,
+            design,
+            sampler=sampler,
+            watch_load=engine.wall_clock,
         )
     latency = LatencyStats.from_samples(
         [x for session in run.subject_samples for x in session],

@@ -104,8 +104,9 @@ def run_gate(
     start = time.perf_counter()
     batches: list[_Batch] = []
     verdict = None
+    helpers = getattr(sampler, "pids", lambda: [])  # a helper process samples: its CPU is ours
     for count in range(1, design.max_batches + 1):
-        before = snapshot()
+        before = snapshot(helpers())
         result = sampler(
             list(openers),
             sessions=design.sessions,
@@ -113,7 +114,7 @@ def run_gate(
             iterations=design.iterations,
             warmup=design.warmup,
         )
-        load = between(before, snapshot()) if watch_load else _UNWATCHED
+        load = between(before, snapshot(helpers())) if watch_load else _UNWATCHED
         batches.append(_Batch(result[0], result[1], load))
         subject, control, load = _usable(batches)
         if decide is None:
