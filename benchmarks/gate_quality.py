@@ -99,15 +99,17 @@ def paired_slowdown(
     """Median over fresh sessions of p25(variant)/p25(base), interleaved (the true slowdown)."""
     from pytest_roofline.backends.base import get_backend
     from pytest_roofline.gate import session_ratios
-    from pytest_roofline.measure import sample_interleaved
+    from pytest_roofline.gate.isolated import sampler_for
+    from pytest_roofline.measure import SessionOpener, sample_interleaved
     from pytest_roofline.model import ModelSpec, bind_input_shapes, load_model, make_inputs
 
     backend = get_backend("onnxruntime", {"intra_op_threads": threads})
     specs = [ModelSpec.create(str(p)) for p in (variant, base)]
     model = load_model(str(base))
     feeds = make_inputs(model, bind_input_shapes(model))
-    result = sample_interleaved(
-        [lambda s=s: backend.open(s, feeds) for s in specs],
+    sampler = sampler_for(backend) or sample_interleaved  # sessions sharing one pool, as the gate does
+    result = sampler(
+        [SessionOpener(backend, s, feeds) for s in specs],
         sessions=sessions,
         rounds=rounds,
         iterations=1,

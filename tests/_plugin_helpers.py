@@ -57,6 +57,23 @@ def matmul_chain(path: Path, blocks: int, size: int = 64) -> Path:
     return path
 
 
+def fixed_calibration(directory: Path, options: dict[str, str] | None = None) -> Path:
+    """A calibration cache in ``directory`` holding a fixed roofline for onnxruntime with ``options``
+    (calibrating for real takes seconds); returns the directory, for ``ROOFLINE_CACHE_DIR``."""
+    import json
+
+    from pytest_roofline.backends.base import get_backend
+    from pytest_roofline.roofline import DeviceRoofline
+    from pytest_roofline.roofline.calibrate import cache_path, calibration_fingerprint
+
+    fingerprint = calibration_fingerprint(get_backend("onnxruntime", options))
+    roofline = DeviceRoofline(peak_flops={"float32": 1e11}, peak_bandwidth=2e10, fingerprint=fingerprint)
+    cache_path(fingerprint, directory).write_text(
+        json.dumps({"fingerprint": fingerprint, "roofline": roofline.to_dict()})
+    )
+    return directory
+
+
 def fails_with(pytester: pytest.Pytester, args: Sequence[str], *lines: str) -> pytest.RunResult:
     """Run pytest in ``pytester`` with ``args``; assert one test failed and stdout matches ``lines``
     (fnmatch patterns, in order)."""

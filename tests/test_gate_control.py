@@ -55,7 +55,9 @@ def fake_sampler(subject: float, spread: float):
 
 def test_inconclusive_samples_more_batches_then_stops():
     sampler, calls = fake_sampler(1.0, 0.3)
-    run = run_gate([None, None], paired_decider(0.02), GateDesign(max_batches=3, budget=60), sampler=sampler)
+    run = run_gate(
+        [None, None], paired_decider(0.02), GateDesign(sessions=5, max_batches=3, budget=60), sampler=sampler
+    )
     assert run.verdict.status == "inconclusive"
     assert len(calls) == 3 and len(run.figures) == 15
 
@@ -119,7 +121,9 @@ def _scripted_loads(monkeypatch, *others: float) -> None:
 def test_a_regression_measured_while_the_machine_was_busy_is_inconclusive(monkeypatch):
     _scripted_loads(monkeypatch, 0.5, 0.5, 0.5)
     sampler, calls = fake_sampler(1.10, 0.001)
-    run = run_gate([None, None], paired_decider(0.02), GateDesign(max_batches=3, budget=60), sampler=sampler)
+    run = run_gate(
+        [None, None], paired_decider(0.02), GateDesign(sessions=5, max_batches=3, budget=60), sampler=sampler
+    )
     assert run.verdict.status == "inconclusive" and len(calls) == 3  # kept sampling, hoping for quiet
     assert "busy while measuring" in run.verdict.message and "other processes used 50%" in run.verdict.message
     assert run.load.disturbed
@@ -128,7 +132,9 @@ def test_a_regression_measured_while_the_machine_was_busy_is_inconclusive(monkey
 def test_busy_batches_are_dropped_once_quiet_ones_exist(monkeypatch):
     _scripted_loads(monkeypatch, 0.6, 0.01)
     sampler, calls = fake_sampler(1.10, 0.001)
-    run = run_gate([None, None], paired_decider(0.02), GateDesign(max_batches=3, budget=60), sampler=sampler)
+    run = run_gate(
+        [None, None], paired_decider(0.02), GateDesign(sessions=5, max_batches=3, budget=60), sampler=sampler
+    )
     assert run.verdict.status == "regression" and len(calls) == 2
     assert len(run.figures) == 5 and not run.load.disturbed  # only the quiet batch decided
 

@@ -10,11 +10,7 @@ import json
 import subprocess
 
 import pytest
-from _plugin_helpers import matmul_chain
-
-from pytest_roofline.backends.base import get_backend
-from pytest_roofline.roofline import DeviceRoofline
-from pytest_roofline.roofline.calibrate import cache_path, calibration_fingerprint
+from _plugin_helpers import fixed_calibration, matmul_chain
 
 ORT = ("--roofline-backend", "onnxruntime", "--roofline-option", "intra_op_threads=1")
 
@@ -22,13 +18,7 @@ ORT = ("--roofline-backend", "onnxruntime", "--roofline-option", "intra_op_threa
 @pytest.fixture(scope="module")
 def calibration_cache(tmp_path_factory):
     """A calibration cache holding a fixed roofline (calibrating for real takes ~15 s)."""
-    directory = tmp_path_factory.mktemp("calibration")
-    backend = get_backend("onnxruntime", {"intra_op_threads": "1"})
-    fingerprint = calibration_fingerprint(backend)
-    roofline = DeviceRoofline(peak_flops={"float32": 1e11}, peak_bandwidth=2e10, fingerprint=fingerprint)
-    path = cache_path(fingerprint, directory)
-    path.write_text(json.dumps({"fingerprint": fingerprint, "roofline": roofline.to_dict()}))
-    return directory
+    return fixed_calibration(tmp_path_factory.mktemp("calibration"), {"intra_op_threads": "1"})
 
 
 @pytest.fixture

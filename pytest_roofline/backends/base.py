@@ -146,6 +146,16 @@ class Backend(ABC):
     def open(self, spec: ModelSpec, inputs: Mapping[str, np.ndarray]) -> BackendSession:
         """Load/compile ``spec`` with these inputs bound, ready to time and profile."""
 
+    def single_thread(self) -> Backend | None:
+        """This configuration on one thread, when it runs several on a CPU; else None.
+
+        The gate judges such a configuration on its single-thread figure, which holds steady on a
+        shared machine where multi-threaded speed jumps between states (docs/plugin.md, "The
+        gate"), and measures the configured threads beside it.  None (the default) gates the
+        configuration as it is.
+        """
+        return None
+
     def shared_pool_threads(self) -> int | None:
         """Threads of a pool every session of this configuration should share while the gate
         interleaves two of them (a helper process then samples: :mod:`pytest_roofline.gate.isolated`);

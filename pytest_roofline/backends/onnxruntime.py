@@ -220,6 +220,12 @@ class OnnxRuntimeBackend(Backend):
                 result.append(name)
         return result
 
+    def single_thread(self) -> OnnxRuntimeBackend | None:
+        """This configuration at ``intra_op_threads=1`` when it runs a multi-threaded CPU pool."""
+        if self.on_gpu or self.intra_op_threads == 1 or self.execution_mode != "sequential":
+            return None
+        return OnnxRuntimeBackend({**self.options, "intra_op_threads": "1"})
+
     def shared_pool_threads(self) -> int | None:
         """Intra-op threads of the pool the gate's sessions should share (see :func:`use_global_pool`).
 

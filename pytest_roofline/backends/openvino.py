@@ -314,6 +314,12 @@ class OpenVinoBackend(Backend):
                 config[prop] = int(value)
         return config
 
+    def single_thread(self) -> OpenVinoBackend | None:
+        """This configuration with ``threads=1`` when it runs on the CPU with several."""
+        if self.device != "CPU" or self.options.get("threads") == "1":
+            return None
+        return OpenVinoBackend({**self.options, "threads": "1"})
+
     @classmethod
     def available(cls) -> bool:
         """Whether the ``openvino`` package imports."""

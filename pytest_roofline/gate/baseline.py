@@ -32,6 +32,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "BaselineEntry",
     "ControlRecord",
+    "FigureRecord",
     "HistoryPoint",
     "LatencyRecord",
     "LayerRecord",
@@ -163,6 +164,32 @@ class LayerRecord:
 
 
 @dataclass(frozen=True)
+class FigureRecord:
+    """The configured threads' figure, kept beside a single-thread gate figure (per session)."""
+
+    sessions: tuple[float, ...]
+    control_p25: float
+    subject_p25: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {
+            "sessions": list(self.sessions),
+            "control_p25": self.control_p25,
+            "subject_p25": self.subject_p25,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FigureRecord:
+        """Strict inverse of :meth:`to_dict`."""
+        return cls(
+            sessions=read_floats(data, "sessions", positive=True),
+            control_p25=read_float(data, "control_p25", positive=True),
+            subject_p25=read_float(data, "subject_p25", positive=True),
+        )
+
+
+@dataclass(frozen=True)
 class HistoryPoint:
     """An earlier accepted value of an entry (for trend charts)."""
 
@@ -219,6 +246,7 @@ class BaselineEntry:
     time: str = ""
     history: tuple[HistoryPoint, ...] = ()
     structure: dict[str, Any] | None = field(default=None, hash=False)
+    configured: FigureRecord | None = None  # the configured threads' figure beside a one-thread one
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -244,6 +272,7 @@ class BaselineEntry:
             "time": self.time,
             "history": [h.to_dict() for h in self.history],
             "structure": self.structure,
+            "configured": self.configured.to_dict() if self.configured else None,
         }
 
     @classmethod
@@ -266,6 +295,7 @@ class BaselineEntry:
         structure = data.get("structure")
         if structure is not None and not isinstance(structure, Mapping):
             raise SchemaError(f"'structure' must be an object, got {type(structure).__name__}")
+        configured = data.get("configured")
         return cls(
             key=read_str(data, "key"),
             test=read_str(data, "test"),
@@ -290,6 +320,7 @@ class BaselineEntry:
                 HistoryPoint.from_dict(as_mapping(h, "a history point")) for h in read_list(data, "history")
             ),
             structure=dict(structure) if structure is not None else None,
+            configured=FigureRecord.from_dict(as_mapping(configured, "'configured'")) if configured else None,
         )
 
     def history_point(self) -> HistoryPoint:

@@ -9,7 +9,8 @@ A baseline recorded at two threads says nothing about a run at one thread: such 
   entries and any other ``--roofline-option`` given;
 * the backend's major.minor version (``onnxruntime 1.32 → 1.33``): a new release changes kernels.
   A patch release (1.32.0 → 1.32.1) is compared, and the verdict notes it;
-* the control probe the figures were normalized by.
+* the control probe the figures were normalized by, and the threads the figure was measured at
+  (a multi-threaded CPU configuration is judged on its single-thread figure: docs/plugin.md).
 
 The device class and the backend name are part of the baseline key (another device or backend is
 another baseline), and the model's hash is what the gate judges, so neither is a condition.
@@ -22,9 +23,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_roofline.schema import read_str, read_str_map
+from pytest_roofline.schema import SchemaError, read_str, read_str_map
 
-__all__ = ["SETTING_KEYS", "Conditions", "settings_of"]
+__all__ = ["FIGURES", "SETTING_KEYS", "Conditions", "settings_of"]
+
+#: What a figure was measured at: the configured threads, or one thread beside them.
+FIGURES = {"configured": "the configured threads", "one-thread": "one thread"}
 
 #: Fingerprint keys that are settings (what the user chose), not identity (what the device is).
 SETTING_KEYS = (
@@ -74,6 +78,7 @@ class Conditions:
     backend_version: str
     settings: dict[str, str] = field(default_factory=dict, hash=False)
     control: str = ""
+    figure: str = "configured"  # the threads the gate's figure is measured at: configured | one-thread
 
     def differences(self, current: Conditions) -> list[str]:
         """Each difference that makes ``current`` incomparable with ``self``, as one phrase."""
@@ -86,6 +91,8 @@ class Conditions:
                 out.append(f"{key} {before} → {after}")
         if self.control and current.control and self.control != current.control:
             out.append(f"control probe {self.control} → {current.control}")
+        if self.figure != current.figure:
+            out.append(f"gate figure at {FIGURES[self.figure]} → at {FIGURES[current.figure]}")
         return out
 
     def notes(self, current: Conditions) -> list[str]:
@@ -100,6 +107,7 @@ class Conditions:
             "backend_version": self.backend_version,
             "settings": dict(self.settings),
             "control": self.control,
+            "figure": self.figure,
         }
 
     @classmethod
@@ -109,4 +117,11 @@ class Conditions:
             backend_version=read_str(data, "backend_version", ""),
             settings=read_str_map(data, "settings"),
             control=read_str(data, "control", ""),
+            figure=_figure(read_str(data, "figure", "configured")),
         )
+
+
+def _figure(name: str) -> str:
+    if name not in FIGURES:
+        raise SchemaError(f"'figure' must be one of {', '.join(FIGURES)}, got {name!r}")
+    return name

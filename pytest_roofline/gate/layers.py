@@ -43,8 +43,12 @@ def layer_verdicts(
     baseline: BaselineEntry | None,
     control_p25: float,
     tolerance: float,
+    baseline_control_p25: float | None = None,
 ) -> list[Verdict]:
     """A verdict per ``layer:<name>`` metric: the layer's time normalized by the control probe.
+
+    ``control_p25`` and ``baseline_control_p25`` are the probe's p25 at the threads the layer
+    times were measured at, now and in the baseline (default: the baseline's gate control).
 
     Raises:
         OptionError: a metric names a layer the model does not have.
@@ -63,10 +67,11 @@ def layer_verdicts(
         if baseline is None or stored is None or not stored.time:
             verdicts.append(new_verdict([current], tolerance=tolerance, metric=metric))
             continue
+        base_control = baseline_control_p25 or baseline.control.p25
         verdicts.append(
             compare(
                 [current],
-                [stored.time / baseline.control.p25],
+                [stored.time / base_control],
                 tolerance=tolerance,
                 metric=metric,
                 drift=LAYER_DRIFT,

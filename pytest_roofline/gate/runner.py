@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.gate.conditions import Conditions, settings_of
+from pytest_roofline.gate.sampling import GateDesign
 
 if TYPE_CHECKING:
     from pytest_roofline.api import LayerRun, PreparedModel
@@ -35,6 +36,11 @@ if TYPE_CHECKING:
 __all__ = ["GateOutcome", "GateRequest", "measure_lock", "run_model_gate", "static_outcome"]
 
 MEASURE_LOCK = Path(tempfile.gettempdir()) / "pytest-roofline-measure.lock"
+
+#: One batch of the configured threads beside a one-thread figure: its latency, and a second check.
+CONFIGURED_DESIGN = GateDesign(sessions=2, rounds=12, max_batches=1)
+#: Profiled iterations of the layer times in a gated run (the gate's own samples give the latency).
+PROFILE_ITERATIONS = 5
 
 
 @dataclass(frozen=True)
@@ -81,9 +87,9 @@ def measure_lock() -> Iterator[None]:
         yield
 
 
-def current_conditions(backend: Backend, control: str) -> Conditions:
+def current_conditions(backend: Backend, control: str, figure: str = "configured") -> Conditions:
     """The conditions of a run on ``backend`` normalized by control probe ``control``."""
-    return Conditions(backend.version(), settings_of(backend.fingerprint(), backend.options), control)
+    return Conditions(backend.version(), settings_of(backend.fingerprint(), backend.options), control, figure)
 
 
 def static_outcome(request: GateRequest) -> GateOutcome:
@@ -120,11 +126,11 @@ def static_outcome(request: GateRequest) -> GateOutcome:
     return GateOutcome(profile, verdict)
 
 
-def _quick_p25(prepared: PreparedModel) -> float:
+def _quick_p25(opener: Callable[[], Any]) -> float:
     """The model's p25 latency from a few runs of one session (to size a new control probe)."""
     import numpy as np
 
-    with prepared.open() as session:
+    with opener() as session:
         session.time(2)
         return float(np.percentile(session.time(7), 25))
 
@@ -158,15 +164,20 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
         dims=dict(request.dims),
         inputs=request.inputs,
     )
-    layer_run = profile_layers(prepared, roofline=roofline(), trips=request.trips)
+    layer_run = profile_layers(
+        prepared, iterations=PROFILE_ITERATIONS, roofline=roofline(), trips=request.trips
+    )
     design = GateDesign(budget=request.budget)
-    current = current_conditions(engine, PROBE_NAME)
+    single = engine.single_thread() if request.reference is None else None
+    figure_engine = single or engine  # the figure the gate judges; the configured one is kept beside
+    current = current_conditions(engine, PROBE_NAME, "one-thread" if single is not None else "configured")
     baseline = request.baseline
     differences = baseline.conditions.differences(current) if baseline else []
     comparable = baseline if baseline is not None and not differences else None
     blocks: dict[str, int] = {}
 
     subject = SessionOpener(engine, prepared.spec, prepared.arrays)
+    configured_run = None
     if request.reference is not None:
         control = SessionOpener(engine, request.reference, prepared.arrays)
         run = run_gate(
@@ -177,11 +188,12 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
             watch_load=engine.wall_clock,
         )
     else:
+        figure_subject = SessionOpener(figure_engine, prepared.spec, prepared.arrays)
         if comparable is not None:
             blocks = dict(comparable.control.blocks) or {"compute": 1}
         else:
             layers, _ = build_layers(layer_run.analysis, layer_run.kernels, layer_run.roofline)
-            blocks = fit_probe(engine, _quick_p25(prepared), memory_share(layers))
+            blocks = fit_probe(figure_engine, _quick_p25(figure_subject), memory_share(layers))
         decide = stored_decider(
             comparable.sessions if comparable else None,
             comparable.latency.gate_p25 if comparable else None,
@@ -189,17 +201,32 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
             comparable.control.p25 if comparable else None,
         )
         run = run_gate(
-            [subject, probe_opener(engine, **blocks)],
+            [figure_subject, probe_opener(figure_engine, **blocks)],
             decide,
             design,
-            sampler=sampler,
+            sampler=sampler_for(figure_engine),
             watch_load=engine.wall_clock,
         )
+        if single is not None:  # the configured threads: the latency users see, and a second check
+            before = comparable.configured if comparable is not None else None
+            configured_run = run_gate(
+                [subject, probe_opener(engine, **blocks)],
+                stored_decider(
+                    before.sessions if before else None,
+                    before.subject_p25 if before else None,
+                    tolerance,
+                    before.control_p25 if before else None,
+                ),
+                CONFIGURED_DESIGN,
+                sampler=sampler,
+                watch_load=engine.wall_clock,
+            )
+    timing_run = configured_run or run
     latency = LatencyStats.from_samples(
-        [x for session in run.subject_samples for x in session],
-        sessions=[list(s) for s in run.subject_samples],
+        [x for session in timing_run.subject_samples for x in session],
+        sessions=[list(s) for s in timing_run.subject_samples],
     )
-    profile = assemble(prepared, layer_run, latency, {"gate": _gate_figures(run)})
+    profile = assemble(prepared, layer_run, latency, {"gate": _gate_figures(run, configured_run)})
     verdict = run.verdict or new_verdict(run.figures, tolerance=tolerance)
     if differences:
         verdict = incomparable(differences, run.figures, tolerance)
@@ -207,7 +234,16 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
         notes = comparable.conditions.notes(current)
         deltas = layer_deltas(comparable.layers, {la.name: la.time for la in profile.layers})
         verdict = dataclasses.replace(verdict, layers=tuple(deltas), reasons=(*verdict.reasons, *notes))
-    extra = layer_verdicts(request.metrics, profile, comparable, run.control_p25, tolerance)
+    if configured_run is not None and configured_run.verdict is not None and not differences:
+        verdict = with_configured(verdict, configured_run.verdict)
+    extra = layer_verdicts(
+        request.metrics,
+        profile,
+        comparable,
+        timing_run.control_p25,
+        tolerance,
+        baseline_control_p25=_timing_control_p25(comparable),
+    )
     summary = _summary(prepared, layer_run)
     change = None
     if not differences and (comparable is not None or request.reference is not None) and summary is not None:
@@ -215,7 +251,7 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
         verdict = dataclasses.replace(verdict, explanation=change.text)
     entry = None
     if request.reference is None and run.figures and not run.load.disturbed:
-        entry = _entry(request, profile, run, blocks, current, summary)
+        entry = _entry(request, profile, run, blocks, current, summary, configured_run)
     elif request.reference is None and run.figures:  # a busy moment's figure would mislead every later run
         refused = f"not recorded as a baseline: the machine was busy while measuring ({run.load.describe()})"
         verdict = dataclasses.replace(verdict, reasons=(*verdict.reasons, refused))
@@ -272,14 +308,51 @@ def _change(
     )
 
 
-def _gate_figures(run: GateRun) -> dict[str, Any]:
-    return {
+def _gate_figures(run: GateRun, configured: GateRun | None = None) -> dict[str, Any]:
+    figures: dict[str, Any] = {
         "figures": list(run.figures),
         "subject_p25": run.subject_p25,
         "control_p25": run.control_p25,
         "seconds": run.seconds,
         "load": run.load.to_dict(),
     }
+    if configured is not None:
+        figures["configured"] = {
+            "figures": list(configured.figures),
+            "subject_p25": configured.subject_p25,
+            "control_p25": configured.control_p25,
+            "seconds": configured.seconds,
+        }
+    return figures
+
+
+def _timing_control_p25(baseline: BaselineEntry | None) -> float | None:
+    """The baseline's control p25 at the threads the layer times were measured at."""
+    if baseline is None:
+        return None
+    return baseline.configured.control_p25 if baseline.configured is not None else baseline.control.p25
+
+
+def with_configured(verdict: Verdict, configured: Verdict) -> Verdict:
+    """The one-thread verdict, with the configured threads' figure beside it.
+
+    A slowdown seen only at the configured threads is no pass: the machine's parallel speed moves
+    between states here (docs/plugin.md, "The gate") and so would a parallel-scaling regression,
+    and the one-thread figure cannot tell which, so it stands as inconclusive.
+    """
+    note = "judged at one thread (steady on shared runners)"
+    if configured.ratio is not None and configured.ci is not None:
+        low, high = configured.ci
+        note += f"; at the configured threads ratio {configured.ratio:.3f} (95% CI {low:.3f}-{high:.3f})"
+    if verdict.status in ("regression", "inconclusive", "improved") or configured.status == "regression":
+        verdict = dataclasses.replace(verdict, reasons=(*verdict.reasons, note))  # said where it matters
+    if verdict.status in ("pass", "improved") and configured.status == "regression":
+        message = (
+            f"{verdict.message}; but at the configured threads {configured.message.split(': ', 1)[-1]}: "
+            "parallel speed, the model's or this machine's, got slower"
+        )
+        verdict = dataclasses.replace(verdict, status="inconclusive", message=message)
+    return verdict
 
 
 def _entry(
@@ -289,10 +362,17 @@ def _entry(
     blocks: dict[str, int],
     conditions: Conditions,
     summary: ModelSummary | None,
+    configured: GateRun | None = None,
 ) -> BaselineEntry:
     import numpy as np
 
-    from pytest_roofline.gate.baseline import BaselineEntry, ControlRecord, LatencyRecord, LayerRecord
+    from pytest_roofline.gate.baseline import (
+        BaselineEntry,
+        ControlRecord,
+        FigureRecord,
+        LatencyRecord,
+        LayerRecord,
+    )
     from pytest_roofline.results import now
 
     lat = profile.latency
@@ -330,4 +410,9 @@ def _entry(
         commit=request.commit,
         time=now(),
         structure=summary.to_dict(packed=True) if summary is not None else None,
+        configured=(
+            FigureRecord(tuple(configured.figures), configured.control_p25, configured.subject_p25)
+            if configured is not None and configured.figures
+            else None
+        ),
     )

@@ -49,8 +49,8 @@ CONTROL_DRIFT_NOTE = 0.15
 class GateDesign:
     """How many fresh sessions, interleaved rounds and warm-up runs one batch of sampling uses."""
 
-    sessions: int = 5
-    rounds: int = 20
+    sessions: int = 4  # a batch; more batches only while the verdict could be sharpened
+    rounds: int = 10
     iterations: int = 1
     warmup: int = 3
     budget: float = 10.0  # seconds of measuring before an inconclusive answer stands
