@@ -32,6 +32,11 @@ def test_a_slowdown_only_at_the_configured_threads_is_not_a_pass() -> None:
     assert any("judged at one thread" in r and "ratio 1.400" in r for r in verdict.reasons)
     regression = with_configured(_verdict("regression", 1.1), _verdict("pass", 1.0))
     assert regression.status == "regression"  # the steady one-thread figure decides
+    # slower at one thread beyond its noise but under the tolerance, and beyond it where users run
+    both = with_configured(
+        _verdict("inconclusive", 1.04), _verdict("regression", 1.07, "latency: time +7% exceeds")
+    )
+    assert both.status == "regression" and "slower at one thread (+4.0%" in both.message
     quiet = with_configured(_verdict("pass", 1.0), _verdict("pass", 1.01))
     assert quiet.status == "pass" and quiet.reasons == ()  # nothing worth a line
 
