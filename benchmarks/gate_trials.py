@@ -4,8 +4,9 @@ Each trial (a separate project, as a new user would start one):
 
 1. records a fresh baseline of MobileNetV2 with a plain ``pytest`` run (default threads);
 2. runs the unchanged model 6 times and a copy about 7 % slower 6 times (the same net with one
-   more inverted-residual block in two stages: 7.1 % more MACs), each run its own pytest process — a false alarm is ``regression`` on the unchanged model; a detection is ``regression``
-   on the slower one, and ``pass`` there is a miss the gate must never say;
+   more inverted-residual block in two stages: 7.1 % more MACs), each run its own pytest
+   process — a false alarm is ``regression`` on the unchanged model; a detection is
+   ``regression`` on the slower one, and ``pass`` there is a miss the gate must never say;
 3. runs the unchanged model 4 times with one busy process beside pytest (``while True: pass``);
 4. pytest-benchmark's ``--benchmark-compare-fail=median:5%`` on the same models, the same way.
 

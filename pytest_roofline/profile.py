@@ -198,7 +198,7 @@ def build_layers(
     ran at that precision (onnxruntime runs fp16 nodes without an fp16 kernel in fp32): its
     bytes are counted at that precision's element size.
     """
-    from .backends.attribution import precision_itemsize
+    from pytest_roofline.precision import precision_itemsize
 
     known = {node.name for node in analysis.nodes}
     owner = _flop_owners(kernels, known)

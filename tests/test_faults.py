@@ -631,18 +631,11 @@ def test_concurrent_pytest_processes_and_xdist_workers_lose_no_entry(tmp_path):
 
 def test_plugin_real_onnxruntime_failure_at_run_fails_only_that_test(tmp_path):
     """A model that loads but fails inside onnxruntime at run time; the other test still records."""
-    from _plugin_helpers import matmul_chain
-
-    from pytest_roofline.backends.base import get_backend
-    from pytest_roofline.roofline import DeviceRoofline
-    from pytest_roofline.roofline.calibrate import cache_path, calibration_fingerprint
+    from _plugin_helpers import fixed_calibration, matmul_chain
 
     cache = tmp_path.with_name(tmp_path.name + "-cache")
     cache.mkdir()
-    fingerprint = calibration_fingerprint(get_backend("onnxruntime", {"intra_op_threads": "1"}))
-    roofline = DeviceRoofline(peak_flops={"float32": 1e11}, peak_bandwidth=2e10, fingerprint=fingerprint)
-    cached = {"fingerprint": fingerprint, "roofline": roofline.to_dict()}
-    cache_path(fingerprint, cache).write_text(json.dumps(cached))
+    fixed_calibration(cache, {"intra_op_threads": "1"})
     bad_reshape_model(tmp_path / "bad_reshape.onnx")
     matmul_chain(tmp_path / "mm.onnx", 2, size=32)
     (tmp_path / "test_r.py").write_text(

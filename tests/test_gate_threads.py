@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from _plugin_helpers import matmul_chain
+from _plugin_helpers import fixed_calibration, matmul_chain
 
 from pytest_roofline.backends.base import get_backend
 from pytest_roofline.gate.isolated import IsolatedSampler, sampler_for
@@ -69,16 +69,8 @@ def test_the_helper_samples_both_sessions_on_one_shared_pool(tmp_path) -> None:
 
 
 def test_a_default_threads_run_keeps_both_figures_in_its_baseline(pytester, monkeypatch, tmp_path) -> None:
-    from pytest_roofline.roofline import DeviceRoofline
-    from pytest_roofline.roofline.calibrate import cache_path, calibration_fingerprint
-
     monkeypatch.setenv("ROOFLINE_LOAD_LIMIT", "off")  # the logic under test, not this machine's load
-    monkeypatch.setenv("ROOFLINE_CACHE_DIR", str(tmp_path))  # a fixed roofline: no real calibration
-    fingerprint = calibration_fingerprint(get_backend("onnxruntime"))
-    roof = DeviceRoofline(peak_flops={"float32": 1e11}, peak_bandwidth=2e10, fingerprint=fingerprint)
-    cache_path(fingerprint, tmp_path).write_text(
-        json.dumps({"fingerprint": fingerprint, "roofline": roof.to_dict()})
-    )
+    monkeypatch.setenv("ROOFLINE_CACHE_DIR", str(fixed_calibration(tmp_path)))  # no real calibration
     matmul_chain(pytester.path / "mm.onnx", 3)
     pytester.makepyfile(
         test_mm="""

@@ -206,3 +206,37 @@ def test_the_first_calibration_shows_progress_then_the_cache_is_spot_checked(pro
     again = project.runpytest(*FAKE, "-k", "test_model")
     again.assert_outcomes(passed=1)
     assert "roofline: calibrating" not in again.stdout.str()  # cached, and the spot check agreed
+
+
+def test_rows_of_one_test_at_other_dims_never_look_alike(pytester, monkeypatch, tmp_path_factory, capsys):
+    import onnx
+    from onnx import TensorProto, helper
+
+    from pytest_roofline.cli import main
+
+    monkeypatch.setenv("ROOFLINE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")],
+        "seqmodel",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "seq"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "seq"])],
+    )
+    onnx.save(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8),
+        pytester.path / "s.onnx",
+    )
+    pytester.makepyfile(
+        test_dims="""
+        import pytest
+
+        @pytest.mark.parametrize("seq", [8, 16])
+        def test_seq(model_profile, seq):
+            model_profile("s.onnx", dims={"seq": seq})
+        """
+    )
+    result = pytester.runpytest(*FAKE)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*test_seq?8?*s b1 seq=8 *new*", "*test_seq?16?*s b1 seq=16 *new*"])
+    assert main(["baseline", "show", "--baseline-dir", str(pytester.path / ".roofline")]) == 0
+    shown = capsys.readouterr().out
+    assert "s.onnx b1 seq=8" in shown and "s.onnx b1 seq=16" in shown

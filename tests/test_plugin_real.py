@@ -10,7 +10,7 @@ import json
 import subprocess
 
 import pytest
-from _plugin_helpers import fixed_calibration, matmul_chain
+from _plugin_helpers import FIXED_BANDWIDTH, fixed_calibration, matmul_chain
 
 ORT = ("--roofline-backend", "onnxruntime", "--roofline-option", "intra_op_threads=1")
 
@@ -46,7 +46,7 @@ def test_profile_gate_and_report_end_to_end(project):
     first = project.runpytest(*ORT, "--roofline-report", "r.json")
     first.assert_outcomes(passed=1)
     data = json.loads((project.path / "r.json").read_text())
-    assert data["roofline"]["peak_bandwidth"] == 2e10
+    assert data["roofline"]["peak_bandwidth"] == FIXED_BANDWIDTH
     assert data["results"][0]["verdict"]["status"] == "new"
     assert data["results"][0]["profile"]["extra"]["gate"]["figures"]
     second = project.runpytest(*ORT, "--roofline-tolerance", "60")
@@ -84,7 +84,7 @@ def test_assertion_failures_explain_themselves(project):
     result.stdout.fnmatch_lines(
         [
             "*layer 'matmul0' of mm (batch 1, onnxruntime) reaches *% of its roof, not above 100000000000.0%*"
-            "attainable*roofs: *GFLOP/s compute, 20.0 GB/s memory*",
+            f"attainable*roofs: *FLOP/s compute, {FIXED_BANDWIDTH / 1e9:.1f} GB/s memory*",
         ]
     )
     result.stdout.fnmatch_lines(["*latency p90 of mm (batch 1, onnxruntime) is * not below 0.0 us*"])

@@ -75,6 +75,13 @@ def plan_executions(
         ShapeError: a binding names no Loop, or contradicts a trip count the graph fixes.
     """
     trips = dict(trips or {})
+    if not any(item.graph for item in items):  # one flat graph (most models): one run per node
+        if trips:
+            raise ShapeError(
+                f"--trip {sorted(trips)[0]} names no Loop node or trip-count tensor (Loop nodes: none)"
+            )
+        total = sum(flops.get(name, 0) for name in names)
+        return ExecutionPlan(dict.fromkeys(names, 1), frozenset(), (), total, total)
     by_graph: dict[str, list[tuple[str, str, onnx.NodeProto]]] = {}
     for item, name in zip(items, names, strict=True):  # subgraph paths use the raw node names
         by_graph.setdefault(item.graph, []).append((name, item.name, item.node))

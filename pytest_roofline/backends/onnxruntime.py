@@ -602,8 +602,8 @@ class OnnxRuntimeSession(BackendSession):
 
 
 def _precision(model: Any) -> str:
-    """int4 | int8 | fp16 | bf16 | fp32 | mixed (see :func:`~.attribution.model_precision`)."""
-    from pytest_roofline.backends.attribution import model_precision
+    """int4 | int8 | fp16 | bf16 | fp32 | mixed (see :func:`pytest_roofline.precision.model_precision`)."""
+    from pytest_roofline.precision import model_precision
 
     return model_precision(model)
 

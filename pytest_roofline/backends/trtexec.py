@@ -231,7 +231,7 @@ class TrtexecBackend(Backend):
 
     # On the class: trtexec on PATH.  On an instance (what get_backend asks): import mode, or
     # the configured/PATH binary exists.
-    available = _ClassOrInstance(_class_available.__func__, _instance_available)  # type: ignore[assignment]
+    available = _ClassOrInstance(_class_available.__func__, _instance_available)  # type: ignore[attr-defined]
 
     def is_available(self) -> bool:
         """Import mode, or a runnable trtexec binary."""

@@ -113,7 +113,7 @@ def format_table(result: ModelAnalysis, top: int = 15) -> str:
         lines += text_table(("node", "op", "MFLOPs", "MMACs", "bytes", "FLOP/B", "params"), rows, left=2)
         lines.append("")
     lines.append("by op type")
-    rows = [
+    op_rows = [
         (
             op,
             str(count),
@@ -124,7 +124,7 @@ def format_table(result: ModelAnalysis, top: int = 15) -> str:
         )
         for op, (count, t) in by_op_type(result).items()
     ]
-    lines += text_table(("op", "nodes", "MFLOPs", "share", "MMACs", "bytes"), rows)
+    lines += text_table(("op", "nodes", "MFLOPs", "share", "MMACs", "bytes"), op_rows)
     if result.uncosted:
         lines += [
             "",

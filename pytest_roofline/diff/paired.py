@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from pytest_roofline.backends.base import Backend, BackendSession
+    from pytest_roofline.backends.base import Backend
     from pytest_roofline.gate.verdict import Verdict
     from pytest_roofline.model import ModelSource
 
@@ -43,24 +43,23 @@ def measure_change(
     Raises:
         RooflineError: a model cannot be loaded, bound or run by the backend.
     """
+    from pytest_roofline.gate.isolated import sampler_for
     from pytest_roofline.gate.verdict import compare, session_ratios
-    from pytest_roofline.measure import sample_interleaved
+    from pytest_roofline.measure import SessionOpener, sample_interleaved
     from pytest_roofline.model import ModelSpec, bind_input_shapes, load_model, make_inputs
 
-    def opener(model: ModelSource) -> Callable[[], BackendSession]:
+    def opener(model: ModelSource) -> SessionOpener:
         proto = load_model(model)
         feeds = make_inputs(proto, bind_input_shapes(proto, batch, dims), seed=0)
-        spec = ModelSpec.create(model, batch, dims)
-        return lambda: backend.open(spec, feeds)
+        return SessionOpener(backend, ModelSpec.create(model, batch, dims), feeds)
 
-    samples = sample_interleaved(
-        [opener(new), opener(old)],
-        sessions=sessions,
-        rounds=rounds,
-        iterations=iterations,
-        warmup=warmup,
-        progress=progress,
-    )
+    openers = [opener(new), opener(old)]
+    design = {"sessions": sessions, "rounds": rounds, "iterations": iterations, "warmup": warmup}
+    helper = sampler_for(backend)  # two multi-threaded sessions share one pool there (gate/isolated.py)
+    if helper is not None:
+        samples = helper(openers, **design)
+    else:
+        samples = sample_interleaved(openers, progress=progress, **design)
     ratios = session_ratios(samples[0], samples[1])
     raw = {"baseline": _p25(samples[1]), "current": _p25(samples[0])}
     return compare(ratios, None, tolerance=tolerance, mode="paired", raw=raw)

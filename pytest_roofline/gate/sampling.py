@@ -104,7 +104,7 @@ def run_gate(
     start = time.perf_counter()
     batches: list[_Batch] = []
     verdict = None
-    helpers = getattr(sampler, "pids", lambda: [])  # a helper process samples: its CPU is ours
+    helpers: Callable[[], list[int]] = getattr(sampler, "pids", list)  # a helper samples: its CPU is ours
     for count in range(1, design.max_batches + 1):
         before = snapshot(helpers())
         result = sampler(

@@ -161,8 +161,9 @@ def calibrate(
                     return cached
             roofline = _measure(backend, fingerprint, wanted, quick, progress)
             try:
-                cached = {"fingerprint": fingerprint, "roofline": roofline.to_dict()}
-                atomic_write_json(path, cached, indent=1)
+                atomic_write_json(
+                    path, {"fingerprint": fingerprint, "roofline": roofline.to_dict()}, indent=1
+                )
             except OSError as exc:
                 _say_once(
                     f"write:{path.parent}",
