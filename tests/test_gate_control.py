@@ -185,3 +185,33 @@ def test_a_control_probe_at_another_speed_widens_the_noise():
     same = decide([1.04] * 5, 1e-3, 1e-3, quiet)
     moved = decide([1.04] * 5, 1e-3, 1.6e-3, quiet)
     assert moved.noise > same.noise and any("control probe ran x1.60" in r for r in moved.reasons)
+
+
+def test_a_layer_verdict_follows_the_gate_rules_for_drift_and_load():
+    import dataclasses
+
+    from _baselines import make_entry
+    from _report_data import model_profile
+
+    from pytest_roofline.device.load import MachineLoad
+    from pytest_roofline.gate.baseline import LayerRecord
+    from pytest_roofline.gate.layers import layer_verdicts
+
+    profile = model_profile(4)
+    layer = profile.layers[0]
+    entry = dataclasses.replace(make_entry(), layers={layer.name: LayerRecord(layer.time / 1.16)})
+    control = entry.control.p25
+    metric = [f"layer:{layer.name}"]
+    (same_speed,) = layer_verdicts(metric, profile, entry, control, 0.08)
+    assert same_speed.status == "regression"  # +16 % with the probe at its baseline speed
+    # the same +16 % against the probe on a machine 1.9x slower than the baseline's (layer and probe
+    # alike): the machine moved, the normalization is strained, so no verdict on speed
+    slower_machine = dataclasses.replace(entry, layers={layer.name: LayerRecord(layer.time / 1.16 / 1.9)})
+    (drifted,) = layer_verdicts(
+        metric, profile, slower_machine, control * 1.9, 0.08, baseline_control_p25=control
+    )
+    assert drifted.ratio == pytest.approx(same_speed.ratio)
+    assert drifted.status == "inconclusive" and drifted.noise > same_speed.noise
+    busy = MachineLoad(1.0, 0.6, 0.0, 1.5, 2)
+    (disturbed,) = layer_verdicts(metric, profile, entry, control, 0.08, load=busy)
+    assert disturbed.status == "inconclusive" and "busy" in disturbed.message

@@ -16,14 +16,15 @@ from pytest_roofline.gate.conditions import Conditions
 from pytest_roofline.gate.store import BaselineStore
 from pytest_roofline.schema import SchemaError, loads
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / ".roofline"
+#: A baseline file as the first pytest-roofline wrote it (the example suite's, as committed then).
+SCHEMA_1 = Path(__file__).resolve().parent / "data" / "baselines" / "schema1_edgenet.json"
 
 
 def test_a_schema_1_file_is_read_through_its_migration_and_rewritten_only_on_write(tmp_path):
     path = tmp_path / "test_edgenet_perf.json"
-    shutil.copy(EXAMPLES / "test_edgenet_perf.json", path)
+    shutil.copy(SCHEMA_1, path)
     before = path.read_bytes()
-    assert json.loads(before)["schema_version"] == 1  # the committed examples were written by schema 1
+    assert json.loads(before)["schema_version"] == 1
     store = BaselineStore(tmp_path)
     file = store.read_file(path)
     assert file.version == 1 and not file.malformed and len(file.entries) == 5

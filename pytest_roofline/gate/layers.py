@@ -7,9 +7,11 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from pytest_roofline.errors import OptionError
+from pytest_roofline.gate.sampling import control_drift_noise, disturbance
 from pytest_roofline.gate.verdict import LayerDelta, Verdict, compare, new_verdict
 
 if TYPE_CHECKING:
+    from pytest_roofline.device.load import MachineLoad
     from pytest_roofline.gate.baseline import BaselineEntry, LayerRecord
     from pytest_roofline.profile import ModelProfile
 
@@ -44,11 +46,14 @@ def layer_verdicts(
     control_p25: float,
     tolerance: float,
     baseline_control_p25: float | None = None,
+    load: MachineLoad | None = None,
 ) -> list[Verdict]:
     """A verdict per ``layer:<name>`` metric: the layer's time normalized by the control probe.
 
     ``control_p25`` and ``baseline_control_p25`` are the probe's p25 at the threads the layer
-    times were measured at, now and in the baseline (default: the baseline's gate control).
+    times were measured at, now and in the baseline (default: the baseline's gate control).  The
+    same rules as the model's verdict apply: a probe at another speed than at baseline time widens
+    the noise, and a layer measured while the machine was busy (``load``) decides nothing.
 
     Raises:
         OptionError: a metric names a layer the model does not have.
@@ -76,6 +81,8 @@ def layer_verdicts(
                 metric=metric,
                 drift=LAYER_DRIFT,
                 raw={"baseline": stored.time, "current": layer.time},
+                extra_noise=control_drift_noise(control_p25, base_control),
+                disturbance=disturbance(load) if load is not None else None,
             )
         )
     return verdicts

@@ -243,6 +243,7 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
         timing_run.control_p25,
         tolerance,
         baseline_control_p25=_timing_control_p25(comparable),
+        load=timing_run.load,
     )
     summary = _summary(prepared, layer_run)
     change = None
