@@ -23,6 +23,7 @@ import numpy as np
 import onnx
 import pytest
 from _baselines import make_entry as baseline_entry
+from _peak_rss import CLI, peak_rss_of
 from _plugin_helpers import FAKE, relu_chain
 from _report_data import model_profile, result, run_results
 from onnx import TensorProto, helper, numpy_helper
@@ -507,20 +508,11 @@ def huge_model(root: Path) -> Path:
     return path
 
 
-def peak_rss_of(argv: list[str], cwd: Path) -> tuple[int, str, int]:
-    """Run ``argv``; its exit status, stdout and peak RSS in bytes (os.wait4: this child only)."""
-    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    out = proc.stdout.read()  # type: ignore[union-attr]
-    _pid, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, out, usage.ru_maxrss * 1024
-
-
 def test_huge_external_data_model_is_analyzed_without_loading_weights(tmp_path):
     huge_model(tmp_path)
     assert (tmp_path / "huge.data").stat().st_size == HUGE_BYTES
-    argv = [*ROOFLINE, "analyze", "huge.onnx", "--batch", "2", "--format", "json"]
-    status, out, rss = peak_rss_of(argv, tmp_path)
+    args = ["analyze", "huge.onnx", "--batch", "2", "--format", "json"]
+    status, out, _err, rss = peak_rss_of(CLI, args, tmp_path)
     assert status == 0, out
     data = json.loads(out)
     assert data["total"]["macs"] == 2 * 2 * 100_000 * 62_500
@@ -529,7 +521,7 @@ def test_huge_external_data_model_is_analyzed_without_loading_weights(tmp_path):
         "import pytest_roofline as rl; a = rl.analyze('huge.onnx', batch=2); "
         "print(a.total.macs, a.total.bytes)"
     )
-    status, out, rss = peak_rss_of([sys.executable, "-c", script], tmp_path)
+    status, out, _err, rss = peak_rss_of(script, [], tmp_path)
     assert status == 0, out
     macs, nbytes = (int(float(v)) for v in out.split())
     assert macs == 2 * 2 * 100_000 * 62_500 and nbytes >= HUGE_BYTES  # weights are counted, not read

@@ -4,13 +4,13 @@ numpy MemoryError traceback."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import onnx
 import pytest
+from _peak_rss import CLI, peak_rss_of
 from onnx import TensorProto, helper
 
 from pytest_roofline.errors import OptionError, ShapeError
@@ -67,13 +67,11 @@ def test_a_large_dim_is_caught_by_the_estimate_with_little_memory(
     tmp_path: Path,
 ) -> None:
     relu(tmp_path / "sym.onnx", ["N", 4096])
-    argv = [*ROOFLINE, "profile", "sym.onnx", "--no-roofline", "--dim", f"N={MAX_DIM}"]
-    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out, err = proc.stdout.read(), proc.stderr.read()  # type: ignore[union-attr]
-    _pid, status, usage = os.wait4(proc.pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 2 and out == ""
+    args = ["profile", "sym.onnx", "--no-roofline", "--dim", f"N={MAX_DIM}"]
+    status, out, err, peak = peak_rss_of(CLI, args, tmp_path)
+    assert status == 2 and out == ""
     assert len(err.splitlines()) == 1 and "making the inputs would take" in err
-    assert usage.ru_maxrss * 1024 < 1 << 30  # nothing of the ~100 TB was allocated
+    assert peak < 1 << 30, f"peak RSS {peak / 2**20:.0f} MiB"  # nothing of the ~100 TB was allocated
 
 
 def test_plugin_fails_the_test_with_one_line(pytester: pytest.Pytester) -> None:
