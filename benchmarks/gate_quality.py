@@ -142,8 +142,8 @@ def tune_variant(
     return work / f"{name}.onnx", measured
 
 
-def pytest_run(project: Path, *args: str) -> tuple[int, dict | None, float]:
-    """Run pytest in ``project``; returns (exit code, results JSON or None, seconds)."""
+def pytest_run(project: Path, *args: str) -> tuple[int, dict | None, float, str]:
+    """Run pytest in ``project``; returns (exit code, results JSON or None, seconds, stdout)."""
     report = project / "results.json"
     if report.exists():
         report.unlink()
@@ -159,12 +159,12 @@ def pytest_run(project: Path, *args: str) -> tuple[int, dict | None, float]:
     data = json.loads(report.read_text()) if report.exists() else None
     if proc.returncode not in (0, 1):
         sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
-    return proc.returncode, data, seconds
+    return proc.returncode, data, seconds, proc.stdout
 
 
 def roofline_verdict(project: Path, *args: str) -> tuple[str, float, float, float]:
     """(status, ratio, measuring seconds, noise) of one pytest-roofline run of the project's test."""
-    code, data, _ = pytest_run(
+    code, data, _, _ = pytest_run(
         project,
         "--roofline-backend",
         "onnxruntime",
@@ -190,7 +190,7 @@ def roofline_verdict(project: Path, *args: str) -> tuple[str, float, float, floa
 
 def benchmark_alarm(project: Path, threshold: str) -> bool:
     """One pytest-benchmark compare run: True when its gate failed the session."""
-    code, _, _ = pytest_run(
+    code, _, _, _ = pytest_run(
         project,
         "--benchmark-storage",
         str(project / ".benchmarks"),

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import shutil
 import subprocess
@@ -38,6 +37,7 @@ import onnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gate_quality import base_model, new_project, paired_slowdown  # noqa: E402
+from gate_quality import pytest_run as run  # noqa: E402
 
 #: MobileNetV2 with one more inverted-residual block in its 28x28 and its 14x14 stage: about 7 %
 #: more work of the model's own kind (so it is about 7 % slower at one thread and at two alike).
@@ -78,23 +78,6 @@ def test_model(benchmark):
     feeds = {inp.name: x.astype(np.float32)}
     benchmark(session.run, None, feeds)
 """
-
-
-def run(project: Path, *args: str) -> tuple[int, dict | None, float, str]:
-    """One pytest process in ``project``: (exit code, results JSON, wall seconds, stdout)."""
-    report = project / "results.json"
-    report.unlink(missing_ok=True)
-    start = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", *args],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    seconds = time.perf_counter() - start
-    data = json.loads(report.read_text()) if report.exists() else None
-    return proc.returncode, data, seconds, proc.stdout
 
 
 def verdict(project: Path, *args: str) -> tuple[str, float | None, float, int]:

@@ -169,8 +169,10 @@ def test_spot_check_runs_one_mid_size_gemm_and_one_dram_stream(
     result = calibration.spot_check(backend, roofline)
     llc = calibration._last_level_cache(roofline.fingerprint)
     dram = {p.name for p in cp.dram_points(list(roofline.probes), llc)}
-    assert len(backend.opened) == 2 and backend.opened[0].startswith("gemm-") and backend.opened[1] in dram
-    assert set(result["ratios"]) == set(backend.opened) and all(r > 0 for r in result["ratios"].values())
+    probes = list(dict.fromkeys(backend.opened))  # a reading off by >15 % is taken once more
+    assert len(probes) == 2 and probes[0].startswith("gemm-") and probes[1] in dram
+    assert all(backend.opened.count(name) <= 2 for name in probes)
+    assert set(result["ratios"]) == set(probes) and all(r > 0 for r in result["ratios"].values())
     assert result["seconds"] > 0 and MachineLoad.from_dict(result["load"]).seconds > 0
 
 

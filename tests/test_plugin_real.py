@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
+import time
 
 import pytest
 from _plugin_helpers import FIXED_BANDWIDTH, fixed_calibration, matmul_chain
@@ -52,6 +54,30 @@ def test_profile_gate_and_report_end_to_end(project):
     second = project.runpytest(*ORT, "--roofline-tolerance", "60")
     second.assert_outcomes(passed=1)
     second.stdout.fnmatch_lines(["*test_perf.py::test_mm*mm*4*s*%*"])
+
+
+def test_a_run_beside_a_busy_process_records_no_baseline(project, monkeypatch):
+    """A figure measured while another process took a CPU would mislead every later run."""
+    monkeypatch.delenv("ROOFLINE_LOAD_LIMIT")
+    project.makepyfile(test_perf='def test_mm(model_profile):\n    model_profile("mm.onnx", batch_size=4)\n')
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        busy = project.runpytest(*ORT, "--roofline-report", "r.json")
+    finally:
+        spinner.kill()
+        spinner.wait()
+    busy.assert_outcomes(passed=1)
+    verdict = json.loads((project.path / "r.json").read_text())["results"][0]["verdict"]
+    assert verdict["status"] == "new" and "a quiet run records one" in verdict["message"], busy.stdout.str()
+    assert any(r.startswith("not recorded as a baseline: the machine was busy") for r in verdict["reasons"])
+    assert any("ROOFLINE_LOAD_LIMIT=off lifts the check" in r for r in verdict["reasons"])
+    busy.stdout.fnmatch_lines(["*not recorded as a baseline: the machine was busy*"])
+    assert not (project.path / ".roofline").exists()
+    monkeypatch.setenv("ROOFLINE_LOAD_LIMIT", "off")  # the knob the message names
+    quiet = project.runpytest(*ORT)
+    quiet.assert_outcomes(passed=1)
+    assert (project.path / ".roofline" / "test_perf.json").exists(), quiet.stdout.str()
 
 
 def test_assertion_failures_explain_themselves(project):

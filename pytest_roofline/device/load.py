@@ -79,6 +79,12 @@ class MachineLoad:
         """Whether other processes or the hypervisor took a share of the CPUs worth noting."""
         return self.available and (self.other > other_limit() or self.steal > LOAD_LIMITS["steal"])
 
+    def remedy(self) -> str:
+        """What a user can do when this load keeps a run from counting, or ``""``."""
+        if self.available and self.other > other_limit():
+            return f"where other processes are known not to disturb it, {LOAD_LIMIT_ENV}=off lifts the check"
+        return ""
+
     def describe(self) -> str:
         """One phrase for messages: ``other processes used 48 % of the 2 CPUs, steal 0.0 %``."""
         if not self.available:
