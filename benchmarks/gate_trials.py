@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -80,14 +81,26 @@ def test_model(benchmark):
 """
 
 
-def verdict(project: Path, *args: str) -> tuple[str, float | None, float, int]:
-    """(status, ratio, wall seconds, exit code) of one gated run."""
+def verdict(project: Path, *args: str) -> tuple[str, float | None, float, int, float | None]:
+    """(status, ratio, wall seconds, exit code, control probe's time / its baseline time) of one run."""
     code, data, seconds, out = run(project, "--roofline-report=results.json", *args)
     if not data or not data["results"]:
         sys.stderr.write(out[-2000:])
-        return f"error({code})", None, seconds, code
-    item = data["results"][0]["verdict"]
-    return item["status"], item.get("ratio"), seconds, code
+        return f"error({code})", None, seconds, code, None
+    result = data["results"][0]
+    now = result["profile"]["extra"].get("gate", {}).get("control_p25")
+    status, ratio = result["verdict"]["status"], result["verdict"].get("ratio")
+    return status, ratio, seconds, code, probe_drift(project, now)
+
+
+def probe_drift(project: Path, control_p25: float | None) -> float | None:
+    """This run's control-probe p25 over the one the baseline stores (None without a baseline)."""
+    files = sorted((project / ".roofline").glob("*.json"))
+    if not control_p25 or not files:
+        return None
+    entries = json.loads(files[0].read_text())["entries"]
+    stored = next(iter(entries.values()), {}).get("control", {}).get("p25")
+    return control_p25 / stored if stored else None
 
 
 def benchmark_alarm(project: Path) -> bool:
@@ -113,10 +126,11 @@ def busy_neighbour() -> Iterator[None]:
         spinner.wait()
 
 
-def fmt(statuses: list[tuple[str, float | None, float, int]]) -> str:
+def fmt(statuses: list[tuple[str, float | None, float, int, float | None]]) -> str:
     counts = Counter(s[0] for s in statuses)
     ratios = " ".join(f"{s[1]:.3f}" if s[1] is not None else "-" for s in statuses)
-    return f"{dict(counts)}  ratios {ratios}"
+    probes = " ".join(f"x{s[4]:.3f}" for s in statuses if s[4] is not None)
+    return f"{dict(counts)}  ratios {ratios}" + (f"  probe {probes}" if probes else "")
 
 
 def main(argv: list[str] | None = None) -> int:
