@@ -20,7 +20,7 @@ import onnx
 from .errors import ModelError, OptionError, ShapeError, UnboundDim
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterator, Mapping
 
 __all__ = [
     "INPUT_LIMIT_ENV",
@@ -35,6 +35,8 @@ __all__ = [
     "make_inputs",
     "model_hash",
     "needs_batch",
+    "subgraphs",
+    "walk_nodes",
 ]
 
 ModelSource = str | os.PathLike | onnx.ModelProto
@@ -138,6 +140,23 @@ def _check_opset(model: onnx.ModelProto, source: ModelSource) -> None:
                 f"{label}: uses ONNX opset {opset.version} but the installed onnx "
                 f"{onnx.__version__} supports up to {supported}; upgrade onnx or export a lower opset"
             )
+
+
+def subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    """The graphs ``node``'s attributes hold: If branches, Loop and Scan bodies."""
+    return [
+        sub
+        for attr in node.attribute
+        for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs)
+    ]
+
+
+def walk_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+    """Every node of ``graph`` and of the graphs nested in it, each subgraph after its node."""
+    for node in graph.node:
+        yield node
+        for sub in subgraphs(node):
+            yield from walk_nodes(sub)
 
 
 def graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:

@@ -11,11 +11,12 @@ when the user bound dims.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 
 import onnx
 
 from pytest_roofline.errors import ShapeError
+from pytest_roofline.model import walk_nodes
 
 from .types import TensorInfo
 
@@ -68,7 +69,7 @@ def check_consistency(
 
 def find_inconsistency(model: onnx.ModelProto, shapes: Mapping[str, tuple[int, ...]]) -> str | None:
     """A description of the first node whose input shapes cannot meet, or None."""
-    for node in _nodes(model.graph):
+    for node in walk_nodes(model.graph):
         if node.domain not in ("", "ai.onnx"):
             continue
         named = [t for t in node.input if t]
@@ -108,11 +109,3 @@ def _broadcast(shapes: list[tuple[int, ...]]) -> tuple[int, ...] | None:
 
 def _show(shapes: list[tuple[int, ...]]) -> str:
     return " with ".join("[" + ", ".join(map(str, s)) + "]" for s in shapes)
-
-
-def _nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
-    for node in graph.node:
-        yield node
-        for attr in node.attribute:
-            for sub in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
-                yield from _nodes(sub)

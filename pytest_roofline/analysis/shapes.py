@@ -28,7 +28,7 @@ import numpy as np
 import onnx
 
 from pytest_roofline.errors import ShapeError
-from pytest_roofline.model import graph_inputs, make_inputs
+from pytest_roofline.model import graph_inputs, make_inputs, subgraphs
 
 from .consistency import find_inconsistency
 from .folding import fold_and_infer
@@ -231,9 +231,8 @@ def _value_infos(graph: onnx.GraphProto) -> Iterator[onnx.ValueInfoProto]:
     yield from graph.value_info
     yield from graph.output
     for node in graph.node:
-        for attr in node.attribute:
-            for sub in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
-                yield from _value_infos(sub)
+        for sub in subgraphs(node):
+            yield from _value_infos(sub)
 
 
 def _collect(model: onnx.ModelProto) -> dict[str, _Partial]:
@@ -559,19 +558,18 @@ def _resolve_subgraphs(
     """Resolve unresolved If/Loop/Scan bodies as standalone models seeded from their parent node."""
     methods: list[str] = []
     for node in model.graph.node:
-        for attr in node.attribute:
-            for sub in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
-                inner = {t for item in iter_nodes(sub) for t in (*item.node.input, *item.node.output) if t}
-                if all(_complete(known.get(t)) for t in inner):
-                    continue
-                standalone = _standalone(model, node, sub, inner, known)
-                if standalone is None:
-                    continue
-                sub_model, sub_inputs = standalone
-                sub_known = {**known, **{n: p for n, p in sub_inputs.items()}}
-                shapes = {name: partial[1] for name, partial in sub_inputs.items()}
-                methods += _resolve(sub_model, shapes, base_dir, sub_known)  # type: ignore[arg-type]
-                known.update({t: sub_known[t] for t in inner if _complete(sub_known.get(t))})
+        for sub in subgraphs(node):
+            inner = {t for item in iter_nodes(sub) for t in (*item.node.input, *item.node.output) if t}
+            if all(_complete(known.get(t)) for t in inner):
+                continue
+            standalone = _standalone(model, node, sub, inner, known)
+            if standalone is None:
+                continue
+            sub_model, sub_inputs = standalone
+            sub_known = {**known, **{n: p for n, p in sub_inputs.items()}}
+            shapes = {name: partial[1] for name, partial in sub_inputs.items()}
+            methods += _resolve(sub_model, shapes, base_dir, sub_known)  # type: ignore[arg-type]
+            known.update({t: sub_known[t] for t in inner if _complete(sub_known.get(t))})
     return methods
 
 
@@ -612,9 +610,8 @@ def _declared_names(graph: onnx.GraphProto) -> set[str]:
     """Formal inputs and initializers of ``graph`` and of every subgraph nested in it."""
     names = {vi.name for vi in graph.input} | {init.name for init in graph.initializer}
     for node in graph.node:
-        for attr in node.attribute:
-            for sub in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
-                names |= _declared_names(sub)
+        for sub in subgraphs(node):
+            names |= _declared_names(sub)
     return names
 
 
@@ -705,8 +702,7 @@ def _weight_infos(model: onnx.ModelProto) -> dict[str, _Partial]:
                 value = _constant_info(node)
                 if value is not None:
                     weights[node.output[0]] = value
-            for attr in node.attribute:
-                graphs.extend([attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs)
+            graphs.extend(subgraphs(node))
     return weights
 
 

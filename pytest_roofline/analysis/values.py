@@ -17,6 +17,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from pytest_roofline.model import subgraphs
+
 from .folding import MAX_FOLDED, evaluate_node
 from .shapes import iter_nodes
 from .types import TensorInfo
@@ -99,9 +101,8 @@ def _value_of(
 def _graphs(graph: onnx.GraphProto) -> Iterable[onnx.GraphProto]:
     yield graph
     for node in graph.node:
-        for attr in node.attribute:
-            for sub in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
-                yield from _graphs(sub)
+        for sub in subgraphs(node):
+            yield from _graphs(sub)
 
 
 def _small(dims: Iterable[int]) -> bool:

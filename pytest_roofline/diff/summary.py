@@ -233,12 +233,12 @@ def summarize(
         ModelError, ShapeError: the model cannot be loaded or its shapes resolved.
     """
     from pytest_roofline.analysis import analyze
-    from pytest_roofline.model import load_model
+    from pytest_roofline.model import load_model, walk_nodes
 
     proto = load_model(model)
     if analysis is None:
         analysis = analyze(model, batch=batch, dims=dims)
-    protos = {tuple(node.output): node for node in _walk(proto.graph)}
+    protos = {tuple(node.output): node for node in walk_nodes(proto.graph)}
     constants = _constants(proto)
     edges: dict[str, int] = {}
     graph_inputs = []
@@ -333,8 +333,10 @@ def _constants(proto: onnx.ModelProto) -> dict[str, str]:
     """
     import onnx
 
+    from pytest_roofline.model import walk_nodes
+
     found = {init.name: _constant_value(init) for init in _initializers(proto.graph)}
-    for node in _walk(proto.graph):
+    for node in walk_nodes(proto.graph):
         if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and len(node.output) == 1:
             attr = node.attribute[0] if len(node.attribute) == 1 else None
             if attr is not None and attr.type == onnx.AttributeProto.TENSOR:
@@ -346,24 +348,13 @@ def _constants(proto: onnx.ModelProto) -> dict[str, str]:
     return found
 
 
-def _walk(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
-    import onnx
-
-    for node in graph.node:
-        yield node
-        for attr in node.attribute:
-            for sub in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
-                yield from _walk(sub)
-
-
 def _initializers(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
-    import onnx
+    from pytest_roofline.model import subgraphs
 
     yield from graph.initializer
     for node in graph.node:
-        for attr in node.attribute:
-            for sub in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
-                yield from _initializers(sub)
+        for sub in subgraphs(node):
+            yield from _initializers(sub)
 
 
 def _is_weight(info: TensorInfo | None) -> bool:
@@ -402,13 +393,15 @@ def _attrs_hash(node: onnx.NodeProto | None, values: list[str]) -> str:
     """8 hex digits over the attributes (sorted by name) and the small constant inputs."""
     import onnx
 
+    from pytest_roofline.model import walk_nodes
+
     parts: list[str] = []
     if node is not None:
         for attr in sorted(node.attribute, key=lambda a: a.name):
             if attr.type == onnx.AttributeProto.GRAPH:
-                value: object = [n.op_type for n in _walk(attr.g)]
+                value: object = [n.op_type for n in walk_nodes(attr.g)]
             elif attr.type == onnx.AttributeProto.GRAPHS:
-                value = [[n.op_type for n in _walk(g)] for g in attr.graphs]
+                value = [[n.op_type for n in walk_nodes(g)] for g in attr.graphs]
             elif attr.type == onnx.AttributeProto.TENSOR:
                 value = _constant_value(attr.t)
             elif attr.type == onnx.AttributeProto.SPARSE_TENSOR:
