@@ -260,8 +260,9 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
             verdict = dataclasses.replace(
                 verdict, message=f"{verdict.metric}: no baseline yet; a quiet run records one"
             )
-            if run.load.remedy():
-                verdict = dataclasses.replace(verdict, reasons=(*verdict.reasons, run.load.remedy()))
+            remedy = run.load.remedy()
+            if remedy:
+                verdict = dataclasses.replace(verdict, reasons=(*verdict.reasons, remedy))
     history = (*baseline.history, baseline.history_point()) if baseline else ()
     return GateOutcome(profile, verdict, tuple(extra), entry, history, change)
 
