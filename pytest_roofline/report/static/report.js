@@ -213,6 +213,17 @@
       el("circle", {cx: lx + 5, cy: ly + i * 16 - 4, r: 5, fill: item[1], stroke: "#222", "stroke-width": 0.5}, lg);
       el("text", {x: lx + 14, y: ly + i * 16}, lg, item[0].length > 22 ? item[0].slice(0, 21) + "\u2026" : item[0]);
     });
+    var used = {};  // the memory levels the points sit on, as their outlines show them
+    layers.forEach(function (l) { if (l[10] && levelColour[l[10]]) used[l[10]] = true; });
+    var names = Object.keys(levelColour).filter(function (n) { return used[n]; });
+    if (names.length) {
+      ly += col.legend.length * 16 + 10;
+      el("text", {x: lx, y: ly, "font-weight": 600}, lg, "outline = memory level");
+      names.forEach(function (n, i) {
+        el("circle", {"class": "level-key", cx: lx + 5, cy: ly + 18 + i * 16 - 4, r: 5, fill: "#fff", stroke: levelColour[n], "stroke-width": 2}, lg);
+        el("text", {x: lx + 14, y: ly + 18 + i * 16}, lg, n);
+      });
+    }
   }
 
   function lineChart(container, opts) {
