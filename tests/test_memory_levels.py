@@ -72,11 +72,12 @@ def test_big_weights_read_from_dram_small_layers_from_cache(backend: str) -> Non
     prof = _profile(backend)
     big = prof.layer("big")  # OpenVINO fuses the Relu into it: still 64 MiB of weights
     assert big.memory_level == "DRAM", big
-    assert big.memory_bandwidth == pytest.approx(20 * GB, rel=0.01)
+    # a 32 MiB L3 holds at most half of a 64 MiB model when a weight is read: DRAM serves the rest
+    assert 20 * GB < big.memory_bandwidth < 30 * GB
     softmax = prof.layer("softmax")  # 64 bytes in, 64 out, no weights: just written, in L2
     assert softmax.memory_level == "L2" and softmax.memory_bandwidth == pytest.approx(60 * GB), softmax
     small = prof.layer("small")
-    # its 256 KiB of weights come from DRAM (the model does not stay in L3), its 16 KiB input from L2
+    # its 256 KiB of weights half from DRAM (the model does not stay in L3), its 16 KiB input from L2
     assert small.memory_level == "DRAM" and 20 * GB < small.memory_bandwidth < 60 * GB
     if backend == "onnxruntime":
         relu = prof.layer("relu")  # 16 KiB in + 16 KiB out

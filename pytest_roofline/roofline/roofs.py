@@ -113,27 +113,33 @@ class DeviceRoofline:
     ) -> MemoryRoof:
         """Where a layer's bytes live between and within runs, and the bandwidth it gets there.
 
-        The rule (cache-aware roofline): a model whose ``footprint`` (its weights and live
-        activations) fits a level stays resident there between runs, so its weights are read from
-        that level, else from DRAM; a layer's activations were just written by the layer before
-        it, so they come from the smallest level holding ``activation_bytes``, or the weights'
-        level when that is faster.  A level's bandwidth is the best of it and the larger levels
-        (a roof no kernel should beat).  ``footprint`` None: the whole working set is placed by
-        its size (:meth:`bandwidth_for`).
+        The rule (cache-aware roofline): weights are read once a run, with the rest of the model's
+        ``footprint`` (its weights and live activations) passing through the caches in between, so
+        a level of capacity C holds at most C / footprint of them when they are read (all of them
+        when the model fits): each level serves that share beyond the faster levels, DRAM the
+        rest.  A layer's activations were just written by the layer before it: they come from the
+        smallest level holding ``activation_bytes``.  The memory roof is the effective bandwidth
+        over all its bytes, its level the one its bytes take the most time from.  A level's
+        bandwidth is the best of it and the larger levels (a roof no kernel should beat).
+        ``footprint`` None: the whole working set is placed by its size (:meth:`bandwidth_for`).
         """
         if footprint is None:
             return self._placed(weight_bytes + activation_bytes)
-        weights = self._placed(footprint)
+        levels = self.levels
+        times = dict.fromkeys((lvl.name for lvl in levels), 0.0)
+        covered = 0.0  # share of the weights the faster levels serve
+        for index, level in enumerate(levels):
+            share = 1.0 if level.name == DRAM or footprint <= 0 else min(1.0, level.holds / footprint)
+            if share > covered:
+                bandwidth = max(lvl.bandwidth for lvl in levels[index:])
+                times[level.name] += weight_bytes * (share - covered) / bandwidth
+                covered = share
         acts = self._placed(activation_bytes)
-        if acts.bandwidth < weights.bandwidth:
-            acts = weights
-        weight_time = weight_bytes / weights.bandwidth
-        act_time = activation_bytes / acts.bandwidth
-        total = weight_bytes + activation_bytes
-        if total <= 0 or weight_time + act_time <= 0:
+        times[acts.level] += activation_bytes / acts.bandwidth
+        total, seconds = weight_bytes + activation_bytes, sum(times.values())
+        if total <= 0 or seconds <= 0:
             return acts
-        level = weights.level if weight_time > act_time else acts.level
-        return MemoryRoof(level, total / (weight_time + act_time))
+        return MemoryRoof(max(times, key=lambda name: times[name]), total / seconds)
 
     def _placed(self, nbytes: float) -> MemoryRoof:
         """The smallest level holding ``nbytes``, with the best bandwidth of it and the levels above."""
