@@ -65,10 +65,9 @@ class Layer:
     bound: str | None = None
     attainable_flops: float | None = None
     times: tuple[float, ...] = field(default=(), repr=False)
-    memory_level: str | None = (
-        None  # where its bytes live: "L2", "L3", "DRAM" (see DeviceRoofline.memory_roof)
-    )
-    memory_bandwidth: float | None = None  # byte/s of that memory roof
+    # where its bytes live: "L2", "L3", "DRAM" (DeviceRoofline.memory_roof), and that roof's byte/s
+    memory_level: str | None = None
+    memory_bandwidth: float | None = None
 
     def __repr__(self) -> str:
         """Short form for assertion messages: name, op, time, roofline fraction, bound."""
