@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pytest_roofline.roofline import DeviceRoofline
+from pytest_roofline.roofline.roofs import MemoryRoof
 
 from .stats import LatencyStats
 
@@ -64,6 +65,9 @@ class Layer:
     bound: str | None = None
     attainable_flops: float | None = None
     times: tuple[float, ...] = field(default=(), repr=False)
+    # where its bytes live: "L2", "L3", "DRAM" (DeviceRoofline.memory_roof), and that roof's byte/s
+    memory_level: str | None = None
+    memory_bandwidth: float | None = None
 
     def __repr__(self) -> str:
         """Short form for assertion messages: name, op, time, roofline fraction, bound."""
@@ -113,6 +117,8 @@ class Layer:
             "attainable_flops": self.attainable_flops,
             "roofline_fraction": self.roofline_fraction,
             "bound": self.bound,
+            "memory_level": self.memory_level,
+            "memory_bandwidth": self.memory_bandwidth,
             "times": list(self.times) if include_times else [],
         }
 
@@ -133,6 +139,8 @@ class Layer:
             bound=data.get("bound"),
             attainable_flops=data.get("attainable_flops"),
             times=tuple(data.get("times", ())),
+            memory_level=data.get("memory_level"),
+            memory_bandwidth=data.get("memory_bandwidth"),
         )
 
 
@@ -207,10 +215,12 @@ def build_layers(
     timed = kernels.timing != "host"
     total_time = sum(float(np.median(k.times)) if k.times else 0.0 for k in kernels.kernels) * time_scale
     layers: list[Layer] = []
+    weights: list[int] = []  # weight bytes of each layer (the rest of its bytes are activations)
     attributed = 0.0
     for kernel in kernels.kernels:
         median = float(np.median(kernel.times)) * time_scale if kernel.times else 0.0
         nodes = tuple(n for n in kernel.onnx_nodes if n in known)
+        weight_bytes = 0
         if kernel.kind == "layout":
             cost_flops, cost_bytes = 0, int(kernel.extra.get("bytes", 0))
             kind = "layout"
@@ -218,11 +228,12 @@ def build_layers(
             ran = kernel.extra.get("precision")  # a kernel the backend ran at another precision
             group = analysis.group(nodes, precision_itemsize(ran) if ran else itemsize)
             cost_flops, cost_bytes, kind = group.flops, group.bytes, "compute"
+            weight_bytes = _weight_bytes(analysis, nodes, precision_itemsize(ran) if ran else itemsize)
             own = tuple(n for n in nodes if owner[n] is kernel)
             if len(own) < len(nodes):
                 cost_flops = analysis.group(own).flops if own else 0
             if not own and "bytes" in kernel.extra:  # a helper: what it moves, not its nodes' tensors
-                cost_bytes = int(kernel.extra["bytes"])
+                cost_bytes, weight_bytes = int(kernel.extra["bytes"]), 0
         else:
             cost_flops, cost_bytes, kind = 0, int(kernel.extra.get("bytes", 0)), "unattributed"
         if kind != "unattributed":
@@ -239,7 +250,13 @@ def build_layers(
             share=median / total_time if total_time > 0 else 0.0,
             times=kernel.times,
         )
-        layers.append(apply_roofline(layer, roofline, dtype, timed))
+        layers.append(layer)
+        weights.append(min(weight_bytes, cost_bytes))  # a Gather reads rows, not its whole table
+    footprint = sum(weights) + max((la.bytes - w for la, w in zip(layers, weights, strict=True)), default=0)
+    layers = [
+        apply_roofline(la, roofline, dtype, timed, _memory_roof(roofline, la, w, footprint))
+        for la, w in zip(layers, weights, strict=True)
+    ]
     executed = {n for layer in layers for n in layer.onnx_nodes}
     for name in kernels.folded:
         if name in known and name not in executed:
@@ -247,6 +264,27 @@ def build_layers(
             layers.append(Layer(name, node.op_type, (name,), 0.0, node.flops, node.bytes, kind="folded"))
     fraction = attributed / total_time if total_time > 0 else 0.0
     return layers, fraction
+
+
+def _weight_bytes(analysis: ModelAnalysis, nodes: tuple[str, ...], itemsize: float | None) -> int:
+    """Bytes of the weights (initializers) a group of nodes reads from outside it."""
+    produced = {t for name in nodes for t in analysis.node(name).outputs}
+    total = 0.0
+    for tensor in {t for name in nodes for t in analysis.node(name).inputs if t and t not in produced}:
+        info = analysis.tensors.get(tensor)
+        if info is not None and info.is_weight:
+            floating = itemsize is not None and info.dtype.startswith(("float", "bfloat"))
+            total += info.numel * itemsize if floating and itemsize is not None else info.nbytes
+    return round(total)
+
+
+def _memory_roof(
+    roofline: DeviceRoofline | None, layer: Layer, weight_bytes: int, footprint: int
+) -> MemoryRoof | None:
+    """Where ``layer``'s bytes live in a model of ``footprint`` bytes (weights and live activations)."""
+    if roofline is None or layer.kind == "folded":
+        return None
+    return roofline.memory_roof(weight_bytes, max(layer.bytes - weight_bytes, 0), footprint)
 
 
 def _flop_owners(kernels: KernelProfile, known: set[str]) -> dict[str, KernelRecord]:
@@ -285,25 +323,33 @@ def roof_dtype(roofline: DeviceRoofline, precision: str) -> str:
 
 
 def apply_roofline(
-    layer: Layer, roofline: DeviceRoofline | None, dtype: str | None = None, timed: bool = True
+    layer: Layer,
+    roofline: DeviceRoofline | None,
+    dtype: str | None = None,
+    timed: bool = True,
+    memory: MemoryRoof | None = None,
 ) -> Layer:
     """Fill roofline fraction, bound and attainable FLOP/s of ``layer`` against ``dtype``'s roof.
 
-    ``timed=False`` (host-timed layers) leaves the fraction out: bound and attainable figure
-    follow from the layer's costs alone.
+    ``memory`` is the layer's memory roof (where its bytes live, :func:`build_layers`); without
+    it the level holding the layer's bytes.  ``timed=False`` (host-timed layers) leaves the
+    fraction out: bound and attainable figure follow from the layer's costs alone.
     """
     if roofline is None or layer.time <= 0 or layer.kind == "folded":
         return layer
+    memory = memory or roofline.memory_roof(0, layer.bytes, None)
+    bandwidth = memory.bandwidth
     intensity = layer.intensity if layer.bytes else float("inf")
     peak = roofline.peak_flops.get(dtype or roofline.dtype, roofline.peak)
-    ridge_bound = "compute" if intensity >= peak / roofline.bandwidth_for(layer.bytes) else "memory"
+    ridge_bound = "compute" if intensity >= peak / bandwidth else "memory"
+    fraction = roofline.fraction(layer.flops, layer.bytes, layer.time, dtype, bandwidth=bandwidth)
     return replace(
         layer,
-        roofline_fraction=roofline.fraction(layer.flops, layer.bytes, layer.time, dtype) if timed else None,
+        roofline_fraction=fraction if timed else None,
         bound=ridge_bound if layer.flops else "memory",
-        attainable_flops=roofline.attainable(intensity, dtype, working_set=layer.bytes)
-        if layer.flops
-        else None,
+        attainable_flops=roofline.attainable(intensity, dtype, bandwidth=bandwidth) if layer.flops else None,
+        memory_level=memory.level,
+        memory_bandwidth=bandwidth,
     )
 
 

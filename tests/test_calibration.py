@@ -230,8 +230,11 @@ def test_host_peak_and_threads_only_where_the_backend_computes_on_the_cpu() -> N
     assert not _runs_on_cpu({"providers": ["CUDAExecutionProvider", "CPUExecutionProvider"]})
     assert _runs_on_cpu({"device": "CPU"}) and not _runs_on_cpu({"device": "GPU"})
     assert not _runs_on_cpu({"backend": "trtexec"})
-    assert _threads({"intra_op_threads": 0}, 8) == 8 and _threads({"intra_op_threads": 3}, 8) == 3
-    assert _threads({"config": {"INFERENCE_NUM_THREADS": "2"}}, 8) == 2
+    eight = CpuInfo("x", frozenset(), 8, "x86_64", physical_cores=4)  # 4 cores with 2 threads each
+    assert _threads({"intra_op_threads": 0}, eight) == 4  # the runtimes' default: one per physical core
+    assert _threads({"intra_op_threads": 3}, eight) == 3
+    assert _threads({"config": {"INFERENCE_NUM_THREADS": "2"}}, eight) == 2
+    assert _threads({}, CpuInfo("x", frozenset(), 8, "x86_64")) == 8  # physical cores unknown: logical
 
 
 # --- roofs from figures: the arithmetic -----------------------------------------------------------
@@ -286,7 +289,7 @@ def test_cache_levels_from_plateaus() -> None:
 
 
 def test_confirmation_reruns_the_float32_winner_and_the_dram_probes() -> None:
-    specs = cp.plan_probes(("float32", "int8"), "full")
+    specs = cp.plan_probes(("float32", "int8"), "full", cores=8)  # 8 threads: the ladder reaches 2048
     probes = [Probe(s.name, s.kind, s.dtype, s.size, float(s.size), 1.0) for s in specs]  # biggest wins
     names = [s.name for s in cp.confirmation_specs(specs, probes, 32 * cp.MIB)]
     assert names == ["gemm-2048-float32", "stream-128MiB", "stream-256MiB"]

@@ -12,6 +12,8 @@ import dataclasses
 import hashlib
 import json
 import math
+import platform
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -46,14 +48,19 @@ def cached(tmp_path_factory: pytest.TempPathFactory, ort: Backend) -> tuple[Devi
 
 
 def test_the_cpu_probe_plan_is_unchanged() -> None:
-    """CPU figures must not move: the CPU plan is, probe for probe, the one before GPU support."""
+    """CPU figures must not move by accident: the CPU plan is pinned probe for probe.
+
+    Changed on purpose by issue 21 (model-shaped probes, 2048 only from 8 threads on; the cache
+    key's calibration version moved with it).
+    """
     digests = {}
     for plan in ("full", "quick"):
         rows = [
             (s.name, s.kind, s.dtype, s.size, s.work, s.optional) for s in cp.plan_probes(cp.DTYPES, plan)
         ]
         digests[plan] = (len(rows), hashlib.sha256(repr(rows).encode()).hexdigest()[:16])
-    assert digests == {"full": (25, "6c32a4d2fa2ea4e1"), "quick": (10, "a42cf26f0f557da2")}
+    assert digests == {"full": (30, "53650e9b785d4fe0"), "quick": (13, "4528629e0a81a705")}
+    assert len(cp.plan_probes(cp.DTYPES, "full", cores=8)) == 31  # + gemm-2048-float32
     assert calibration._dtypes(None) == ("float32", "float16", "int8")
 
 
@@ -331,3 +338,77 @@ def test_spot_check_picks_cheap_probes_on_a_gpu_plan() -> None:
     probes = [Probe(s.name, s.kind, s.dtype, s.size, 1e12, seconds.get(s.size, 1e-3)) for s in specs]
     chosen = [s.name for s in cp.spot_check_specs(specs, probes, 60 * 2**20)]
     assert chosen == ["gemm-4096-float32", "stream-256MiB"]  # 4 x L2 = 240 MiB: 256 MiB is DRAM
+
+
+# --- a compute roof no kernel beats (issue 21 item 2) ---------------------------------------------
+
+
+def test_the_calibration_runs_at_the_sessions_threads_and_keys_its_cache_on_them(
+    cached: tuple[DeviceRoofline, Path],
+) -> None:
+    from pytest_roofline.device import cpu_info
+
+    roofline, _ = cached  # calibrated through intra_op_threads=1
+    assert roofline.fingerprint["threads"] == roofline.threads == 1
+    info = cpu_info()
+    # onnxruntime's intra_op_threads=0: one thread per physical core, as the model sessions run
+    default = calibration.calibration_fingerprint(get_backend("onnxruntime"), quick=True)
+    assert default["threads"] == (info.physical_cores or info.cores)
+    assert cache_path(default) != cache_path(roofline.fingerprint)
+    assert roofline.fingerprint["calibration_version"] == 2  # caches of the square-only ladder miss
+
+
+def test_the_compute_roof_is_the_best_of_the_square_and_model_shaped_ladders(
+    cached: tuple[DeviceRoofline, Path],
+) -> None:
+    roofline, _ = cached
+    names = {p.name for p in roofline.probes}
+    assert {
+        "matmul-8x1536x384-float32",
+        "batchmatmul-12x128x64x128-float32",
+        "conv1x1-128x28-float32",
+    } <= names
+    fp32 = [p for p in roofline.probes if p.kind == "compute" and p.dtype == "float32"]
+    assert roofline.peak == max(p.value for p in fp32)
+    full = {s.name for s in cp.plan_probes(cp.DTYPES, "full")}
+    assert {"matmul-128x768x3072-float32", "gemm-128x768x768-float32", "dwconv3x3-256x56-float32"} <= full
+
+
+def test_weighted_probes_carry_their_weights_as_initializers() -> None:
+    """A model's weights are initializers the backend prepacks: the probes of model shapes are too."""
+    for spec in cp.plan_probes(("float32",), "full"):
+        if spec.name.startswith(("matmul-", "gemm-128x", "conv1x1-", "dwconv3x3-")):
+            model, inputs = spec.build()
+            assert [t.name for t in model.graph.initializer][:1] == ["W"], spec.name
+            assert set(inputs) == {i.name for i in model.graph.input}
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or platform.machine() != "x86_64", reason="x86-64 Linux only"
+)
+def test_the_measured_clock_is_a_plausible_boost_clock() -> None:
+    clock = cp.measured_clock_hz()
+    assert 0.8e9 < clock < 7e9
+    # without cpufreq the theoretical peak takes the larger of the measured and the nominal clock
+    assert cp.clock_hz(measure=True) >= cp.clock_hz()
+
+
+def test_the_theoretical_peak_uses_the_calibration_clock(cached: tuple[DeviceRoofline, Path]) -> None:
+    from pytest_roofline.device import cpu_info
+
+    roofline, _ = cached
+    if not roofline.clock:
+        pytest.skip("no clock on this host")
+    expected = cp.theoretical_peak_flops(cpu_info(), roofline.threads, roofline.clock)["float32"]
+    assert roofline.theoretical_peak_flops["float32"] == pytest.approx(expected)
+    assert roofline.to_dict()["clock"] == roofline.clock
+
+
+def test_cache_levels_carry_the_capacity_sysfs_gives_for_the_threads(
+    cached: tuple[DeviceRoofline, Path],
+) -> None:
+    roofline, _ = cached
+    capacities = cp.cache_capacities(roofline.threads)
+    for level in roofline.cache_levels:
+        assert level.capacity == capacities.get(level.name, 0), level
+    assert roofline.levels[-1].name == "DRAM"

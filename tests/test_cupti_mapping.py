@@ -210,8 +210,17 @@ def test_gpu_times_become_layers_summing_to_the_gpu_busy_time() -> None:
         timing_source="CUPTI",
         timer_resolution=1e-9,
     )
-    roof = DeviceRoofline({"float32": 400e12}, 4e12, {})
+    from pytest_roofline.roofline import CacheLevel
+
+    l2 = json.loads((DATA / "identity.txt").read_text())["l2_bytes"]  # 60 MiB
+    # the H200's levels: its 60 MiB L2 (a GPU calibration's capacity) and HBM as DRAM (4.8 TB/s paper)
+    roof = DeviceRoofline(
+        {"float32": 400e12}, 4e12, {}, cache_levels=(CacheLevel("L2", 32 << 20, 8e12, capacity=l2),)
+    )
     layers, fraction = build_layers(analyze(model, batch=1, dims={"seq": 128}), kernels, roof)
+    # the encoder's weights and activations (a few MiB) stay in the L2 between runs
+    placed = {la.memory_level for la in layers if la.kind == "compute" and la.time > 0}
+    assert placed == {"L2"}, placed
     busy_per_run = timing.busy / timing.runs
     gpu_layers = sum(la.time for la in layers if la.kind != "folded")
     cpu_nodes = sum(  # CPU-provider shape nodes keep their (tiny) host time

@@ -130,6 +130,30 @@ def test_hover_and_click_show_the_layer(page, report) -> None:
     assert tip.is_hidden()
 
 
+def test_one_memory_roof_per_level_and_points_outlined_by_their_level(page, report) -> None:
+    """Cache-aware roofline (issue 21): a roof line per level; each point's outline is its level's."""
+    tab, _, _ = page
+    chart = "section#r0 [data-chart=roofline]"
+    memory = tab.locator(f"{chart} line.roof.memory")
+    strokes = [memory.nth(i).get_attribute("stroke") for i in range(memory.count())]
+    assert len(strokes) == 3 and len(set(strokes)) == 3  # L1, L2, DRAM: three colours
+    labels = tab.locator(f"{chart} .roof-labels text").evaluate_all("ns => ns.map(n => n.textContent)")
+    assert any(t.startswith("L2 ") for t in labels) and any(t.startswith("DRAM ") for t in labels)
+    levels = {la.name: la.memory_level for la in report[1][0].layers if la.kind != "folded" and la.time > 0}
+    assert len(set(levels.values())) >= 2
+    colour_of = {}
+    for name, level in levels.items():
+        point = tab.locator(f'{chart} circle.pt[data-name="{name}"]')
+        assert point.get_attribute("data-level") == level
+        colour_of.setdefault(level, set()).add(point.evaluate("c => getComputedStyle(c).stroke"))
+    assert all(len(colours) == 1 for colours in colour_of.values())  # one outline colour per level
+    assert len({next(iter(c)) for c in colour_of.values()}) == len(colour_of)  # levels apart
+    first = next(iter(levels))
+    tab.locator(f'{chart} circle.pt[data-name="{first}"]').hover()
+    assert f"memory level: {levels[first]}" in tab.locator("#tip").inner_text()
+    tab.mouse.click(5, 5)
+
+
 def test_layer_table_sorts_and_shows_top_k(page) -> None:
     tab, _, _ = page
     table = tab.locator("section#r0 table.layers")

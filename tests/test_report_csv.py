@@ -24,6 +24,7 @@ def test_one_row_per_layer_per_result(tmp_path) -> None:
     assert row["backend"] == "onnxruntime" and row["layer"] == first_layer["name"]
     assert float(row["time_s"]) == first_layer["time"] and int(row["flops"]) == first_layer["flops"]
     assert row["onnx_nodes"] == ";".join(first_layer["onnx_nodes"]) and row["verdict"] == "regression"
+    assert row["memory_level"] == first_layer["memory_level"] in ("L1", "L2", "DRAM")  # issue 21
     folded = [r for r in rows if r["kind"] == "folded"]
     assert folded and all(r["roofline_fraction"] == "" for r in folded)
 

@@ -119,3 +119,21 @@ def test_extra_verdicts_are_listed() -> None:
     ]
     page = html.render(results_of(run))
     assert "Other gate" in page and "layer:&lt;conv&gt;" in page and "1.300x" in page
+
+
+def test_the_chart_has_one_memory_roof_per_level_and_each_layer_its_level() -> None:
+    """Cache-aware roofline (issue 21): the levels layers sit on are drawn, each layer names its own."""
+    page = html.render(results_of(sample_run(30)))
+    data = embedded_data(page)
+    result = data["results"][0]
+    assert [(c[0], c[2]) for c in result["roof"]["caches"]] == [
+        ("L1", 32 * 1024),
+        ("L2", 1 << 20),
+        ("DRAM", 0),
+    ]
+    levels = {row[0]: row[10] for row in result["layers"]}
+    assert set(levels.values()) <= {"L1", "L2", "DRAM"} and len(set(levels.values())) >= 2, levels
+    assert "<th>Level</th>" in page and '<td class="level">DRAM</td>' in page
+    js = page[page.index("function drawRoofline") :]
+    # the script draws a dashed line per cache level beside the DRAM roof and outlines points by level
+    assert "levelColour[c[0]]" in js and "memoryRoof(c[0], c[1]" in js and '"data-level"' in js

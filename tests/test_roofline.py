@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_roofline.roofline import CacheLevel, DeviceRoofline
+from pytest_roofline.roofline.roofs import MemoryRoof
 
 GB = 1e9
 
@@ -118,3 +119,81 @@ def test_layer_bytes_follow_the_precision_that_ran() -> None:
     fp16 = build_layers(analysis, KernelProfile((kernel,), precision="fp16"))[0][0]
     assert fp32.bytes == analysis.group([conv.name]).bytes
     assert fp16.bytes == pytest.approx(fp32.bytes / 2, rel=1e-6) and fp16.flops == fp32.flops
+
+
+# --- cache-aware memory roofs: where a layer's bytes live (issue 21 item 3) -----------------------
+
+MIB = 1 << 20
+
+
+def test_a_model_resident_in_a_cache_reads_its_weights_there(roof: DeviceRoofline) -> None:
+    # the whole model (weights + live activations) fits L2: every byte comes from L2
+    assert roof.memory_roof(200_000, 100_000, footprint=600_000).level == "L2"
+    assert roof.memory_roof(200_000, 100_000, footprint=600_000).bandwidth == pytest.approx(100 * GB)
+    # fits L3 only: the 1 MiB L2 holds 1/8 of the weights when read, L3 the rest; the small
+    # activation set comes from L2; the weights' time in L3 dominates
+    placed = roof.memory_roof(4 * MIB, 64 << 10, footprint=8 * MIB)
+    assert placed.level == "L3"
+    seconds = (MIB / 2 + (64 << 10)) / (100 * GB) + (7 * MIB / 2) / (50 * GB)
+    assert placed.bandwidth == pytest.approx((4 * MIB + (64 << 10)) / seconds)
+
+
+def test_a_model_larger_than_the_last_cache_reads_its_weights_from_dram(roof: DeviceRoofline) -> None:
+    footprint = 100 * MIB
+    big = roof.memory_roof(64 * MIB, 32 << 10, footprint)
+    # at most C / footprint of the weights are in a cache of C bytes when read: 1 % L2, 31 % L3
+    seconds = 64 * MIB * (0.01 / (100 * GB) + 0.31 / (50 * GB) + 0.68 / (25 * GB)) + (32 << 10) / (100 * GB)
+    assert big.level == "DRAM" and big.bandwidth == pytest.approx((64 * MIB + (32 << 10)) / seconds)
+    assert 25 * GB < big.bandwidth < 30 * GB
+    # a model just above the last cache reads most weights from it: no cliff at the cache size
+    assert roof.memory_roof(8 * MIB, 0, 33 * MIB).level == "L3"
+    # no weights, activations just written by the layer before: they stay in the cache holding them
+    assert roof.memory_roof(0, 512 << 10, footprint).level == "L2"
+    assert roof.memory_roof(0, 8 * MIB, footprint).level == "L3"
+    assert roof.memory_roof(0, 256 * MIB, footprint).level == "DRAM"
+    # no footprint: the whole working set is placed by its size (bandwidth_for)
+    assert roof.memory_roof(0, 8 * MIB, None).bandwidth == roof.bandwidth_for(8 * MIB)
+
+
+def test_a_level_never_gets_less_than_a_larger_one() -> None:
+    """A plateau measured below DRAM (a busy moment) must not lower a cache-resident layer's roof."""
+    odd = DeviceRoofline(
+        {"float32": 1e11},
+        46 * GB,
+        {},
+        cache_levels=(CacheLevel("L3", 64 * MIB, 44 * GB), CacheLevel("DRAM", 0, 46 * GB)),
+    )
+    assert odd.memory_roof(0, MIB, 2 * MIB) == MemoryRoof("L3", 46 * GB)
+
+
+def test_levels_use_the_hardware_capacity_and_travel_in_json(roof: DeviceRoofline) -> None:
+    import dataclasses
+
+    # the measured plateau ended at 1 MiB, but two cores' L2s hold 2 MiB
+    l2 = dataclasses.replace(roof.cache_levels[0], capacity=2 * MIB)
+    sized = dataclasses.replace(roof, cache_levels=(l2, *roof.cache_levels[1:]), threads=2, clock=3.2e9)
+    assert roof.memory_roof(0, int(1.5 * MIB), None).level == "L3"
+    assert sized.memory_roof(0, int(1.5 * MIB), 0).level == "L2"
+    data = sized.to_dict()
+    assert [lv["name"] for lv in data["levels"]] == ["L2", "L3", "DRAM"]
+    assert data["levels"][0]["capacity"] == 2 * MIB and data["levels"][-1]["capacity"] is None
+    assert {"peak_flops", "peak_bandwidth", "ridge_point", "cache_levels"} <= set(data)
+    assert DeviceRoofline.from_dict(data) == sized
+
+
+def test_a_roofline_without_levels_places_every_layer_in_dram() -> None:
+    """An older calibration (no cache levels, no capacity) still reads: DRAM for every layer."""
+    old = {
+        "peak_flops_by_dtype": {"float32": 1e11},
+        "peak_bandwidth": 2e10,
+        "fingerprint": {},
+        "cache_levels": [
+            {"name": "L3", "size": 16 * MIB, "bandwidth": 5e10},
+            {"name": "DRAM", "size": 0, "bandwidth": 2e10},
+        ],
+    }
+    roofline = DeviceRoofline.from_dict(old)
+    assert roofline.memory_roof(0, MIB, 4 * MIB).level == "L3"  # no capacity: the measured size holds
+    bare = DeviceRoofline.from_dict({**old, "cache_levels": []})
+    assert [lv.name for lv in bare.levels] == ["DRAM"]
+    assert bare.memory_roof(0, 1024, 2048) == MemoryRoof("DRAM", 2e10)

@@ -92,16 +92,25 @@ def format_table(roofline: DeviceRoofline) -> str:
         lines.append(f"  spread between two sessions: {spread}")
     for warning in roofline.warnings:
         lines.append(f"  WARNING: {warning}; re-measure on a quiet machine (--force)")
+    if roofline.clock or roofline.threads:
+        clock = f"{roofline.clock / 1e9:.2f} GHz (max boost: cpufreq or measured)" if roofline.clock else "-"
+        lines.append(f"  threads {roofline.threads or '-'}, theoretical clock {clock}")
     if roofline.cache_levels:
-        lines += ["", "  cache levels (bandwidth plateaus seen through the backend)"]
+        lines += [
+            "",
+            "  cache levels (bandwidth plateaus seen through the backend; capacity for the threads)",
+        ]
         for level in roofline.cache_levels:
             size = f"<= {size_label(level.size)}" if level.size else "beyond caches"
-            lines.append(f"    {level.name:<5} {size:<15} {fmt_rate(level.bandwidth, 'B/s'):>12}")
-    lines += ["", f"  {'probe':<28} {'kind':<8} {'dtype':<8} {'figure':>14} {'per run':>10}"]
+            held = f"holds {size_label(level.capacity)}" if level.capacity else ""
+            lines.append(
+                f"    {level.name:<5} {size:<15} {fmt_rate(level.bandwidth, 'B/s'):>12}  {held}".rstrip()
+            )
+    lines += ["", f"  {'probe':<34} {'kind':<8} {'dtype':<8} {'figure':>14} {'per run':>10}"]
     for probe in roofline.probes:
         unit = "B/s" if probe.kind == "memory" else ("OP/s" if probe.dtype == "int8" else "FLOP/s")
         lines.append(
-            f"  {probe.name:<28} {probe.kind:<8} {probe.dtype:<8} {fmt_rate(probe.value, unit):>14} "
+            f"  {probe.name:<34} {probe.kind:<8} {probe.dtype:<8} {fmt_rate(probe.value, unit):>14} "
             f"{fmt_seconds(probe.seconds):>10}"
         )
     lines += ["", f"  measured {roofline.measured_at} in {roofline.duration:.1f} s"]
@@ -159,7 +168,7 @@ def _reached(measured: float, paper: float | None, unit: str, on_gpu: bool) -> s
         why = (
             "the clocks run faster than NVML reports"
             if on_gpu
-            else "the clock runs faster than /proc/cpuinfo reports"
+            else "the clock ran faster while the roof was measured than while the clock was"
         )
         text += f" (above: {why})"
     return text

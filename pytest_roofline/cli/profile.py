@@ -210,6 +210,7 @@ def format_table(profile: ModelProfile, top: int = 15, sort: str = "time", by_ty
             f"{roof.ridge_point:.1f} FLOP/B; efficiency {'-' if eff is None else f'{100 * eff:.1f}%'}, "
             f"headroom {_ms(profile.headroom)}"
         )
+        lines.append(memory_levels_line(roof))
         if not check.valid:
             lines.append(check.message())
     else:
@@ -264,6 +265,7 @@ def format_table(profile: ModelProfile, top: int = 15, sort: str = "time", by_ty
                 if layer.roofline_fraction is None or not valid
                 else f"{100 * layer.roofline_fraction:.1f}%",
                 layer.bound or ("-" if layer.kind == "compute" else layer.kind),
+                layer.memory_level or "-",
             )
         )
     lines.append(f"{'top ' + str(len(shown)) if top else 'all'} layers by {sort}")
@@ -282,11 +284,27 @@ def format_table(profile: ModelProfile, top: int = 15, sort: str = "time", by_ty
             "FLOP/B",
             "fraction",
             "bound",
+            "level",
         ),
         rows,
         left=3,
     )
     return "\n".join(map(printable, lines)) + "\n"
+
+
+def memory_levels_line(roof: DeviceRoofline) -> str:
+    """The memory roofs layers are placed on (their ``level`` column), or why there is only DRAM."""
+    levels = roof.levels
+    if len(levels) == 1:
+        return (
+            f"memory levels: DRAM only, {roof.peak_bandwidth / 1e9:.1f} GB/s (this calibration has no "
+            "cache levels: every layer is judged against DRAM; `roofline calibrate --force` measures them)"
+        )
+    shown = []
+    for lvl in levels:
+        size = f" {fmt_bytes_fixed(lvl.holds).strip()}" if lvl.holds else ""
+        shown.append(f"{lvl.name}{size} {lvl.bandwidth / 1e9:.1f} GB/s")
+    return "memory levels: " + ", ".join(shown) + " (a layer's level: where its weights and activations live)"
 
 
 def format_csv(profiles: list[ModelProfile]) -> str:

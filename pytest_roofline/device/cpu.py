@@ -19,6 +19,7 @@ class CpuInfo:
     flags: frozenset[str]
     cores: int
     machine: str
+    physical_cores: int = 0  # distinct physical cores among them (0: unknown)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (flags reduced to the SIMD ones that decide kernel choice)."""
@@ -52,4 +53,27 @@ def cpu_info() -> CpuInfo:
         flags=flags,
         cores=cores,
         machine=platform.machine(),
+        physical_cores=_physical_cores(),
     )
+
+
+def _physical_cores() -> int:
+    """Distinct (package, core) pairs among this process's CPUs, from sysfs; 0 where unknown.
+
+    What onnxruntime's ``intra_op_threads=0`` and OpenVINO's default thread count follow (one
+    thread per physical core: hyperthread siblings share one).
+    """
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return 0
+    seen: set[tuple[str, str]] = set()
+    for cpu in cpus:
+        topology = f"/sys/devices/system/cpu/cpu{cpu}/topology"
+        try:
+            with open(f"{topology}/physical_package_id", encoding="ascii") as package:
+                with open(f"{topology}/core_id", encoding="ascii") as core:
+                    seen.add((package.read().strip(), core.read().strip()))
+        except OSError:
+            return 0
+    return len(seen)

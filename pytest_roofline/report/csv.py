@@ -41,6 +41,7 @@ COLUMNS = (
     "bound",
     "headroom_s",
     "verdict",
+    "memory_level",
 )
 
 
@@ -73,6 +74,7 @@ def rows(results: RunResults) -> list[dict[str, Any]]:
                     "bound": layer.bound,
                     "headroom_s": layer_headroom(layer),
                     "verdict": record.verdict.status,
+                    "memory_level": layer.memory_level,
                 }
             )
     return out

@@ -81,9 +81,9 @@ def _roof_view(roofline: DeviceRoofline | None) -> dict[str, Any] | None:
         "peaks": {k: _num(v) for k, v in roofline.peak_flops.items() if _num(v)},
         "bw": _num(roofline.peak_bandwidth),
         "ridge": _num(roofline.ridge_point),
-        "caches": [
-            [level.name, _num(level.bandwidth), level.size]
-            for level in roofline.cache_levels
+        "caches": [  # the levels layers are placed on (Layer.memory_level), DRAM last
+            [level.name, _num(level.bandwidth), level.holds]
+            for level in roofline.levels
             if _num(level.bandwidth)
         ],
     }
@@ -145,6 +145,7 @@ def _result_view(index: int, record: ProfileRecord, session_roof: DeviceRoofline
                 la.bytes,
                 _num(la.roofline_fraction),
                 la.bound,
+                la.memory_level,
             ]
             for r in rows
             for la in (r["layer"],)

@@ -25,14 +25,15 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_roofline.device import cpu_info
+from pytest_roofline.device import CpuInfo, cpu_info
 from pytest_roofline.errors import BackendError, OptionError, RooflineError
 from pytest_roofline.files import atomic_write_json
-from pytest_roofline.roofline.roofs import DeviceRoofline, Probe, roofline_data_problem
+from pytest_roofline.roofline.roofs import CacheLevel, DeviceRoofline, Probe, roofline_data_problem
 
 if TYPE_CHECKING:
     from pytest_roofline.backends.base import Backend
@@ -51,7 +52,9 @@ __all__ = [
 ]
 
 CACHE_ENV = "ROOFLINE_CACHE_DIR"
-CALIBRATION_VERSION = 1  # bump when probes change meaning: old cache files then miss
+CALIBRATION_VERSION = 2  # bump when probes change meaning: old cache files then miss
+# 2: model-shaped probes (weights prepacked), 2048 only on >= 8 threads, threads in the key,
+#    measured boost clock, cache levels with their capacity (issue 21)
 LOCK_TIMEOUT = 600.0  # seconds to wait for another process's calibration
 SPOT_TOLERANCE = 0.15  # a spot-checked probe further than this from its cached figure: re-measure
 SPOT_SECONDS = 0.04  # timed budget of each spot-check probe (MIN_SAMPLES runs at least)
@@ -90,6 +93,7 @@ def calibration_fingerprint(
         cpu_cores=info.cores,
         machine=info.machine,
         dtypes=list(_dtypes(dtypes, _on_gpu(data))),
+        threads=_threads(data, info),
         probe_plan="quick" if quick else "full",
         calibration_version=CALIBRATION_VERSION,
     )
@@ -285,7 +289,7 @@ def _plan(fingerprint: dict[str, Any], dtypes: tuple[str, ...], plan: str) -> li
 
     if _on_gpu(fingerprint):
         return cp.plan_gpu_probes(dtypes, plan)
-    return cp.plan_probes(dtypes, plan)
+    return cp.plan_probes(dtypes, plan, cores=_threads(fingerprint, cpu_info()))
 
 
 def _last_level_cache(fingerprint: dict[str, Any]) -> int:
@@ -349,13 +353,14 @@ def _measure(
         if any(p.dtype == dtype for p in compute)
     }
     bandwidth = cp.dram_bandwidth(probes, last_level)
-    levels = cp.cache_levels(probes, caches, dram=bandwidth)
+    threads = _threads(fingerprint, cpu_info())
+    levels = _with_capacity(cp.cache_levels(probes, caches, dram=bandwidth), fingerprint, threads)
     confirmed_compute = {s.name for s in confirm if s.kind == "compute"}
     spread = {  # how far apart the two sessions of the roof-setting probes were
         "float32": max((v for k, v in spreads.items() if k in confirmed_compute), default=0.0),
         "dram": max((v for k, v in spreads.items() if k not in confirmed_compute), default=0.0),
     }
-    theoretical, theoretical_bandwidth, float32_mode = _theory(backend, fingerprint, on_gpu)
+    theoretical, theoretical_bandwidth, float32_mode, clock = _theory(backend, fingerprint, on_gpu)
     warnings_: tuple[str, ...] = ()
     if load.disturbed:
         warnings_ = (f"measured under load: {load.describe()}",)
@@ -375,6 +380,8 @@ def _measure(
         spread=spread,
         load=load.to_dict(),
         warnings=warnings_,
+        threads=0 if on_gpu else threads,
+        clock=clock,
     )
     unit = "TFLOP/s" if roofline.peak >= 1e12 else "GFLOP/s"
     scale = 1e12 if unit == "TFLOP/s" else 1e9
@@ -419,10 +426,24 @@ def _combined(loads: list[MachineLoad]) -> MachineLoad:
     return MachineLoad.combine(loads)
 
 
+def _with_capacity(
+    levels: Iterable[CacheLevel], fingerprint: dict[str, Any], threads: int
+) -> tuple[CacheLevel, ...]:
+    """``levels`` with the bytes each cache holds for ``threads`` threads (GPU: its L2)."""
+    from pytest_roofline.roofline import probes as cp
+
+    if _on_gpu(fingerprint):
+        info = _gpu(fingerprint)
+        capacities = {"L2": info.l2_bytes} if info is not None and info.l2_bytes else {}
+    else:
+        capacities = cp.cache_capacities(threads) if _runs_on_cpu(fingerprint) else {}
+    return tuple(replace(level, capacity=capacities.get(level.name, 0)) for level in levels)
+
+
 def _theory(
     backend: Backend, fingerprint: dict[str, Any], on_gpu: bool
-) -> tuple[dict[str, float], float, str]:
-    """(theoretical peaks, theoretical bandwidth, float32 mode) of the device on paper."""
+) -> tuple[dict[str, float], float, str, float]:
+    """(theoretical peaks, theoretical bandwidth, float32 mode, CPU clock) of the device on paper."""
     from pytest_roofline.roofline import probes as cp
 
     if on_gpu:
@@ -430,13 +451,13 @@ def _theory(
         mode_of = getattr(backend, "float32_mode", None)
         mode = mode_of() if callable(mode_of) else ("tf32" if info is None or info.tf32_default else "fp32")
         if info is None:
-            return {}, 0.0, str(mode)
-        return info.theoretical_flops(), info.theoretical_bandwidth(), str(mode)
+            return {}, 0.0, str(mode), 0.0
+        return info.theoretical_flops(), info.theoretical_bandwidth(), str(mode), 0.0
     if not _runs_on_cpu(fingerprint):
-        return {}, 0.0, ""
+        return {}, 0.0, "", 0.0
     info = cpu_info()
-    threads = _threads(fingerprint, info.cores)
-    return cp.theoretical_peak_flops(info, threads, cp.clock_hz()), 0.0, ""
+    clock = cp.clock_hz(measure=True)  # the max boost clock: cpufreq, else measured (~40 ms)
+    return cp.theoretical_peak_flops(info, _threads(fingerprint, info), clock), 0.0, "", clock
 
 
 def _gpu(fingerprint: dict[str, Any]) -> Any:
@@ -502,7 +523,13 @@ def _runs_on_cpu(fingerprint: dict[str, Any]) -> bool:
     return fingerprint.get("backend") != "trtexec"
 
 
-def _threads(fingerprint: dict[str, Any], cores: int) -> int:
+def _threads(fingerprint: dict[str, Any], info: CpuInfo) -> int:
+    """Threads the backend's sessions compute with: its setting, else the runtime's default.
+
+    onnxruntime's ``intra_op_threads=0`` and OpenVINO's default run one thread per physical core
+    of the process's CPUs; the calibration runs through the same options, so its probes use the
+    same pool, and this count keys the cache and sets the theoretical peak.
+    """
     config = fingerprint.get("config")
     nested = config if isinstance(config, dict) else {}
     for key in ("threads", "intra_op_threads", "num_threads", "INFERENCE_NUM_THREADS"):
@@ -511,8 +538,8 @@ def _threads(fingerprint: dict[str, Any], cores: int) -> int:
         except (TypeError, ValueError):
             continue
         if value > 0:
-            return value
-    return cores
+            return min(value, info.cores) if info.cores else value
+    return info.physical_cores or info.cores
 
 
 # --- cache files --------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -36,6 +37,7 @@ __all__ = [
     "ProbeSpec",
     "cache_levels",
     "clock_hz",
+    "measured_clock_hz",
     "confirmation_specs",
     "dram_bandwidth",
     "dram_points",
@@ -46,6 +48,7 @@ __all__ = [
     "spot_check_specs",
     "size_label",
     "system_caches",
+    "cache_capacities",
     "theoretical_peak_flops",
 ]
 
@@ -56,7 +59,25 @@ KIB, MIB, GIB = 1024, 1024 * 1024, 1024 * 1024 * 1024
 OPSET, IR_VERSION = 17, 8  # old enough for every backend we drive (OpenVINO, onnxruntime)
 
 # Probe plans: "full" is the default; "quick" (tests, smoke runs) runs the same code on fewer sizes.
-GEMM_SIZES = {"full": (256, 512, 1024, 2048), "quick": (512, 1024)}
+# 2048 only on hosts of >= BIG_GEMM_CORES cores: on 2 cores it costs 266 ms a run (2.4 s of the
+# 10 s budget) and never beat 1024 there; many cores need it to fill their threads.
+GEMM_SIZES = {"full": (256, 512, 1024), "quick": (512, 1024)}
+BIG_GEMM_SIZE, BIG_GEMM_CORES = 2048, 8
+# The shapes models run, each with its weights as an initializer (prepacked by the backend, as a
+# model's are): (name, op, M, K, N) for MatMul/Gemm; batched MatMul (batch, M, K, N); 1x1 and
+# depthwise 3x3 Conv (channels, spatial).  A square ladder alone missed them: a skinny MatMul of a
+# Whisper-like model reached 204 GFLOP/s against a 164.6 GFLOP/s square-ladder roof.
+MODEL_SHAPES = {
+    "full": (
+        ("matmul", 128, 768, 3072),  # transformer FFN, 128 tokens
+        ("matmul", 8, 1536, 384),  # skinny: few tokens through a projection
+        ("gemm", 128, 768, 768),  # Gemm with bias (onnxruntime fuses MatMul + Add into it)
+        ("batched", 12, 128, 64, 128),  # attention scores, 12 heads
+        ("conv1x1", 256, 28),
+        ("dwconv3x3", 256, 56),
+    ),
+    "quick": (("matmul", 8, 1536, 384), ("batched", 12, 128, 64, 128), ("conv1x1", 128, 28)),
+}
 GEMM_LOW_SIZES = {"full": (512, 1024), "quick": (512,)}  # float16 / int8 ladders
 CONV_SHAPES = {"full": (256, 56), "quick": (128, 28)}  # (channels, spatial) of a 3×3 conv
 STREAM_SIZES = {
@@ -64,7 +85,7 @@ STREAM_SIZES = {
     "quick": (64 * KIB, MIB, 16 * MIB, 128 * MIB),
 }
 # timed budget of one probe session (after warm-up), by plan and probe kind
-SECONDS_PER_PROBE = {"full": {"compute": 0.25, "memory": 0.15}, "quick": {"compute": 0.08, "memory": 0.05}}
+SECONDS_PER_PROBE = {"full": {"compute": 0.2, "memory": 0.15}, "quick": {"compute": 0.08, "memory": 0.05}}
 MIN_SAMPLES, MAX_SAMPLES = 5, 20000
 STREAM_BYTES_PER_RUN = 8 * MIB  # chain stream nodes until one run moves at least this much
 STREAM_MAX_CHAIN = 32
@@ -94,11 +115,16 @@ class ProbeSpec:
     optional: bool = False  # a backend without this kernel skips it instead of failing
 
 
-def plan_probes(dtypes: tuple[str, ...], plan: str = "full") -> list[ProbeSpec]:
-    """The probes of ``plan`` for ``dtypes``: GEMM ladders, a conv, and the stream ladder."""
+def plan_probes(dtypes: tuple[str, ...], plan: str = "full", cores: int = 0) -> list[ProbeSpec]:
+    """The probes of ``plan`` for ``dtypes``: GEMM ladders, model-shaped probes, a conv, streams.
+
+    ``cores``: the threads the backend runs (2048 joins the square ladder from 8 on).
+    """
     specs: list[ProbeSpec] = []
-    for n in GEMM_SIZES[plan]:
+    sizes = GEMM_SIZES[plan] + ((BIG_GEMM_SIZE,) if plan == "full" and cores >= BIG_GEMM_CORES else ())
+    for n in sizes:
         specs.append(ProbeSpec(f"gemm-{n}-float32", "compute", "float32", n, 2.0 * n**3, _gemm(n, "float32")))
+    specs.extend(_shaped(shape) for shape in MODEL_SHAPES[plan])
     channels, spatial = CONV_SHAPES[plan]
     conv_flops = 2.0 * channels * channels * 9 * spatial * spatial
     specs.append(
@@ -260,6 +286,45 @@ def system_caches() -> list[tuple[str, int]]:
     return sorted(caches.items(), key=lambda item: item[1])
 
 
+def cache_capacities(threads: int) -> dict[str, int]:
+    """Bytes each data cache level holds for ``threads`` threads on distinct cores, from sysfs.
+
+    A private cache (one per core, e.g. L2) counts once per thread up to the instances there are;
+    a shared one (L3) once per instance the threads span.  {} where sysfs has no cache data.
+    """
+    capacities: dict[str, int] = {}
+    root = Path("/sys/devices/system/cpu/cpu0/cache")
+    try:
+        online = max(len(os.sched_getaffinity(0)), 1)
+    except (AttributeError, OSError):
+        online = os.cpu_count() or 1
+    used = max(1, min(threads or online, online))
+    try:
+        for index in sorted(root.glob("index*")):
+            if (index / "type").read_text().strip() == "Instruction":
+                continue
+            size = _parse_size((index / "size").read_text().strip())
+            sharing = max(1, _cpu_count((index / "shared_cpu_list").read_text().strip()))
+            name = f"L{(index / 'level').read_text().strip()}"
+            instances = min(math.ceil(used / sharing), math.ceil(online / sharing))
+            capacities[name] = max(capacities.get(name, 0), size * instances)
+    except OSError:
+        return {}
+    return capacities
+
+
+def _cpu_count(cpu_list: str) -> int:
+    """CPUs in a sysfs list such as ``0-3,8``."""
+    count = 0
+    for part in cpu_list.split(","):
+        low, _, high = part.partition("-")
+        try:
+            count += int(high) - int(low) + 1 if high else 1
+        except ValueError:
+            continue
+    return count
+
+
 def cache_levels(
     points: list[Probe],
     caches: list[tuple[str, int]] | None = None,
@@ -345,17 +410,75 @@ def dram_points(points: list[Probe], last_level_cache: int) -> list[Probe]:
     return beyond or ordered[-2:]
 
 
-def clock_hz() -> float:
-    """The CPU's clock for the theoretical peak: cpufreq's max, else the largest ``cpu MHz``.
+def clock_hz(measure: bool = False) -> float:
+    """The CPU's clock for the theoretical peak: the maximum boost clock where it can be known.
 
-    Under a hypervisor ``cpu MHz`` is often the nominal (base) clock; boost can exceed it, so a
-    measured roof above the theoretical one is possible there (the table says so).
+    cpufreq's ``cpuinfo_max_freq`` when present; else, with ``measure``, the larger of the measured
+    clock (:func:`measured_clock_hz`) and the largest ``cpu MHz``; else that ``cpu MHz``.  Under a
+    hypervisor ``cpu MHz`` is the nominal clock (this project's EPYC VMs: 2445 MHz) while the cores
+    boost higher (measured 3.18 GHz on a busy host), and there is no cpufreq.
     """
     try:
         text = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read_text()
         return float(text.strip()) * 1e3
     except (OSError, ValueError):
         pass
+    nominal = _cpuinfo_mhz()
+    return max(nominal, measured_clock_hz()) if measure else nominal
+
+
+# x86-64 code of ``uint64 f(uint64 n)``: n iterations of 8 dependent ``add rax, 1`` (1 cycle each
+# on every x86-64 core since the P6) and a ``dec rcx; jnz`` that runs beside them: 8 cycles each.
+_CLOCK_LOOP = bytes.fromhex("4889f931c0" + "4883c001" * 8 + "48ffc9" + "75db" + "c3")
+_CLOCK_CYCLES = 8
+CLOCK_ITERATIONS, CLOCK_SAMPLES = 200_000, 60  # ~0.5 ms a sample, ~40 ms in all
+
+
+def measured_clock_hz() -> float:
+    """The core's clock now, in Hz, from a chain of dependent integer adds; 0.0 where it cannot run.
+
+    numpy cannot time a dependent add chain (its per-call cost is ~1 µs, 3000 cycles), and
+    ``cpu MHz`` under a hypervisor is the nominal clock, so the loop is 15 bytes of x86-64 machine
+    code in an executable page called through ctypes: 1.6 M cycles per sample, the fastest of
+    :data:`CLOCK_SAMPLES` samples (a sample the scheduler interrupts reads slower, never faster).
+    Linux on x86-64 only; elsewhere, or where the page cannot be made executable, 0.0.
+    """
+    import ctypes
+    import mmap
+    import platform
+    import sys
+    import time
+
+    if not sys.platform.startswith("linux") or platform.machine().lower() not in ("x86_64", "amd64"):
+        return 0.0
+    try:
+        page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+    except (OSError, ValueError, AttributeError):
+        return 0.0
+    try:
+        page.write(_CLOCK_LOOP)
+        address = ctypes.addressof(ctypes.c_char.from_buffer(page))
+        loop = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.c_uint64)(address)
+        if loop(3) != 3 * _CLOCK_CYCLES:  # the code did not run as written
+            return 0.0
+        best = math.inf
+        for _ in range(CLOCK_SAMPLES):
+            started = time.perf_counter()
+            loop(CLOCK_ITERATIONS)
+            best = min(best, time.perf_counter() - started)
+        del loop, address
+        return CLOCK_ITERATIONS * _CLOCK_CYCLES / best if best > 0 else 0.0
+    except (OSError, ValueError, TypeError):
+        return 0.0
+    finally:
+        try:
+            page.close()
+        except BufferError:  # a ctypes view still holds the page: it is freed with the process
+            pass
+
+
+def _cpuinfo_mhz() -> float:
+    """The largest ``cpu MHz`` of ``/proc/cpuinfo``, in Hz (0.0 where absent)."""
     best = 0.0
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
@@ -466,22 +589,107 @@ def _gemm(n: int, dtype: str) -> Builder:
     return build
 
 
-def _conv(channels: int, spatial: int) -> Builder:
+def _conv(channels: int, spatial: int, kernel: int = 3, groups: int = 1) -> Builder:
+    """A ``kernel`` x ``kernel`` Conv keeping channels and size (``groups=channels``: depthwise)."""
+
     def build() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
         import numpy as np
         from onnx import helper, numpy_helper
 
         rng = np.random.default_rng(0)
-        weight = numpy_helper.from_array(rng.random((channels, channels, 3, 3), dtype=np.float32) * 0.01, "W")
+        dims = (channels, channels // groups, kernel, kernel)
+        weight = numpy_helper.from_array(rng.random(dims, dtype=np.float32) * 0.01, "W")
         shape = [1, channels, spatial, spatial]
+        pad = kernel // 2
+        node = helper.make_node("Conv", ["X", "W"], ["Y"], pads=[pad] * 4, group=groups)
         model = _model(
-            [helper.make_node("Conv", ["X", "W"], ["Y"], pads=[1, 1, 1, 1])],
+            [node],
             [helper.make_tensor_value_info("X", _elem("float32"), shape)],
             [helper.make_tensor_value_info("Y", _elem("float32"), shape)],
             [weight],
-            name=f"conv3x3_{channels}x{spatial}",
+            name=f"conv{kernel}x{kernel}_{channels}x{spatial}_g{groups}",
         )
         return model, {"X": rng.random(shape, dtype=np.float32)}
+
+    return build
+
+
+def _shaped(shape: tuple[Any, ...]) -> ProbeSpec:
+    """A float32 probe of a shape models run (:data:`MODEL_SHAPES`), weights as initializers."""
+    kind, *dims = shape
+    if kind in ("matmul", "gemm"):
+        m, k, n = dims
+        return ProbeSpec(
+            f"{kind}-{m}x{k}x{n}-float32",
+            "compute",
+            "float32",
+            m,
+            2.0 * m * k * n,
+            _weighted_matmul(m, k, n, kind),
+        )
+    if kind == "batched":
+        batch, m, k, n = dims
+        name = f"batchmatmul-{batch}x{m}x{k}x{n}-float32"
+        return ProbeSpec(
+            name, "compute", "float32", m, 2.0 * batch * m * k * n, _batched_matmul(batch, m, k, n)
+        )
+    channels, spatial = dims
+    depthwise = kind == "dwconv3x3"
+    flops = 2.0 * channels * spatial * spatial * (9 if depthwise else channels)
+    build = _conv(channels, spatial, kernel=3 if depthwise else 1, groups=channels if depthwise else 1)
+    return ProbeSpec(f"{kind}-{channels}x{spatial}-float32", "compute", "float32", channels, flops, build)
+
+
+def _weighted_matmul(m: int, k: int, n: int, op: str) -> Builder:
+    """``[m, k] x W[k, n]`` with W an initializer: MatMul, or Gemm with a bias (``transB=1``)."""
+
+    def build() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+        import numpy as np
+        from onnx import helper, numpy_helper
+
+        rng = np.random.default_rng(0)
+        if op == "gemm":
+            weights = [
+                numpy_helper.from_array(rng.random((n, k), dtype=np.float32) * 0.01, "W"),
+                numpy_helper.from_array(rng.random(n, dtype=np.float32), "C"),
+            ]
+            node = helper.make_node("Gemm", ["A", "W", "C"], ["Y"], transB=1)
+        else:
+            weights = [numpy_helper.from_array(rng.random((k, n), dtype=np.float32) * 0.01, "W")]
+            node = helper.make_node("MatMul", ["A", "W"], ["Y"])
+        model = _model(
+            [node],
+            [helper.make_tensor_value_info("A", _elem("float32"), [m, k])],
+            [helper.make_tensor_value_info("Y", _elem("float32"), [m, n])],
+            weights,
+            name=f"{op}_{m}x{k}x{n}",
+        )
+        return model, {"A": rng.random((m, k), dtype=np.float32)}
+
+    return build
+
+
+def _batched_matmul(batch: int, m: int, k: int, n: int) -> Builder:
+    """``[batch, m, k] x [batch, k, n]``, both inputs (attention's scores: no weights)."""
+
+    def build() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+        import numpy as np
+        from onnx import helper
+
+        model = _model(
+            [helper.make_node("MatMul", ["A", "B"], ["Y"])],
+            [
+                helper.make_tensor_value_info("A", _elem("float32"), [batch, m, k]),
+                helper.make_tensor_value_info("B", _elem("float32"), [batch, k, n]),
+            ],
+            [helper.make_tensor_value_info("Y", _elem("float32"), [batch, m, n])],
+            name=f"batchmatmul_{batch}x{m}x{k}x{n}",
+        )
+        rng = np.random.default_rng(0)
+        return model, {
+            "A": rng.random((batch, m, k), dtype=np.float32),
+            "B": rng.random((batch, k, n), dtype=np.float32),
+        }
 
     return build
 

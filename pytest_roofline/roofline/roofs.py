@@ -11,7 +11,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["CacheLevel", "DeviceRoofline", "Probe", "roofline_data_problem"]
+__all__ = ["DRAM", "CacheLevel", "DeviceRoofline", "MemoryRoof", "Probe", "roofline_data_problem"]
+
+DRAM = "DRAM"  # the last level's name (a GPU's HBM too)
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,25 @@ class CacheLevel:
     name: str  # "L1", "L2", "L3", "DRAM"
     size: int  # working-set bytes up to which this bandwidth holds (0 for DRAM)
     bandwidth: float  # byte/s
+    capacity: int = 0  # bytes the hardware level holds for the calibrated threads (0: unknown, use size)
+
+    @property
+    def holds(self) -> int:
+        """Bytes that stay resident in this level: its capacity, else the largest measured working set."""
+        return self.capacity or self.size
+
+
+@dataclass(frozen=True)
+class MemoryRoof:
+    """The memory roof a layer is judged against: where its bytes live and the bandwidth there.
+
+    ``level`` is the level its bytes take the most time from; ``bandwidth`` is the effective
+    bandwidth over all its bytes (weights from one level, activations from another:
+    bytes / sum(bytes_i / bandwidth_i)).
+    """
+
+    level: str
+    bandwidth: float
 
 
 @dataclass(frozen=True)
@@ -57,6 +78,8 @@ class DeviceRoofline:
     spread: dict[str, float] = field(default_factory=dict, hash=False)  # per roof: |a-b|/max of 2 sessions
     load: dict[str, Any] | None = field(default=None, hash=False)  # MachineLoad.to_dict() while measured
     warnings: tuple[str, ...] = ()  # why these roofs may be off (measured under load, ...)
+    threads: int = 0  # threads the calibrated backend runs (0: not recorded)
+    clock: float = 0.0  # Hz the theoretical CPU peak assumes (max boost: cpufreq or measured)
 
     @property
     def peak(self) -> float:
@@ -79,31 +102,91 @@ class DeviceRoofline:
         holding = [lvl.bandwidth for lvl in self.cache_levels if lvl.size and working_set <= lvl.size]
         return max([self.peak_bandwidth, *holding])
 
+    @property
+    def levels(self) -> tuple[CacheLevel, ...]:
+        """The memory levels, fastest first, DRAM last (only DRAM for a roofline without levels)."""
+        caches = tuple(lvl for lvl in self.cache_levels if lvl.name != DRAM and lvl.holds > 0)
+        return (*sorted(caches, key=lambda lvl: lvl.holds), CacheLevel(DRAM, 0, self.peak_bandwidth))
+
+    def memory_roof(
+        self, weight_bytes: float, activation_bytes: float, footprint: float | None
+    ) -> MemoryRoof:
+        """Where a layer's bytes live between and within runs, and the bandwidth it gets there.
+
+        The rule (cache-aware roofline): weights are read once a run, with the rest of the model's
+        ``footprint`` (its weights and live activations) passing through the caches in between, so
+        a level of capacity C holds at most C / footprint of them when they are read (all of them
+        when the model fits): each level serves that share beyond the faster levels, DRAM the
+        rest.  A layer's activations were just written by the layer before it: they come from the
+        smallest level holding ``activation_bytes``.  The memory roof is the effective bandwidth
+        over all its bytes, its level the one its bytes take the most time from.  A level's
+        bandwidth is the best of it and the larger levels (a roof no kernel should beat).
+        ``footprint`` None: the whole working set is placed by its size (:meth:`bandwidth_for`).
+        """
+        if footprint is None:
+            return self._placed(weight_bytes + activation_bytes)
+        levels = self.levels
+        times = dict.fromkeys((lvl.name for lvl in levels), 0.0)
+        covered = 0.0  # share of the weights the faster levels serve
+        for index, level in enumerate(levels):
+            share = 1.0 if level.name == DRAM or footprint <= 0 else min(1.0, level.holds / footprint)
+            if share > covered:
+                bandwidth = max(lvl.bandwidth for lvl in levels[index:])
+                times[level.name] += weight_bytes * (share - covered) / bandwidth
+                covered = share
+        acts = self._placed(activation_bytes)
+        times[acts.level] += activation_bytes / acts.bandwidth
+        total, seconds = weight_bytes + activation_bytes, sum(times.values())
+        if total <= 0 or seconds <= 0:
+            return acts
+        return MemoryRoof(max(times, key=lambda name: times[name]), total / seconds)
+
+    def _placed(self, nbytes: float) -> MemoryRoof:
+        """The smallest level holding ``nbytes``, with the best bandwidth of it and the levels above."""
+        levels = self.levels
+        for index, level in enumerate(levels[:-1]):
+            if nbytes <= level.holds:
+                return MemoryRoof(level.name, max(lvl.bandwidth for lvl in levels[index:]))
+        return MemoryRoof(DRAM, self.peak_bandwidth)
+
     def attainable(
-        self, intensity: float, dtype: str | None = None, working_set: float | None = None
+        self,
+        intensity: float,
+        dtype: str | None = None,
+        working_set: float | None = None,
+        bandwidth: float | None = None,
     ) -> float:
         """Attainable FLOP/s at ``intensity``: min(peak, intensity × bandwidth).
 
-        The bandwidth is DRAM's, or the roof of the cache level holding ``working_set`` bytes.
+        The bandwidth is ``bandwidth`` when given (a layer's :class:`MemoryRoof`), else DRAM's, or
+        the roof of the cache level holding ``working_set`` bytes.
         """
         peak = self.peak_flops.get(dtype or self.dtype, self.peak)
-        return min(peak, intensity * self.bandwidth_for(working_set))
+        return min(peak, intensity * (bandwidth or self.bandwidth_for(working_set)))
 
     def bound(self, intensity: float, working_set: float | None = None) -> str:
         """``"compute"`` at or above the ridge point of the level holding ``working_set``."""
         return "compute" if intensity >= self.peak / self.bandwidth_for(working_set) else "memory"
 
-    def fraction(self, flops: float, nbytes: float, seconds: float, dtype: str | None = None) -> float:
-        """Roofline fraction of a kernel: achieved / attainable, against the level holding ``nbytes``.
+    def fraction(
+        self,
+        flops: float,
+        nbytes: float,
+        seconds: float,
+        dtype: str | None = None,
+        bandwidth: float | None = None,
+    ) -> float:
+        """Roofline fraction of a kernel: achieved / attainable, against ``bandwidth`` when given,
+        else the level holding ``nbytes``.
 
         A kernel without FLOPs is judged on bandwidth: achieved byte/s over its memory roof.
         """
         if seconds <= 0:
             return 0.0
         if flops <= 0:
-            return (nbytes / seconds) / self.bandwidth_for(nbytes) if nbytes else 0.0
+            return (nbytes / seconds) / (bandwidth or self.bandwidth_for(nbytes)) if nbytes else 0.0
         intensity = flops / nbytes if nbytes else float("inf")
-        return (flops / seconds) / self.attainable(intensity, dtype, working_set=nbytes)
+        return (flops / seconds) / self.attainable(intensity, dtype, working_set=nbytes, bandwidth=bandwidth)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the ``roofline calibrate --format json`` contract)."""
@@ -115,6 +198,12 @@ class DeviceRoofline:
             "dtype": self.dtype,
             "fingerprint": dict(self.fingerprint),
             "cache_levels": [asdict(level) for level in self.cache_levels],
+            "levels": [  # the memory roofs layers are placed on, fastest first (memory_level)
+                {"name": lvl.name, "bandwidth": lvl.bandwidth, "capacity": lvl.holds or None}
+                for lvl in self.levels
+            ],
+            "threads": self.threads,
+            "clock": self.clock,
             "probes": [probe.to_dict() for probe in self.probes],
             "theoretical_peak_flops": dict(self.theoretical_peak_flops),
             "measured_at": self.measured_at,
@@ -144,6 +233,8 @@ class DeviceRoofline:
             spread=dict(data.get("spread") or {}),
             load=dict(data["load"]) if isinstance(data.get("load"), Mapping) else None,
             warnings=tuple(str(w) for w in data.get("warnings") or ()),
+            threads=int(data.get("threads") or 0),
+            clock=float(data.get("clock") or 0.0),
         )
 
 
@@ -188,6 +279,13 @@ def roofline_data_problem(data: Any) -> str | None:
             return f"cache level {level!r} has no positive bandwidth"
         if not isinstance(level.get("name"), str) or not _non_negative(level.get("size")):
             return f"cache level {level!r} is malformed"
+        if not _non_negative(level.get("capacity", 0)) or set(level) - {
+            "name",
+            "size",
+            "bandwidth",
+            "capacity",
+        }:
+            return f"cache level {level!r} is malformed"
     for probe in data.get("probes") or []:
         if not isinstance(probe, Mapping) or not _positive(probe.get("value")):
             return f"probe {probe!r} has no positive figure"
@@ -198,7 +296,7 @@ def roofline_data_problem(data: Any) -> str | None:
     theory = data.get("theoretical_peak_flops") or {}
     if not isinstance(theory, Mapping) or not all(_non_negative(v) for v in theory.values()):
         return "theoretical_peak_flops holds a value that is not a number >= 0"
-    for key in ("theoretical_peak_bandwidth", "duration"):
+    for key in ("theoretical_peak_bandwidth", "duration", "threads", "clock"):
         if key in data and not _non_negative(data[key] or 0):
             return f"{key} is {data[key]!r}, not a number >= 0"
     spread = data.get("spread") or {}

@@ -92,7 +92,8 @@
       "\nFLOPs: " + si(flops, "FLOP") + "   bytes: " + si(bytes, "B") +
       "\nintensity: " + (intensity === null ? "\u2013" : +intensity.toPrecision(3) + " FLOP/byte") +
       "\nachieved: " + si(time > 0 ? flops / time : 0, "FLOP/s") + "   " + si(time > 0 ? bytes / time : 0, "B/s") +
-      "\nroofline fraction: " + pct(l[8]) + "   bound: " + (l[9] || "\u2013");
+      "\nroofline fraction: " + pct(l[8]) + "   bound: " + (l[9] || "\u2013") +
+      "\nmemory level: " + (l[10] || "\u2013");
   }
 
   /* Colour per op type of the drawn layers, most time first; the rest share one colour. */
@@ -142,9 +143,13 @@
           labels, name + " " + si(bw, "B/s"));
       }
     }
+    var levelColour = {DRAM: ROOF_COLOURS[0]};  // one roof line per memory level; a point's outline is its level's
     if (roof && roof.bw) {
-      var caches = roof.caches.slice().sort(function (a, b) { return b[1] - a[1]; });
-      caches.forEach(function (c, i) { if (c[1] !== roof.bw) memoryRoof(c[0], c[1], ROOF_COLOURS[(i + 1) % ROOF_COLOURS.length], true, (i + 1) % 4); });
+      var caches = roof.caches.filter(function (c) { return c[0] !== "DRAM"; }).sort(function (a, b) { return b[1] - a[1]; });
+      caches.forEach(function (c, i) {
+        levelColour[c[0]] = ROOF_COLOURS[(i + 1) % ROOF_COLOURS.length];
+        memoryRoof(c[0], c[1], levelColour[c[0]], true, (i + 1) % 4);
+      });
       memoryRoof("DRAM", roof.bw, ROOF_COLOURS[0], false, 0);
       var lastLabel = -Infinity;  // peaks descend, so labels go down the chart; keep them 13px apart
       peaks.forEach(function (p, i) {
@@ -167,7 +172,8 @@
     var pts = el("g", {"class": "points"}, svg);
     function radius(l) { return 3 + 16 * Math.sqrt(Math.max(l[5], 0)); }
     function addPoint(l, cx, cy) {
-      var c = el("circle", {"class": "pt", cx: cx, cy: cy, r: radius(l), fill: col.of(l[1]), "data-name": l[0]}, pts);
+      var c = el("circle", {"class": "pt", cx: cx, cy: cy, r: radius(l), fill: col.of(l[1]), "data-name": l[0],
+        "data-level": l[10] || null, style: levelColour[l[10]] ? "stroke:" + levelColour[l[10]] : null}, pts);
       c.addEventListener("mouseenter", function (e) { if (!pinned) showTip(e, layerText(l)); });
       c.addEventListener("mouseleave", hideTip);
       c.addEventListener("click", function (e) {
@@ -207,6 +213,17 @@
       el("circle", {cx: lx + 5, cy: ly + i * 16 - 4, r: 5, fill: item[1], stroke: "#222", "stroke-width": 0.5}, lg);
       el("text", {x: lx + 14, y: ly + i * 16}, lg, item[0].length > 22 ? item[0].slice(0, 21) + "\u2026" : item[0]);
     });
+    var used = {};  // the memory levels the points sit on, as their outlines show them
+    layers.forEach(function (l) { if (l[10] && levelColour[l[10]]) used[l[10]] = true; });
+    var names = Object.keys(levelColour).filter(function (n) { return used[n]; });
+    if (names.length) {
+      ly += col.legend.length * 16 + 10;
+      el("text", {x: lx, y: ly, "font-weight": 600}, lg, "outline = memory level");
+      names.forEach(function (n, i) {
+        el("circle", {"class": "level-key", cx: lx + 5, cy: ly + 18 + i * 16 - 4, r: 5, fill: "#fff", stroke: levelColour[n], "stroke-width": 2}, lg);
+        el("text", {x: lx + 14, y: ly + 18 + i * 16}, lg, n);
+      });
+    }
   }
 
   function lineChart(container, opts) {
