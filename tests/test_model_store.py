@@ -311,6 +311,22 @@ def test_a_full_disk_costs_only_the_copy_and_leaves_no_temp_folder(tmp_path: Pat
     assert leftovers(tmp_path / "store") == [] and digest not in ModelStore(tmp_path / "store")
 
 
+def test_a_lock_held_too_long_costs_only_the_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_roofline.files import file_lock
+    from pytest_roofline.gate import model_store
+
+    monkeypatch.setattr(model_store, "LOCK_TIMEOUT", 0.2)
+    path = save(linear(1.0), tmp_path / "m.onnx")
+    store = ModelStore(tmp_path / "store")
+    (tmp_path / "store").mkdir()
+    with file_lock(tmp_path / "store" / ".lock", None):  # another writer holds it
+        assert store.put(path) == content_hash(path)
+    assert store.notes == [
+        f"model store: {tmp_path / 'store'} stayed locked for 0.2 s; {content_hash(path)[:12]} not kept"
+    ]
+    assert leftovers(tmp_path / "store") == [] and content_hash(path) not in store
+
+
 # --- concurrency --------------------------------------------------------------------------------
 
 
