@@ -94,9 +94,15 @@ def with_extra_blocks(model: onnx.ModelProto, blocks: int) -> onnx.ModelProto:
 
 
 def paired_slowdown(
-    base: Path, variant: Path, sessions: int = 9, rounds: int = 40, threads: str = THREADS
+    base: Path,
+    variant: Path,
+    sessions: int = 9,
+    rounds: int = 40,
+    threads: str = THREADS,
+    dims: dict[str, int] | None = None,
 ) -> float:
-    """Median over fresh sessions of p25(variant)/p25(base), interleaved (the true slowdown)."""
+    """Median over fresh sessions of p25(variant)/p25(base), interleaved (the true slowdown);
+    ``dims`` binds the models' symbolic dims."""
     from pytest_roofline.backends.base import get_backend
     from pytest_roofline.gate import session_ratios
     from pytest_roofline.gate.isolated import sampler_for
@@ -104,9 +110,9 @@ def paired_slowdown(
     from pytest_roofline.model import ModelSpec, bind_input_shapes, load_model, make_inputs
 
     backend = get_backend("onnxruntime", {"intra_op_threads": threads})
-    specs = [ModelSpec.create(str(p)) for p in (variant, base)]
+    specs = [ModelSpec.create(str(p), dims=dims) for p in (variant, base)]
     model = load_model(str(base))
-    feeds = make_inputs(model, bind_input_shapes(model))
+    feeds = make_inputs(model, bind_input_shapes(model, None, dims))
     sampler = sampler_for(backend) or sample_interleaved  # sessions sharing one pool, as the gate does
     result = sampler(
         [SessionOpener(backend, s, feeds) for s in specs],

@@ -35,6 +35,7 @@ __all__ = [
     "make_inputs",
     "model_hash",
     "needs_batch",
+    "parse_byte_size",
     "subgraphs",
     "walk_nodes",
 ]
@@ -256,15 +257,20 @@ def input_memory_limit() -> int | None:
     """
     text = os.environ.get(INPUT_LIMIT_ENV, "").strip()
     if text:
-        match = re.fullmatch(r"([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([kKmMgGtT]i?)?[bB]?", text)
-        if match is None:
+        limit = parse_byte_size(text)
+        if limit is None:
             raise OptionError(
                 f"{INPUT_LIMIT_ENV}={text!r}: expected bytes such as 8G, 512MiB or 2e9 (0: no limit)"
             )
-        limit = int(float(match[1]) * _UNITS[(match[2] or "").lower()])
         return limit or None
     available = _available_memory()
     return None if available is None else available // 2
+
+
+def parse_byte_size(text: str) -> int | None:
+    """Bytes written as ``8G``, ``512MiB``, ``2e9`` or ``1024`` (None: not a size)."""
+    match = re.fullmatch(r"([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([kKmMgGtT]i?)?[bB]?", text.strip())
+    return None if match is None else int(float(match[1]) * _UNITS[(match[2] or "").lower()])
 
 
 def _available_memory() -> int | None:
