@@ -252,3 +252,19 @@ def test_build_zoo_prints_the_smoke_table(tmp_path: Path) -> None:
     assert rows["tiny_mlp"][1] == "tiny,mlp" and rows["tiny_mlp"][-1] == "ms"
     assert float(rows["lstm_gru"][3]) == pytest.approx(analyze(built("lstm_gru")).total.macs / 1e9, abs=1e-3)
     assert "zoo of 2 models written" in result.stdout
+
+
+@pytest.mark.parametrize("name", ["efficientnet_int8", "llama_int4", "moe", "gpt2_kv", "loop"])
+def test_zoo_models_run_on_openvino(name: str) -> None:
+    """OpenVINO runs the zoo's unusual ops too (QDQ, MatMulNBits, NonZero routing, KV cache, Loop);
+    benchmarks/build_zoo.py --openvino runs every model."""
+    ov = pytest.importorskip("openvino")
+    entry = zoo.zoo_model(name)
+    model = built(name)
+    feeds = make_inputs(model, bind_input_shapes(model, 1, entry.dims))
+    request = ov.Core().compile_model(ov.Core().read_model(model.SerializeToString(), b""), "CPU")
+    results = request(feeds)
+    reference = run_onnxruntime(model, entry.dims)
+    assert len(results) == len(reference)
+    first = np.asarray(results[0])
+    assert first.shape == reference[0].shape and np.isfinite(first).all()
