@@ -31,7 +31,7 @@ class ZooModel:
 
     name: str  # file stem, e.g. "gpt2_kv"
     build: Callable[[], onnx.ModelProto] = field(repr=False)
-    dims: Mapping[str, int]  # what model_profile(path, dims=...) needs; empty if static
+    dims: Mapping[str, int] = field(hash=False)  # what model_profile(path, dims=...) needs; {} if static
     tags: tuple[str, ...]
 
 
