@@ -23,9 +23,10 @@ _TYPED_LIMIT = 1 << 16
 def slower_variant(
     model: onnx.ModelProto, node: str | None = None, seed: int = 1, *, dims: Mapping[str, int] | None = None
 ) -> onnx.ModelProto:
-    """``model`` with its heaviest weight-fed MatMul/Gemm/Conv (by MACs at ``dims``, or the node
-    named ``node``) computed twice: the copy uses a perturbed copy of the weight and its output is
-    added back scaled by 1e-9 (Mul by a constant, then Add), which no optimizer folds away.
+    """``model`` with its heaviest weight-fed MatMul/Gemm/Conv (LSTM/GRU/RNN count too; by MACs
+    at ``dims``, or the node named ``node``) computed twice: the copy uses a perturbed copy of the
+    weight and its output is added back scaled by 1e-9 (Mul by a constant, then Add), which no
+    optimizer folds away.
 
     Outputs stay numerically the same. In a QDQ model (weight behind DequantizeLinear, output
     through QuantizeLinear -> DequantizeLinear) the copy is quantized the same way and the sum is
@@ -180,8 +181,8 @@ def _heaviest(model: onnx.ModelProto, names: list[str], dims: Mapping[str, int] 
         dims = {
             d.dim_param: 1 for vi in graph_inputs(model) for d in vi.type.tensor_type.shape.dim if d.dim_param
         }
-    analysis = analyze(model, batch=1, dims=dims)
-    return max(names, key=lambda name: analysis.node(name).macs)
+    macs = {node.name: node.macs for node in analyze(model, batch=1, dims=dims).nodes}
+    return max(names, key=lambda name: macs.get(name, 0))
 
 
 def _perturbed(weight: np.ndarray, rng: np.random.Generator) -> np.ndarray:
