@@ -90,6 +90,16 @@ class GraphBuilder:
         self._inits.append(numpy_helper.from_array(array, name))
         return name
 
+    def tensor(self, name: str, array: np.ndarray) -> str:
+        """An initializer holding ``array`` as it is (any dtype: packed int4, bool masks, fp16)."""
+        self._inits.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
+        return name
+
+    def random(self, shape: Sequence[int]) -> np.ndarray:
+        """Standard-normal float32 values from the builder's seeded stream (for weights a caller
+        transforms before storing, e.g. quantizes)."""
+        return self._rng.standard_normal(tuple(shape)).astype(np.float32)
+
     def build(self) -> onnx.ModelProto:
         """The ModelProto (opset 17 plus com.microsoft 1), checked."""
         graph = helper.make_graph(self._nodes, self.name, self._inputs, self._outputs, self._inits)
