@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pytest_roofline.analysis.views import RUNTIME_VIEW_OPS
 from pytest_roofline.device import device_name
 
 if TYPE_CHECKING:
@@ -31,7 +32,6 @@ LAYER_LIMIT = 1.15  # a layer above this many times its roof is impossible, not 
 MODEL_LIMIT = 1.0  # a model's time-weighted fraction cannot exceed its roofs
 SPREAD_LIMIT = 0.15  # two sessions of a roof probe further apart than this: a disturbed calibration
 _DTYPE_OF = {"fp16": "float16", "bf16": "bfloat16", "int8": "int8"}
-VIEW_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Shape", "Size"})
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ def check_profile(profile: ModelProfile) -> RooflineCheck:
     impossible = 0
     for layer in profile.layers:
         fraction = layer.roofline_fraction
-        if fraction is None or layer.time <= 0 or layer.kind == "folded" or layer.op_type in VIEW_OPS:
+        if fraction is None or layer.time <= 0 or layer.kind == "folded" or layer.op_type in RUNTIME_VIEW_OPS:
             continue
         at_worst = fraction * layer.time / (layer.time + resolution)  # the timer's step in its favour
         if at_worst > LAYER_LIMIT:
