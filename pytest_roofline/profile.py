@@ -448,7 +448,8 @@ class ModelProfile:
             return f"{what} has no roofline fraction: {check.message()}"
         if check.status == "invalid":
             cause = check.causes[0] if check.causes else "unknown"
-            return f"{what} has no roofline fraction: roof invalid ({', '.join(check.problems)}; likely: {cause})"
+            problems = ", ".join(check.problems)
+            return f"{what} has no roofline fraction: roof invalid ({problems}; likely: {cause})"
         if layer is None:
             return None if self.raw_efficiency is not None else f"{what} is unknown: no layer was timed"
         if layer.roofline_fraction is not None:
