@@ -81,6 +81,22 @@ def test_slice_reads_the_slice() -> None:
     assert node.bytes_read == 10 * 32 * 4 + 3 * 8 and node.bytes_written == 10 * 32 * 4
 
 
+def test_compress_and_center_crop_read_what_they_keep() -> None:
+    model = graph_model(
+        [
+            helper.make_node("Compress", ["x", "keep"], ["c"], name="compress", axis=0),
+            helper.make_node("CenterCropPad", ["x", "shape"], ["y"], name="crop"),
+        ],
+        {"x": (F, (10, 20))},
+        {"keep": np.array([1, 0, 1] + [0] * 7, bool), "shape": np.array([4, 30], np.int64)},
+        outputs=("c", "y"),
+    )
+    result = analyze(model)
+    assert result.node("compress").bytes_read == 2 * 20 * 4 + 10  # two kept rows + the condition
+    assert result.node("crop").bytes_read == 4 * 20 * 4 + 2 * 8  # 4 rows cropped, columns padded
+    assert result.node("crop").bytes_written == 4 * 30 * 4
+
+
 def _scatter(data_from_graph_input: bool) -> onnx.ModelProto:
     nodes = [helper.make_node("ScatterND", ["d", "idx", "upd"], ["y"], name="node")]
     if not data_from_graph_input:

@@ -45,6 +45,8 @@ BYTE_RULES: dict[str, str] = {
     **dict.fromkeys(("Gather", "GatherElements", "GatherND"), _GATHER),
     "GatherBlockQuantized": "the gathered rows of data, scales and zero points, + indices, + the output",
     "Slice": "the sliced elements of data (the output's size), + starts/ends/axes/steps, + the output",
+    "Compress": "the kept elements of data (the output's size), + the condition, + the output",
+    "CenterCropPad": "the input's elements inside the crop window, + the shape, + the output",
     **dict.fromkeys(("Scatter", "ScatterElements", "ScatterND", "TensorScatter"), _SCATTER),
     "EmbedLayerNormalization": (
         "one table row per looked-up token of the word, position and segment tables, + ids, gamma, beta, "
@@ -94,9 +96,15 @@ def _gather(ctx: CostContext) -> Touch:
     return Touch(reads={0: ctx.out.numel})  # each output element is one element of data
 
 
-@traffic("Slice")
+@traffic("Slice", "Compress")
 def _slice(ctx: CostContext) -> Touch:
-    return Touch(reads={0: ctx.out.numel})
+    return Touch(reads={0: ctx.out.numel})  # the kept elements (Compress reads its condition whole)
+
+
+@traffic("CenterCropPad")
+def _center_crop_pad(ctx: CostContext) -> Touch:
+    kept = math.prod(min(a, b) for a, b in zip(ctx.tensor(0).shape, ctx.out.shape, strict=True))
+    return Touch(reads={0: kept})  # a cropped axis reads its window only
 
 
 @traffic("GatherBlockQuantized", domain=MS)
