@@ -159,8 +159,19 @@ def test_a_calm_calibration_points_a_compute_bound_layer_at_the_probe_that_set_t
     assert cause.startswith(
         "the compute roof: layer 'conv' (Conv) reached 200.0 GFLOP/s against 100.0 GFLOP/s"
     )
-    assert "set by probe gemm-512-float32" in cause and "the FLOP rule of Conv" in cause
+    assert "set by probe gemm-512-float32" in cause
+    assert (
+        "the FLOPs counted: layer 'conv' (Conv) is priced at 200 MFLOP from its 1 ONNX nodes (Conv_0)"
+        in cause
+    )
     assert "busy" not in cause
+
+
+def test_a_run_whose_fingerprint_names_no_device_is_not_blamed_on_another_device() -> None:
+    """OpenVINO's fingerprint names its device under keys device_name() does not read: no proof."""
+    unnamed = {"backend": "openvino", "device": "CPU", "config": {}}
+    check = profile([(1e-3, 57.77)], fingerprint=unnamed).roofline_check
+    assert not check.valid and not any("another device" in c for c in check.causes)
 
 
 def test_busy_calibration_only_when_its_own_record_says_so() -> None:

@@ -37,6 +37,7 @@ __all__ = ["LAYER_LIMIT", "MODEL_LIMIT", "RooflineCheck", "busy_calibration", "c
 
 LAYER_LIMIT = 1.15  # a layer above this many times its roof is impossible, not noise
 MODEL_LIMIT = 1.0  # a model's time-weighted fraction cannot exceed its roofs
+UNKNOWN_DEVICE = "unknown device"  # what device_name says of a fingerprint naming none
 SPREAD_LIMIT = 0.15  # two sessions of a roof probe further apart than this: a disturbed calibration
 _DTYPE_OF = {"fp16": "float16", "bf16": "bfloat16", "int8": "int8"}
 
@@ -154,7 +155,8 @@ def _causes(profile: ModelProfile, worst: Layer | None) -> list[str]:
     causes: list[str] = []
     measured, calibrated = device_name(profile.fingerprint), device_name(roof.fingerprint)
     run_providers, roof_providers = profile.fingerprint.get("providers"), roof.fingerprint.get("providers")
-    if profile.fingerprint and calibrated != measured:
+    known = UNKNOWN_DEVICE not in (measured, calibrated)  # a fingerprint naming no device proves nothing
+    if profile.fingerprint and known and calibrated != measured:
         causes.append(
             f"another device: the roofline was calibrated on {calibrated}, the model ran on {measured}"
         )
@@ -227,7 +229,11 @@ def _layer_causes(profile: ModelProfile, layer: Layer) -> list[str]:
         f"of {dtype} (set by {_probe(roof, 'compute', peak, dtype)}); a kernel beats the probes (a shape "
         "or clock they miss, or roofs measured on a slower machine: `roofline calibrate --force`)"
     )
-    flops_rule = f"the FLOP rule of {layer.op_type}: {nodes} has {layer.flops / 1e6:.3g} MFLOP counted"
+    shown = ", ".join(layer.onnx_nodes[:3]) + (", ..." if len(layer.onnx_nodes) > 3 else "")
+    flops_rule = (
+        f"the FLOPs counted: {nodes} is priced at {layer.flops / 1e6:.3g} MFLOP from its "
+        f"{len(layer.onnx_nodes)} ONNX nodes ({shown}); a kernel running fewer of them is attributed too many"
+    )
     return [at_roof, flops_rule]
 
 
