@@ -233,3 +233,23 @@ def test_view_op_subsets_are_named_parts_of_one_set(subset: frozenset[str]) -> N
     assert subset <= VIEW_OPS
     assert not hasattr(sanity, "VIEW_OPS") and not hasattr(ort_attribution, "VIEW_OPS")
     assert RUNTIME_VIEW_OPS == VIEW_OPS - {"Constant"}
+
+
+@pytest.mark.parametrize("backend", ["onnxruntime", "openvino"])
+def test_a_profiled_embedding_layer_is_priced_at_its_rows(backend: str) -> None:
+    """Through a real backend's attribution: the layer running the Gather moves rows, not the table."""
+    pytest.importorskip(backend)
+    from pytest_roofline.api import profile_model
+
+    table = np.random.default_rng(0).standard_normal((20000, 64)).astype(np.float32)  # 5.1 MB
+    model = graph_model(
+        [
+            helper.make_node("Gather", ["table", "ids"], ["e"], name="gather"),
+            helper.make_node("Tanh", ["e"], ["y"], name="tanh"),
+        ],
+        {"ids": (I64, (1, 32))},
+        {"table": table},
+    )
+    prof = profile_model(model, backend=backend, sessions=1, rounds=2, profile_iterations=2)
+    layer = prof.layer("gather")
+    assert layer.bytes <= 32 * 64 * 4 * 3 + 32 * 8  # rows read, written (and read by a fused Tanh)
