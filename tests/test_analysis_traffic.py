@@ -179,6 +179,38 @@ def test_group_query_attention_reads_the_filled_cache_and_writes_the_new_positio
     assert cost.macs == heads * (filled + 1) * 2 * head  # FLOP rule untouched
 
 
+def test_decoder_masked_mha_reads_past_sequence_length_positions_of_its_shared_buffer() -> None:
+    heads, head, max_len, filled = 4, 8, 32, 10
+    hidden = heads * head
+    node = helper.make_node(
+        "DecoderMaskedMultiHeadAttention",
+        ["q", "k", "v", "", "", "past_key", "past_value", "past_len"],
+        ["y", "present_key", "present_value"],
+        name="node",
+        domain=MS,
+        num_heads=heads,
+        past_present_share_buffer=1,
+    )
+    cache = (F, (1, heads, max_len, head))
+    model = graph_model(
+        [node],
+        {
+            "q": (F, (1, 1, hidden)),
+            "k": (F, (1, 1, hidden)),
+            "v": (F, (1, 1, hidden)),
+            "past_key": cache,
+            "past_value": cache,
+        },
+        {"past_len": np.array(filled, np.int32)},
+        outputs=("y", "present_key", "present_value"),
+        ms=True,
+    )
+    cost = analyze(model).node("node")
+    assert cost.bytes_read == 3 * hidden * 4 + 2 * filled * hidden * 4 + 4  # q, k, v, 10 filled positions
+    assert cost.bytes_written == hidden * 4 + 2 * hidden * 4  # the output and one new position per cache
+    assert cost.macs == heads * (filled + 1) * 2 * head
+
+
 def test_a_fused_group_counts_what_its_members_touch() -> None:
     table = np.zeros((1000, 64), np.float32)
     model = graph_model(
