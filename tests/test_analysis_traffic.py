@@ -120,6 +120,17 @@ def test_scatter_into_a_graph_input_copies_data() -> None:
     assert node.bytes_written == 64 * 16 * 4
 
 
+def test_scatter_into_a_constant_copies_it() -> None:
+    zeros = helper.make_tensor("zeros", F, [64, 16], [0.0] * 64 * 16)
+    nodes = [
+        helper.make_node("Constant", [], ["d"], name="const", value=zeros),
+        helper.make_node("ScatterND", ["d", "idx", "upd"], ["y"], name="node"),
+    ]
+    model = graph_model(nodes, {"idx": (I64, (2, 1)), "upd": (F, (2, 16))}, {})
+    node = analyze(model).node("node")
+    assert node.bytes_read == 64 * 16 * 4 + 2 * 8 + 2 * 16 * 4 and node.bytes_written == 64 * 16 * 4
+
+
 def test_embed_layer_norm_reads_the_looked_up_rows_of_its_tables() -> None:
     hidden, tokens = 32, 16
     weights = {

@@ -214,7 +214,8 @@ def _node_cost(
     reason = NO_RULE if rule_fn is None else ""
     attrs = {a.name: _attribute(a) for a in node.attribute if a.type not in _GRAPH_ATTRS}
     node_values = {i: values[t] for i, t in enumerate(node.input) if t in values}
-    sole_use = frozenset(i for i, t in enumerate(node.input) if t and t not in held)
+    weights = {t.name for t in inputs if t is not None and t.is_weight}  # Constant outputs too
+    sole_use = frozenset(i for i, t in enumerate(node.input) if t and t not in held and t not in weights)
     ctx = CostContext(
         node=node, inputs=inputs, outputs=outputs, attrs=attrs, values=node_values, sole_use=sole_use
     )
