@@ -59,7 +59,7 @@ class Run:
     time_with_fraction: float = 0.0  # share of kernel time whose layers carry a fraction
     embedding_bytes: int | None = None  # the cost model's bytes of the Gather over the largest table
     embedding_node: str = ""
-    cause: str = ""  # the guard's first cause when invalid
+    cause: str = ""  # the guard's causes when invalid
     seconds: float = 0.0
     error: str = ""
 
@@ -156,7 +156,7 @@ def summarize(model: str, backend: str, threads: str, data: dict[str, Any]) -> R
         invalid=check.get("status") == "invalid",
         efficiency=efficiency if efficiency is not None else check.get("efficiency"),
         time_with_fraction=carried / total if total > 0 else 0.0,
-        cause=(check.get("causes") or [""])[0] if check.get("status") == "invalid" else "",
+        cause=" | ".join(check.get("causes") or []) if check.get("status") == "invalid" else "",
     )
 
 
@@ -195,7 +195,8 @@ def print_table(runs: list[Run]) -> None:
             f"{_pct(run.time_with_fraction):>6} {embed:>8}"
         )
         if run.invalid:
-            print(f"    cause: {run.cause}")
+            for cause in run.cause.split(" | "):
+                print(f"    cause: {cause}")
 
 
 def targets_line(runs: list[Run]) -> str:
