@@ -12,7 +12,7 @@ from typing import Any
 
 from .fmt import fmt_pct
 from .fmt import fmt_seconds_fixed as format_seconds
-from .profile import Layer, ModelProfile
+from .profile import Layer, ModelProfile, NoFraction, known_fraction
 from .stats import LatencyStats
 
 __all__ = ["assert_efficiency", "assert_fraction", "assert_latency", "describe", "explain_compare"]
@@ -113,8 +113,9 @@ def assert_fraction(prof: ModelProfile, layer: str, above: float) -> None:
     __tracebackhide__ = True
     found = prof.layer(layer)
     fraction = found.roofline_fraction
-    if fraction is None:
-        _fail(f"{describe_layer(found)} of {_who(prof)} has no roofline fraction ({_roof(prof)})")
+    if fraction is None or isinstance(fraction, NoFraction):
+        why = f": {fraction.reason}" if isinstance(fraction, NoFraction) else ""
+        _fail(f"{describe_layer(found)} of {_who(prof)} has no roofline fraction ({_roof(prof)}){why}")
     if not fraction > above:  # type: ignore[operator]
         _fail(
             f"layer {found.name!r} of {_who(prof)} reaches {_pct(fraction)} of its roof, not above "
@@ -125,13 +126,14 @@ def assert_fraction(prof: ModelProfile, layer: str, above: float) -> None:
 def assert_efficiency(prof: ModelProfile, above: float) -> None:
     """Assert that the model's time-weighted roofline fraction is above ``above``."""
     __tracebackhide__ = True
-    value = prof.efficiency
+    value = known_fraction(prof.efficiency)
     if value is None or not value > above:
         worst = sorted(prof.layers, key=lambda la: la.time - la.roof_time, reverse=True)[:3]
         where = "; ".join(
             f"{la.name} {format_seconds(la.time)} at {_pct(la.roofline_fraction)}" for la in worst
         )
+        why = prof.efficiency.reason if isinstance(prof.efficiency, NoFraction) else ""
         _fail(
             f"efficiency of {_who(prof)} is {_pct(value)} of the roofline, not above {_pct(above)}; "
-            f"most headroom: {where or 'no layers'}; {_roof(prof)}"
+            f"most headroom: {where or 'no layers'}; {_roof(prof)}" + (f"; {why}" if why else "")
         )

@@ -7,6 +7,7 @@ the backend's profiled run, its roofline fraction from the device roofline.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,7 @@ import numpy as np
 from pytest_roofline.roofline import DeviceRoofline
 from pytest_roofline.roofline.roofs import MemoryRoof
 
+from .errors import RooflineError
 from .stats import LatencyStats
 
 if TYPE_CHECKING:
@@ -23,17 +25,60 @@ if TYPE_CHECKING:
     from .roofline.sanity import RooflineCheck
 
 __all__ = [
+    "FractionUnavailable",
     "Layer",
     "LayerNotFound",
     "ModelProfile",
+    "NoFraction",
     "OpTypeSummary",
     "build_layers",
+    "known_fraction",
     "profiler_scale",
     "roof_dtype",
 ]
 
 SCHEMA_VERSION = 1
 _PRECISION_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int8": "int8"}
+
+
+class FractionUnavailable(RooflineError):
+    """A roofline fraction that could not be computed was compared; the message says why."""
+
+
+class NoFraction(float):
+    """A roofline fraction that cannot be computed: a NaN that names why.
+
+    ``prof.layer(name).roofline_fraction`` and ``prof.efficiency`` hold one where there is no
+    number (roof invalid, layer not timed, no roofline): ``fraction > 0.2`` raises
+    :class:`FractionUnavailable` with that reason in one line instead of a ``TypeError`` on None.
+    JSON writes it as null (:func:`known_fraction`).
+    """
+
+    reason: str
+
+    def __new__(cls, reason: str) -> NoFraction:
+        value = super().__new__(cls, math.nan)
+        value.reason = reason
+        return value
+
+    def _refuse(self, other: object) -> bool:
+        __tracebackhide__ = True  # pytest shows the test's line and the reason
+        raise FractionUnavailable(self.reason)
+
+    __lt__ = __le__ = __gt__ = __ge__ = _refuse
+
+    def __repr__(self) -> str:
+        return f"NoFraction({self.reason!r})"
+
+    __str__ = __repr__
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (NoFraction, (self.reason,))
+
+
+def known_fraction(value: float | None) -> float | None:
+    """``value`` as a number, or None where it is missing or a :class:`NoFraction` (the JSON form)."""
+    return None if value is None or isinstance(value, NoFraction) else value
 
 
 class LayerNotFound(KeyError):
@@ -71,7 +116,8 @@ class Layer:
 
     def __repr__(self) -> str:
         """Short form for assertion messages: name, op, time, roofline fraction, bound."""
-        fraction = "-" if self.roofline_fraction is None else f"{self.roofline_fraction:.1%}"
+        known = known_fraction(self.roofline_fraction)
+        fraction = "-" if known is None else f"{known:.1%}"
         return (
             f"Layer({self.name!r}, {self.op_type}, time={self.time * 1e3:.4g} ms, "
             f"roofline_fraction={fraction}, bound={self.bound})"
@@ -95,9 +141,10 @@ class Layer:
     @property
     def roof_time(self) -> float:
         """Seconds this layer would take at its roof (its time when no roof is known)."""
-        if self.roofline_fraction is None or self.roofline_fraction <= 0:
+        known = known_fraction(self.roofline_fraction)
+        if known is None or known <= 0:
             return self.time
-        return self.time * min(self.roofline_fraction, 1.0)
+        return self.time * min(known, 1.0)
 
     def to_dict(self, include_times: bool = False) -> dict[str, Any]:
         """JSON-ready dict (the ``roofline profile --format json`` layer contract)."""
@@ -115,7 +162,7 @@ class Layer:
             "achieved_flops": self.achieved_flops,
             "achieved_bandwidth": self.achieved_bandwidth,
             "attainable_flops": self.attainable_flops,
-            "roofline_fraction": self.roofline_fraction,
+            "roofline_fraction": known_fraction(self.roofline_fraction),
             "bound": self.bound,
             "memory_level": self.memory_level,
             "memory_bandwidth": self.memory_bandwidth,
@@ -382,7 +429,8 @@ class ModelProfile:
 
     def __repr__(self) -> str:
         """Short form for assertion messages: model, batch, backend, median, efficiency."""
-        eff = "-" if self.efficiency is None else f"{self.efficiency:.1%}"
+        known = known_fraction(self.efficiency)
+        eff = "-" if known is None else f"{known:.1%}"
         return (
             f"ModelProfile({self.model_name!r}, batch={self.batch}, backend={self.backend}, "
             f"median={self.latency.median * 1e3:.4g} ms, efficiency={eff}, layers={len(self.layers)})"
@@ -417,10 +465,10 @@ class ModelProfile:
         __tracebackhide__ = True  # pytest shows the test's line and the one-line message, not this frame
         for layer in self.layers:
             if layer.name == name:
-                return layer
+                return self._with_reason(layer)
         executing = [layer for layer in self.layers if name in layer.onnx_nodes]
         if executing:  # a node run by several kernels: the one carrying its FLOPs, then the longest
-            return max(executing, key=lambda layer: (layer.flops, layer.time))
+            return self._with_reason(max(executing, key=lambda layer: (layer.flops, layer.time)))
         import difflib
 
         names = list(
@@ -429,6 +477,34 @@ class ModelProfile:
         close = difflib.get_close_matches(name, names, n=3)
         hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise LayerNotFound(f"no layer or ONNX node {name!r} in the profile of {self.model_name}{hint}")
+
+    def _with_reason(self, layer: Layer) -> Layer:
+        """``layer`` with a :class:`NoFraction` naming why where its fraction cannot be used."""
+        reason = self._no_fraction_reason(layer)
+        return layer if reason is None else replace(layer, roofline_fraction=NoFraction(reason))
+
+    def _no_fraction_reason(self, layer: Layer | None) -> str | None:
+        """Why ``layer``'s (or, for None, the model's) roofline fraction cannot be used, or None."""
+        model = self.model_name
+        what = f"layer {layer.name!r} of {model}" if layer is not None else f"the efficiency of {model}"
+        if self.roofline is None:
+            return f"{what} has no roofline fraction: no device roofline (calibrate, or pass one)"
+        check = self.roofline_check
+        if check.status == "host-timed":
+            return f"{what} has no roofline fraction: {check.message()}"
+        if check.status == "invalid":
+            cause = check.causes[0] if check.causes else "unknown"
+            problems = ", ".join(check.problems)
+            return f"{what} has no roofline fraction: roof invalid ({problems}; likely: {cause})"
+        if layer is None:
+            return None if self.raw_efficiency is not None else f"{what} is unknown: no layer was timed"
+        if layer.roofline_fraction is not None:
+            return None
+        if layer.kind == "folded":
+            return f"{what} has no roofline fraction: layer not timed (folded at load time, 0 s)"
+        if layer.time <= 0:
+            return f"{what} has no roofline fraction: layer not timed (0 s)"
+        return f"{what} has no roofline fraction"
 
     def by_op_type(self) -> list[OpTypeSummary]:
         """Time, FLOPs and bytes aggregated by op type, most time first."""
@@ -450,16 +526,18 @@ class ModelProfile:
         return sorted(rows, key=lambda row: row.time, reverse=True)
 
     @property
-    def efficiency(self) -> float | None:
+    def efficiency(self) -> float:
         """Time-weighted roofline fraction of the model.
 
-        None without a roofline, with host-timed layers, or when the figures are physically
+        A :class:`NoFraction` (NaN; comparing it raises one line naming why; JSON null) without a
+        roofline, with host-timed layers, without timed layers, or when the figures are physically
         impossible (``roofline_check.status == "invalid"``: its message says why, and
         :attr:`raw_efficiency` keeps the impossible figure): no consumer prints 5777 % as fact.
         """
+        reason = self._no_fraction_reason(None)
         raw = self.raw_efficiency
-        if raw is None or self.roofline_check.status in ("invalid", "host-timed"):
-            return None
+        if reason is not None or raw is None:
+            return NoFraction(reason or f"the efficiency of {self.model_name} is unknown")
         return raw
 
     @property
@@ -477,7 +555,7 @@ class ModelProfile:
         """Whether this profile's roofline figures are physically possible (see :mod:`.roofline.sanity`).
 
         ``check.valid`` is False when a layer runs above 1.15 x its roof or the model above 100 %;
-        ``check.message()`` names the likely cause; :attr:`efficiency` is then None.
+        ``check.message()`` names the likely cause; :attr:`efficiency` is then a :class:`NoFraction`.
         """
         from .roofline.sanity import check_profile
 
@@ -512,7 +590,7 @@ class ModelProfile:
             "throughput": self.throughput,
             "total": {"flops": self.total_flops, "macs": self.total_macs, "bytes": self.total_bytes},
             "achieved_flops": self.achieved_flops,
-            "efficiency": self.efficiency,
+            "efficiency": known_fraction(self.efficiency),
             "roofline_check": check.to_dict(),
             "layer_timing": self.layer_timing,
             "headroom": self.headroom,

@@ -78,8 +78,8 @@ def test_layer_by_node_prefers_the_kernel_carrying_its_flops() -> None:
         total_macs=500,
         total_bytes=4160,
     )
-    assert prof.layer("Shape_3") is main
-    assert prof.layer("Gather_token_1") is helper
+    assert prof.layer("Shape_3").name == main.name  # a copy whose missing fraction names why
+    assert prof.layer("Gather_token_1").name == helper.name
 
 
 def test_profiled_times_are_scaled_to_the_unprofiled_latency() -> None:

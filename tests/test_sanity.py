@@ -13,6 +13,7 @@ import pytest
 from pytest_roofline.backends.base import KernelProfile, KernelRecord, get_backend
 from pytest_roofline.profile import Layer, ModelProfile, build_layers
 from pytest_roofline.roofline import DeviceRoofline
+from pytest_roofline.roofline.roofs import CacheLevel, Probe
 from pytest_roofline.roofline.sanity import LAYER_LIMIT, RooflineCheck, check_profile, warning_line
 from pytest_roofline.stats import LatencyStats
 
@@ -118,7 +119,76 @@ def test_causes_named_another_device_a_precision_a_busy_calibration() -> None:
     assert "a busy calibration (measured under load" in busy.roofline_check.message()
     spread = profile(impossible, roofline=roof(spread={"float32": 0.02, "dram": 0.4}))
     assert "two sessions differ by 40%" in spread.roofline_check.message()
-    assert "stale or busy calibration" in profile(impossible).roofline_check.message()
+    calm = profile(impossible).roofline_check.message()
+    assert "busy" not in calm and "load" not in calm and "the compute roof" in calm
+
+
+def _probed_roof(**changes: Any) -> DeviceRoofline:
+    probes = (
+        Probe("gemm-512-float32", "compute", "float32", 512, 100e9),
+        Probe("gemm-64-float32", "compute", "float32", 64, 40e9),
+        Probe("stream-256MiB", "memory", "float32", 256 << 20, 20e9),
+        Probe("stream-1MiB", "memory", "float32", 1 << 20, 64e9),
+    )
+    levels = (CacheLevel("L3", 8 << 20, 64e9),)
+    return roof(probes=probes, cache_levels=levels, **changes)
+
+
+def test_a_calm_calibration_points_a_memory_bound_layer_at_its_byte_rule_never_at_load() -> None:
+    """A Gather priced at its whole table runs 'above' the memory roof: the guard names the op, the
+    bytes counted and the rule, and the probe that set the roof; not the machine's load."""
+    gather = Layer(
+        "embed", "Gather", ("Gather_0",), 1e-3, 0, 94_000_000, roofline_fraction=4.7, bound="memory"
+    )
+    prof = dataclasses.replace(profile([(1e-3, 0.5)], roofline=_probed_roof()), layers=(gather,))
+    check = prof.roofline_check
+    assert not check.valid and check.worst_layer == "embed"
+    cause = "; ".join(check.causes)
+    assert "the cost rule of Gather: layer 'embed' (Gather) has 94 MB counted as moved" in cause
+    assert "rule: the gathered elements of data" in cause
+    assert "the memory roof" in cause and "20.0 GB/s (DRAM, set by probe stream-256MiB)" in cause
+    assert "busy" not in cause and "load" not in cause
+
+
+def test_a_calm_calibration_points_a_compute_bound_layer_at_the_probe_that_set_the_roof() -> None:
+    conv = Layer(
+        "conv", "Conv", ("Conv_0",), 1e-3, 200_000_000, 100_000, roofline_fraction=2.0, bound="compute"
+    )
+    prof = dataclasses.replace(profile([(1e-3, 0.5)], roofline=_probed_roof()), layers=(conv,))
+    cause = "; ".join(prof.roofline_check.causes)
+    assert cause.startswith(
+        "the compute roof: layer 'conv' (Conv) reached 200.0 GFLOP/s against 100.0 GFLOP/s"
+    )
+    assert "set by probe gemm-512-float32" in cause
+    assert (
+        "the FLOPs counted: layer 'conv' (Conv) is priced at 200 MFLOP from its 1 ONNX nodes (Conv_0)"
+        in cause
+    )
+    assert "busy" not in cause
+
+
+def test_a_run_whose_fingerprint_names_no_device_is_not_blamed_on_another_device() -> None:
+    """OpenVINO's fingerprint names its device under keys device_name() does not read: no proof."""
+    unnamed = {"backend": "openvino", "device": "CPU", "config": {}}
+    check = profile([(1e-3, 57.77)], fingerprint=unnamed).roofline_check
+    assert not check.valid and not any("another device" in c for c in check.causes)
+
+
+def test_busy_calibration_only_when_its_own_record_says_so() -> None:
+    conv = Layer(
+        "conv", "Conv", ("Conv_0",), 1e-3, 200_000_000, 100_000, roofline_fraction=2.0, bound="compute"
+    )
+    loaded = {"seconds": 3.0, "other": 0.9, "steal": 0.0, "loadavg": 4.0, "cores": 2}
+    for busy_roof, said in (
+        (_probed_roof(load=loaded), "a busy calibration (measured while other processes used 90%"),
+        (_probed_roof(spread={"float32": 0.3}), "a busy calibration (its two sessions differ by 30%)"),
+    ):
+        prof = dataclasses.replace(profile([(1e-3, 0.5)], roofline=busy_roof), layers=(conv,))
+        assert prof.roofline_check.causes[0].startswith(said)
+        assert "the compute roof" in prof.roofline_check.causes[1]  # what the layer shows comes after
+    calm = dataclasses.replace(profile([(1e-3, 0.5)], roofline=_probed_roof(load={**loaded, "other": 0.01})))
+    calm = dataclasses.replace(calm, layers=(conv,))
+    assert not any("busy" in c for c in calm.roofline_check.causes)
 
 
 def test_json_reports_no_efficiency_when_invalid_and_round_trips() -> None:

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 
 import numpy as np
@@ -31,6 +31,7 @@ from .costs import (
     wanted_values,
 )
 from .shapes import GraphNode, inline_local_functions, iter_nodes, resolve_shapes
+from .traffic import Touch, lookup_traffic
 from .types import (
     FORM_NOT_HANDLED,
     NO_RULE,
@@ -111,9 +112,10 @@ def analyze(
     values = known_values(flat, tensors, wanted)
     nodes: list[NodeCost] = []
     counted_params: set[str] = set()
+    shared = _held_elsewhere(flat.graph, items)
     for item, name in zip(items, names, strict=True):
         graph = item.graph or origin.get(item.node.name, "")
-        nodes.append(_node_cost(item, name, graph, tensors, counted_params, values))
+        nodes.append(_node_cost(item, name, graph, tensors, counted_params, values, shared))
     plan = plan_executions(items, names, {n.name: n.flops for n in nodes}, tensors, values, trips)
     if plan.flows:
         nodes = [
@@ -132,6 +134,17 @@ def analyze(
         control_flow=plan.flows,
         flops_range=(plan.flops_low, plan.flops_high) if plan.flops_low != plan.flops_high else None,
     )
+
+
+def _held_elsewhere(graph: onnx.GraphProto, items: list[GraphNode]) -> set[str]:
+    """Tensors whose buffer a node may not write into: graph inputs, initializers, graph outputs,
+    tensors with more than one consumer, and every tensor a subgraph sees (its caller holds them)."""
+    uses = Counter(t for item in items for t in item.node.input if t)
+    held = {t for t, count in uses.items() if count > 1}
+    held |= {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
+    held |= {vi.name for vi in graph.output}
+    held |= {t for item in items if item.graph for t in item.node.input}
+    return held
 
 
 def _display_names(items: list[GraphNode]) -> list[str]:
@@ -191,6 +204,7 @@ def _node_cost(
     tensors: dict[str, TensorInfo],
     counted_params: set[str],
     values: Mapping[str, np.ndarray],
+    held: Collection[str] = frozenset(),
 ) -> NodeCost:
     node = item.node
     inputs = tuple(tensors.get(t) if t else None for t in node.input)
@@ -198,13 +212,16 @@ def _node_cost(
     rule_fn = lookup(node.domain, node.op_type)
     cost = None
     reason = NO_RULE if rule_fn is None else ""
+    attrs = {a.name: _attribute(a) for a in node.attribute if a.type not in _GRAPH_ATTRS}
+    node_values = {i: values[t] for i, t in enumerate(node.input) if t in values}
+    weights = {t.name for t in inputs if t is not None and t.is_weight}  # Constant outputs too
+    sole_use = frozenset(i for i, t in enumerate(node.input) if t and t not in held and t not in weights)
+    ctx = CostContext(
+        node=node, inputs=inputs, outputs=outputs, attrs=attrs, values=node_values, sole_use=sole_use
+    )
     if rule_fn is not None:
-        attrs = {a.name: _attribute(a) for a in node.attribute if a.type not in _GRAPH_ATTRS}
-        node_values = {i: values[t] for i, t in enumerate(node.input) if t in values}
         try:
-            cost = rule_fn(
-                CostContext(node=node, inputs=inputs, outputs=outputs, attrs=attrs, values=node_values)
-            )
+            cost = rule_fn(ctx)
         except (TypeError, ValueError, IndexError, KeyError, AttributeError, ZeroDivisionError):
             cost = None  # a form the rule does not handle (e.g. an unusual rank): bytes only
         if cost is None:
@@ -213,8 +230,11 @@ def _node_cost(
     costed = cost is not None
     cost = cost or OpCost(flops=0)
     moves_data = node.op_type not in _ZERO_BYTE_OPS or node.domain not in ("", "ai.onnx")
-    read = {t.name: t.nbytes for t in inputs if t is not None} if moves_data else {}
-    written = {t.name: t.nbytes for t in outputs if t is not None} if moves_data else {}
+    touched = _touched(ctx) if moves_data else {}
+    read = {t.name: t.bytes_of(touched.get(t.name)) for t in inputs if t is not None} if moves_data else {}
+    written = (
+        {t.name: t.bytes_of(touched.get(t.name)) for t in outputs if t is not None} if moves_data else {}
+    )
     params = 0
     if moves_data and node.op_type not in _ARGUMENT_OPS:
         for index, tensor in enumerate(inputs):
@@ -235,4 +255,27 @@ def _node_cost(
         costed=costed,
         graph=graph,
         reason=reason,
+        touched=tuple(sorted(touched.items())),
     )
+
+
+def _touched(ctx: CostContext) -> dict[str, int]:
+    """Tensor -> elements the node touches, for the tensors it touches only in part (traffic rules)."""
+    traffic_fn = lookup_traffic(ctx.node.domain, ctx.node.op_type)
+    if traffic_fn is None:
+        return {}
+    try:
+        touch = traffic_fn(ctx) or Touch()
+    except (TypeError, ValueError, IndexError, KeyError, AttributeError, ZeroDivisionError):
+        return {}  # a form the rule does not handle: whole tensors
+    parts: dict[str, int] = {}
+    for names, tensors, counts in (
+        (ctx.node.input, ctx.inputs, touch.reads),
+        (ctx.node.output, ctx.outputs, touch.writes),
+    ):
+        for index, elements in counts.items():
+            tensor = tensors[index] if 0 <= index < len(tensors) else None
+            if tensor is not None and 0 <= elements < tensor.numel:
+                name = names[index]
+                parts[name] = max(parts.get(name, 0), int(elements))
+    return parts

@@ -22,6 +22,7 @@ import numpy as np
 import onnx
 
 from .types import TensorInfo
+from .views import VIEW_OPS
 
 __all__ = [
     "CONTAINER_OPS",
@@ -41,10 +42,6 @@ __all__ = [
 
 MS = "com.microsoft"
 
-#: Ops that only reinterpret metadata: 0 FLOPs and 0 bytes (no data moves).
-VIEW_OPS = frozenset(
-    {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Shape", "Size", "Constant", "Dropout"}
-)
 
 #: Op types whose MACs the published model tables count (torchvision: conv + linear [+ matmul]).
 MAC_OP_TYPES = frozenset(
@@ -153,6 +150,7 @@ class CostContext:
     outputs: tuple[TensorInfo | None, ...]
     attrs: dict[str, Any] = field(default_factory=dict)
     values: dict[int, np.ndarray] = field(default_factory=dict)  # known values of the inputs asked for
+    sole_use: frozenset[int] = frozenset()  # inputs no other node, graph output or caller holds
 
     def tensor(self, index: int) -> TensorInfo:
         """Input ``index``, which the rule needs (a missing one makes the node uncosted)."""

@@ -38,9 +38,14 @@ class TensorInfo:
     @property
     def nbytes(self) -> int:
         """Size in bytes (4-bit types pack two elements per byte)."""
+        return self.bytes_of()
+
+    def bytes_of(self, elements: int | None = None) -> int:
+        """Bytes of ``elements`` of its elements (all when None; capped at its size)."""
+        count = self.numel if elements is None else min(elements, self.numel)
         if self.dtype in _PACKED_4BIT:
-            return (self.numel + 1) // 2
-        return self.numel * self.itemsize
+            return (count + 1) // 2
+        return count * self.itemsize
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,12 @@ class NodeCost:
     executions: int = 1  # runs per model run: Loop/Scan trip counts, 0 in an If branch not taken
     assumed: bool = False  # executions rest on an assumed trip count or an unknown If condition
     reason: str = ""  # why not costed: NO_RULE, SHAPE_UNRESOLVED or FORM_NOT_HANDLED
+    touched: tuple[tuple[str, int], ...] = ()  # (tensor, elements) it touches only in part
+
+    @property
+    def touched_elements(self) -> dict[str, int]:
+        """Tensor -> elements this node reads or writes of it, for tensors it touches in part."""
+        return dict(self.touched)
 
     @property
     def total_flops(self) -> int:
@@ -93,6 +104,7 @@ class NodeCost:
         data = asdict(self)
         data["bytes"] = self.bytes
         data["inputs"], data["outputs"] = list(self.inputs), list(self.outputs)
+        data["touched"] = dict(self.touched)
         return data
 
     @classmethod
@@ -100,6 +112,7 @@ class NodeCost:
         """Inverse of :meth:`to_dict`."""
         fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         fields["inputs"], fields["outputs"] = tuple(fields["inputs"]), tuple(fields["outputs"])
+        fields["touched"] = tuple(sorted(dict(fields.get("touched") or {}).items()))
         return cls(**fields)
 
 
@@ -324,7 +337,10 @@ class ModelAnalysis:
             for t in produced
             if t in self.graph_outputs or any(c not in inside for c in self._consumers.get(t, ()))
         }
-        nbytes = round(sum(self._tensor_bytes(t, float_itemsize) for t in external_in | external_out))
+        touched = self._touched_in(members, external_in | external_out)
+        nbytes = round(
+            sum(self._tensor_bytes(t, float_itemsize, touched.get(t)) for t in external_in | external_out)
+        )
         return GroupCost(
             flops=sum(n.flops * max(n.executions, 1) for n in members),
             macs=sum(n.macs * max(n.executions, 1) for n in members),
@@ -332,14 +348,30 @@ class ModelAnalysis:
             params=sum(n.params for n in members),
         )
 
-    def _tensor_bytes(self, name: str, float_itemsize: float | None) -> float:
-        """Bytes of tensor ``name``; floating-point tensors at ``float_itemsize`` when given."""
+    @staticmethod
+    def _touched_in(members: list[NodeCost], boundary: set[str]) -> dict[str, int]:
+        """Boundary tensors every member using them touches only in part -> the most elements touched."""
+        parts: dict[str, int] = {}
+        whole: set[str] = set()
+        for node in members:
+            own = node.touched_elements
+            for tensor in (*node.inputs, *node.outputs):
+                if tensor not in boundary:
+                    continue
+                if tensor in own:
+                    parts[tensor] = max(parts.get(tensor, 0), own[tensor])
+                else:
+                    whole.add(tensor)
+        return {t: n for t, n in parts.items() if t not in whole}
+
+    def _tensor_bytes(self, name: str, float_itemsize: float | None, elements: int | None = None) -> float:
+        """Bytes of tensor ``name`` (or of ``elements`` of it); floats at ``float_itemsize`` when given."""
         info = self.tensors.get(name)
         if info is None:
             return 0.0
         if float_itemsize is not None and info.dtype.startswith(("float", "bfloat")):
-            return info.numel * float_itemsize
-        return float(info.nbytes)
+            return min(info.numel if elements is None else elements, info.numel) * float_itemsize
+        return float(info.bytes_of(elements))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict following the ``roofline analyze --format json`` contract."""
@@ -364,7 +396,7 @@ class ModelAnalysis:
             "warnings": list(self.warnings),
             "conventions": {
                 "flops": "2 per multiply-accumulate",
-                "bytes": "inputs read + outputs written",
+                "bytes": "inputs read + outputs written: the elements a kernel touches (see touched)",
                 "executions": "node figures are per execution; totals multiply by executions",
             },
         }

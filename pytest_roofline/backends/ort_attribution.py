@@ -37,6 +37,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pytest_roofline.analysis.views import ALIAS_OPS, ELIDED_OPS, SHAPE_OPS
 from pytest_roofline.backends.attribution import EPILOGUE_OPS, GraphIndex, enclosing_nodes, nearest_mapped
 from pytest_roofline.backends.base import KernelProfile, KernelRecord
 
@@ -55,13 +56,9 @@ __all__ = [
 ]
 
 LAYOUT_OPS = frozenset({"ReorderInput", "ReorderOutput", "Reorder", "MemcpyToHost", "MemcpyFromHost"})
-ELIDED_OPS = frozenset({"Identity", "Dropout"})
-SHAPE_OPS = frozenset({"Shape", "Size", "Constant"})
 CONTROL_FLOW_OPS = frozenset({"If", "Loop", "Scan"})
-# ops that only reinterpret a tensor: writing an arithmetic node's output does not run that node
-VIEW_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"})
 # ops that move data without arithmetic: a view kernel writing their output may well run them
-MOVEMENT_OPS = VIEW_OPS | {
+MOVEMENT_OPS = ALIAS_OPS | {
     "Gather",
     "GatherElements",
     "GatherND",
@@ -411,7 +408,7 @@ def _views_only(kernel_op: str, node_op: str) -> bool:
     writing a data-movement node's output (the ``Squeeze`` after ``GatherSliceToSplitFusion``'s
     ``Split``) does run it.
     """
-    return kernel_op in VIEW_OPS and node_op not in MOVEMENT_OPS
+    return kernel_op in ALIAS_OPS and node_op not in MOVEMENT_OPS
 
 
 def _widened(node: onnx.NodeProto | None) -> bool:

@@ -204,7 +204,9 @@ def format_table(profile: ModelProfile, top: int = 15, sort: str = "time", by_ty
     if profile.roofline is not None:
         roof = profile.roofline
         check = profile.roofline_check
-        eff = profile.efficiency
+        from pytest_roofline.profile import known_fraction
+
+        eff = known_fraction(profile.efficiency)
         lines.append(
             f"roofline: peak {roof.peak / 1e9:.1f} GFLOP/s, {roof.peak_bandwidth / 1e9:.1f} GB/s, ridge "
             f"{roof.ridge_point:.1f} FLOP/B; efficiency {'-' if eff is None else f'{100 * eff:.1f}%'}, "

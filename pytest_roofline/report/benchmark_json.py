@@ -98,6 +98,8 @@ def _summary_stats(latency: LatencyStats) -> dict[str, Any]:
 
 def benchmark_entry(record: ProfileRecord) -> dict[str, Any]:
     """One ``benchmarks[]`` item of a profiled model (name, fullname, group, params, extra_info, stats)."""
+    from pytest_roofline.profile import known_fraction
+
     profile, verdict = record.profile, record.verdict
     latency = profile.latency
     model, batch, backend = profile.model_name, profile.batch, profile.backend
@@ -120,7 +122,7 @@ def benchmark_entry(record: ProfileRecord) -> dict[str, Any]:
             "bytes": profile.total_bytes,
             "throughput": profile.throughput,
             "achieved_flops": profile.achieved_flops,
-            "efficiency": profile.efficiency,
+            "efficiency": known_fraction(profile.efficiency),
             "attributed_fraction": profile.attributed_fraction,
             "verdict": verdict.status,
             "ratio": verdict.ratio,

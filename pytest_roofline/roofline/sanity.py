@@ -3,9 +3,14 @@
 A roofline fraction above 1 is impossible by definition; one far above means the roof does not
 describe what ran: a calibration measured while the machine was busy (roofs too low), a roof
 from another device (a host CPU's roof for a GPU run), or a precision/math mode the roof does not
-cover (fp16 tensor cores against an fp32 roof).  :func:`check_profile` applies the rule to a
-:class:`~pytest_roofline.profile.ModelProfile` on every device, the CPU included, and names the
-likely cause; reports print :func:`warning_line` instead of the impossible percentages.
+cover (fp16 tensor cores against an fp32 roof), a roof the probes set below what some kernel
+reaches, or a cost rule that counts more FLOPs or bytes than the kernel touches.
+:func:`check_profile` applies the rule to a :class:`~pytest_roofline.profile.ModelProfile` on
+every device, the CPU included, and names the causes it can show: another device, a precision,
+a busy calibration only when the calibration's own record (warnings, session spread, machine
+load) says so, then the worst layer's roof (and the probe that set it) and its cost rule (op,
+bytes or FLOPs counted, the rule).  Reports print :func:`warning_line` instead of the impossible
+percentages.
 
 The rule: a layer above ``LAYER_LIMIT`` × its roof, or a model efficiency above ``MODEL_LIMIT``.
 A layer's time is read with the timer's resolution in its favour (a 3 µs layer timed at 1 µs steps
@@ -16,22 +21,25 @@ output and move nothing (measured: onnxruntime's CPU Reshape "reaches" 300 % of 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pytest_roofline.analysis.views import RUNTIME_VIEW_OPS
 from pytest_roofline.device import device_name
 
 if TYPE_CHECKING:
-    from pytest_roofline.profile import ModelProfile
+    from pytest_roofline.profile import Layer, ModelProfile
+    from pytest_roofline.roofline.roofs import DeviceRoofline
 
-__all__ = ["LAYER_LIMIT", "MODEL_LIMIT", "RooflineCheck", "check_profile", "warning_line"]
+__all__ = ["LAYER_LIMIT", "MODEL_LIMIT", "RooflineCheck", "busy_calibration", "check_profile", "warning_line"]
 
 LAYER_LIMIT = 1.15  # a layer above this many times its roof is impossible, not noise
 MODEL_LIMIT = 1.0  # a model's time-weighted fraction cannot exceed its roofs
+UNKNOWN_DEVICE = "unknown device"  # what device_name says of a fingerprint naming none
 SPREAD_LIMIT = 0.15  # two sessions of a roof probe further apart than this: a disturbed calibration
 _DTYPE_OF = {"fp16": "float16", "bf16": "bfloat16", "int8": "int8"}
-VIEW_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Shape", "Size"})
 
 
 @dataclass(frozen=True)
@@ -106,12 +114,15 @@ def check_profile(profile: ModelProfile) -> RooflineCheck:
     resolution = _number(profile.extra.get("timer_resolution"), 1e-6)
     problems: list[str] = []
     worst: tuple[str, float] | None = None
+    above_roof: Layer | None = None  # the layer whose time is furthest above its roof: what to explain
     impossible = 0
     for layer in profile.layers:
         fraction = layer.roofline_fraction
-        if fraction is None or layer.time <= 0 or layer.kind == "folded" or layer.op_type in VIEW_OPS:
+        if fraction is None or layer.time <= 0 or layer.kind == "folded" or layer.op_type in RUNTIME_VIEW_OPS:
             continue
         at_worst = fraction * layer.time / (layer.time + resolution)  # the timer's step in its favour
+        if at_worst > 1.0 and (above_roof is None or fraction > (above_roof.roofline_fraction or 0.0)):
+            above_roof = layer
         if at_worst > LAYER_LIMIT:
             impossible += 1
             if worst is None or fraction > worst[1]:
@@ -124,24 +135,28 @@ def check_profile(profile: ModelProfile) -> RooflineCheck:
         problems.append(f"model efficiency {efficiency:.0%}")
     if not problems:
         return RooflineCheck("valid", efficiency=efficiency)
+    worst_layer = above_roof
     return RooflineCheck(
         "invalid",
         problems=tuple(problems),
-        causes=tuple(_causes(profile)),
+        causes=tuple(_causes(profile, worst_layer)),
         efficiency=efficiency,
         worst_layer=worst[0] if worst else None,
         worst_fraction=worst[1] if worst else None,
     )
 
 
-def _causes(profile: ModelProfile) -> list[str]:
-    """Likely causes, most specific first; a generic one when nothing specific is found."""
+def _causes(profile: ModelProfile, worst: Layer | None) -> list[str]:
+    """Likely causes, most specific first: the device, the precision, a busy calibration (only when
+    its own spread or load record says so), then what the worst layer can show: its roof or its cost
+    rule."""
     roof = profile.roofline
     assert roof is not None
     causes: list[str] = []
     measured, calibrated = device_name(profile.fingerprint), device_name(roof.fingerprint)
     run_providers, roof_providers = profile.fingerprint.get("providers"), roof.fingerprint.get("providers")
-    if profile.fingerprint and calibrated != measured:
+    known = UNKNOWN_DEVICE not in (measured, calibrated)  # a fingerprint naming no device proves nothing
+    if profile.fingerprint and known and calibrated != measured:
         causes.append(
             f"another device: the roofline was calibrated on {calibrated}, the model ran on {measured}"
         )
@@ -156,19 +171,104 @@ def _causes(profile: ModelProfile) -> list[str]:
             f"a precision mode: the model runs {profile.precision} but the roofline has no {dtype} roof "
             f"(judged against {roof.dtype}); calibrate with --dtype {dtype}"
         )
-    busy = [w for w in roof.warnings if w]
-    spread = max(roof.spread.values(), default=0.0)
-    if busy or spread > SPREAD_LIMIT:
-        detail = busy[0] if busy else f"its two sessions differ by {spread:.0%}"
-        causes.append(
-            f"a busy calibration ({detail}); re-measure with `roofline calibrate --force` when quiet"
-        )
-    if not causes:
-        causes.append(
-            f"a stale or busy calibration (measured {roof.measured_at or 'at an unknown time'}): "
-            "re-measure with `roofline calibrate --force` (pytest: --roofline-recalibrate) on a quiet machine"
-        )
+    busy = busy_calibration(roof)
+    if busy:
+        causes.append(f"a busy calibration ({busy}); re-measure with `roofline calibrate --force` when quiet")
+    if worst is not None:
+        causes.extend(_layer_causes(profile, worst))
     return causes
+
+
+def busy_calibration(roof: DeviceRoofline) -> str:
+    """What the calibration's own record says against it (warnings, session spread, load), or ``""``."""
+    busy = [w for w in roof.warnings if w]
+    if busy:
+        return busy[0]
+    spread = max(roof.spread.values(), default=0.0)
+    if spread > SPREAD_LIMIT:
+        return f"its two sessions differ by {spread:.0%}"
+    if roof.load:
+        from pytest_roofline.device.load import MachineLoad
+
+        try:
+            load = MachineLoad.from_dict(dict(roof.load))
+        except (TypeError, ValueError, KeyError):
+            return ""
+        if load.disturbed:
+            return f"measured while {load.describe()}"
+    return ""
+
+
+def _layer_causes(profile: ModelProfile, layer: Layer) -> list[str]:
+    """The roof the layer beat (and which probe set it), and the cost rule that priced the layer."""
+    from pytest_roofline.analysis.traffic import byte_rule
+
+    roof = profile.roofline
+    assert roof is not None
+    dtype = _roof_dtype(profile)
+    peak = roof.peak_flops.get(dtype, roof.peak)
+    bandwidth = roof.bandwidth_for(layer.bytes)
+    memory = not layer.flops or (layer.bound or roof.bound(layer.intensity, layer.bytes)) == "memory"
+    nodes = f"layer {layer.name!r} ({layer.op_type})"
+    counted = f"{_mb(layer.bytes)} counted as moved"
+    rule = (
+        f"the cost rule of {layer.op_type}: {nodes} has {counted} (rule: {byte_rule(layer.op_type)}); "
+        "a kernel that touches fewer bytes runs above a roof it does not reach"
+    )
+    if memory:
+        level = _level(roof, bandwidth)
+        reached = layer.bytes / layer.time / 1e9 if layer.time > 0 else 0.0
+        at_roof = (
+            f"the memory roof: {nodes} moved {reached:.1f} GB/s against {bandwidth / 1e9:.1f} GB/s ({level}, "
+            f"set by {_probe(roof, 'memory', bandwidth)}); a working set held in a faster cache beats it"
+        )
+        return [rule, at_roof]
+    reached = layer.flops / layer.time / 1e9 if layer.time > 0 else 0.0
+    at_roof = (
+        f"the compute roof: {nodes} reached {reached:.1f} GFLOP/s against {peak / 1e9:.1f} GFLOP/s "
+        f"of {dtype} (set by {_probe(roof, 'compute', peak, dtype)}); a kernel beats the probes (a shape "
+        "or clock they miss, or roofs measured on a slower machine: `roofline calibrate --force`)"
+    )
+    shown = ", ".join(layer.onnx_nodes[:3]) + (", ..." if len(layer.onnx_nodes) > 3 else "")
+    flops_rule = (
+        f"the FLOPs counted: {nodes} is priced at {layer.flops / 1e6:.3g} MFLOP from its "
+        f"{len(layer.onnx_nodes)} ONNX nodes ({shown}); a kernel running fewer of them is attributed too many"
+    )
+    return [at_roof, flops_rule]
+
+
+def _roof_dtype(profile: ModelProfile) -> str:
+    from pytest_roofline.profile import roof_dtype
+
+    assert profile.roofline is not None
+    return roof_dtype(profile.roofline, profile.precision)
+
+
+def _level(roof: DeviceRoofline, bandwidth: float) -> str:
+    for level in roof.cache_levels:
+        if (
+            level.size
+            and math.isclose(level.bandwidth, bandwidth, rel_tol=1e-9)
+            and bandwidth > roof.peak_bandwidth
+        ):
+            return level.name
+    return "DRAM"
+
+
+def _probe(roof: DeviceRoofline, kind: str, value: float, dtype: str | None = None) -> str:
+    """The calibration probe whose figure is the roof ``value``, or where the roof came from."""
+    probes = [p for p in roof.probes if p.kind == kind and (dtype is None or p.dtype == dtype)]
+    closest = min(probes, key=lambda p: abs(p.value - value), default=None)
+    if closest is not None and math.isclose(closest.value, value, rel_tol=0.01):
+        return f"probe {closest.name}"
+    theory = roof.theoretical_peak_flops.get(dtype or "") if kind == "compute" else None
+    if theory and math.isclose(theory, value, rel_tol=0.01):
+        return "the theoretical peak"
+    return f"{closest.name}, the nearest probe" if closest is not None else "no recorded probe"
+
+
+def _mb(nbytes: float) -> str:
+    return f"{nbytes / 1e6:.3g} MB" if nbytes >= 1e5 else f"{nbytes / 1e3:.3g} kB"
 
 
 def _number(value: Any, default: float) -> float:

@@ -1,0 +1,260 @@
+"""Does the roofline hold on the zoo? Issue 21's targets, per model, backend and thread count.
+
+Runs ``roofline profile --format json`` on every zoo model at the backend's default threads and
+at one thread, on onnxruntime and OpenVINO, and prints per run: the worst layer's fraction and op,
+whether the profile is invalid (``ROOFLINE INVALID``), the model efficiency, the share of kernel
+time whose layers carry a fraction, and the bytes the cost model prices the model's embedding
+Gather at (the Gather over its largest table; BERT-base's word embeddings).  A final line counts
+the runs against the targets: 0 invalid, no layer above 100 % of its roof, efficiency <= 100 %,
+>= 95 % of the time with a fraction, BERT-base's word-embedding Gather under 4 MB at seq 128.
+
+Models, in this order of preference:
+
+* the zoo suite (``pytest_roofline.zoo.suite``: ``ZOO`` of ``ZooModel(name, build, dims, tags)``
+  and ``write_zoo(out_dir)``), written to ``--out``;
+* ``--models DIR`` of ``.onnx`` files with ``--dims FILE`` (JSON ``{model stem: {dim: value}}``);
+* ``--builders a,b`` (default ``bert_base,tiny_transformer,tiny_cnn``): the zoo's builders.
+
+    python benchmarks/zoo_roofline.py                          # the suite, both backends, 2 thread counts
+    python benchmarks/zoo_roofline.py --only bert_base --backends onnxruntime --json out.json
+    python benchmarks/zoo_roofline.py --models exports/ --dims exports/dims.json
+
+Figures need a quiet machine and a fresh calibration (``roofline calibrate --force`` first, or an
+empty ``ROOFLINE_CACHE_DIR``); each run is a subprocess, as a user runs the CLI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from pytest_roofline.analysis.views import RUNTIME_VIEW_OPS
+
+THREAD_OPTION = {"onnxruntime": "intra_op_threads", "openvino": "threads"}
+EMBEDDING_LIMIT = 4e6  # issue 21: BERT-base's word-embedding Gather priced under 4 MB at seq 128
+TIME_SHARE_TARGET = 0.95
+DEFAULT_BUILDERS = "bert_base,tiny_transformer,tiny_cnn"
+BUILDER_DIMS = {"tiny_transformer": {"seq": 16}}  # its position table holds 16 rows
+
+
+@dataclass(frozen=True)
+class Run:
+    """One profile's figures against the targets (``error`` when the profile did not finish)."""
+
+    model: str
+    backend: str
+    threads: str  # "default" or "1"
+    worst_fraction: float | None = None
+    worst_op: str = ""
+    worst_layer: str = ""
+    invalid: bool = False
+    efficiency: float | None = None  # raw: the JSON's null efficiency of an invalid run is roofline_check's
+    time_with_fraction: float = 0.0  # share of kernel time whose layers carry a fraction
+    embedding_bytes: int | None = None  # the cost model's bytes of the Gather over the largest table
+    embedding_node: str = ""
+    cause: str = ""  # the guard's causes when invalid
+    seconds: float = 0.0
+    error: str = ""
+
+
+def zoo_models(args: argparse.Namespace, out_dir: Path) -> dict[str, tuple[Path, dict[str, int]]]:
+    """Model name -> (path, dims) from the suite, a directory, or the builders."""
+    if args.models is not None:
+        dims = json.loads(Path(args.dims).read_text()) if args.dims else {}
+        paths = sorted(Path(args.models).glob("*.onnx"))
+        return {p.stem: (p, {k: int(v) for k, v in dims.get(p.stem, {}).items()}) for p in paths}
+    try:
+        from pytest_roofline.zoo.suite import ZOO, write_zoo  # type: ignore[import-not-found]
+    except ImportError:
+        return _from_builders(args.builders.split(","), out_dir)
+    written = write_zoo(out_dir)
+    dims_of = {entry.name: dict(entry.dims) for entry in ZOO}
+    return {name: (path, dims_of.get(name, {})) for name, path in written.items()}
+
+
+def _from_builders(names: list[str], out_dir: Path) -> dict[str, tuple[Path, dict[str, int]]]:
+    import onnx
+
+    from pytest_roofline import zoo
+
+    found: dict[str, tuple[Path, dict[str, int]]] = {}
+    for name in names:
+        path = out_dir / f"{name}.onnx"
+        onnx.save(getattr(zoo, name)(), path)
+        found[name] = (path, BUILDER_DIMS.get(name, {}))
+    return found
+
+
+def embedding_gather(path: Path, dims: dict[str, int]) -> tuple[str, int] | None:
+    """(node, bytes) of the Gather reading the largest weight table, or None without one."""
+    from pytest_roofline.analysis import analyze
+    from pytest_roofline.errors import RooflineError
+
+    try:
+        analysis = analyze(path, batch=1, dims=dims)
+    except RooflineError as exc:
+        print(f"  {path.name}: no analysis ({exc})", file=sys.stderr)
+        return None
+    gathers = [
+        (analysis.tensors[n.inputs[0]].numel, n)
+        for n in analysis.nodes
+        if n.op_type == "Gather" and n.inputs and n.inputs[0] in analysis.tensors
+        if analysis.tensors[n.inputs[0]].is_weight
+    ]
+    if not gathers:
+        return None
+    _, node = max(gathers, key=lambda pair: pair[0])
+    return node.name, node.bytes
+
+
+CLI = [sys.executable, "-c", "from pytest_roofline.cli import entry_point; entry_point()"]
+
+
+def profile_run(
+    path: Path, dims: dict[str, int], backend: str, threads: str, args: argparse.Namespace
+) -> dict[str, Any] | str:
+    """``roofline profile --format json`` of one model: the parsed JSON, or the error's last line."""
+    command = [*CLI, "profile", str(path), "--format", "json", "--quiet", "--backend", backend]
+    command += ["--batch", "1"]
+    command += [arg for k, v in dims.items() for arg in ("--dim", f"{k}={v}")]
+    command += ["--sessions", str(args.sessions), "--rounds", str(args.rounds)]
+    command += ["--iterations", str(args.iterations)]
+    if threads != "default":
+        command += ["--option", f"{THREAD_OPTION[backend]}={threads}"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout, check=False)
+    if done.returncode != 0:
+        lines = (done.stderr or done.stdout).strip().splitlines()
+        return lines[-1] if lines else f"exit status {done.returncode}"
+    data = json.loads(done.stdout)
+    return data[0] if isinstance(data, list) else data
+
+
+def summarize(model: str, backend: str, threads: str, data: dict[str, Any]) -> Run:
+    """The figures of one profile's JSON."""
+    check = data.get("roofline_check") or {}
+    layers = [la for la in data.get("layers", []) if la.get("kind") != "folded"]
+    fractions = [la for la in layers if isinstance(la.get("roofline_fraction"), (int, float))]
+    judged = [la for la in fractions if la.get("op_type") not in RUNTIME_VIEW_OPS]  # the guard exempts views
+    worst = max(judged, key=lambda la: la["roofline_fraction"], default=None)
+    total = sum(la.get("time", 0.0) for la in layers)
+    carried = sum(la.get("time", 0.0) for la in fractions)
+    efficiency = data.get("efficiency")
+    return Run(
+        model=model,
+        backend=backend,
+        threads=threads,
+        worst_fraction=worst["roofline_fraction"] if worst else None,
+        worst_op=worst["op_type"] if worst else "",
+        worst_layer=worst["name"] if worst else "",
+        invalid=check.get("status") == "invalid",
+        efficiency=efficiency if efficiency is not None else check.get("efficiency"),
+        time_with_fraction=carried / total if total > 0 else 0.0,
+        cause=" | ".join(check.get("causes") or []) if check.get("status") == "invalid" else "",
+    )
+
+
+def measure(
+    name: str, path: Path, dims: dict[str, int], backend: str, threads: str, args: argparse.Namespace
+) -> Run:
+    """Profile one model on one backend at one thread count."""
+    start = time.perf_counter()
+    try:
+        data = profile_run(path, dims, backend, threads, args)
+    except subprocess.TimeoutExpired:
+        data = f"no result within {args.timeout:.0f} s"
+    seconds = time.perf_counter() - start
+    if isinstance(data, str):
+        return Run(name, backend, threads, error=data, seconds=seconds)
+    return replace(summarize(name, backend, threads, data), seconds=seconds)
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.0f}%"
+
+
+def print_table(runs: list[Run]) -> None:
+    print(
+        f"{'model':<22} {'backend':<11} {'thr':>7} {'worst':>8} {'op':<22} {'invalid':<7} {'eff':>6} "
+        f"{'timed%':>6} {'embed MB':>8}"
+    )
+    for run in runs:
+        if run.error:
+            print(f"{run.model:<22} {run.backend:<11} {run.threads:>7}  error: {run.error}")
+            continue
+        embed = "-" if run.embedding_bytes is None else f"{run.embedding_bytes / 1e6:.2f}"
+        print(
+            f"{run.model:<22} {run.backend:<11} {run.threads:>7} {_pct(run.worst_fraction):>8} "
+            f"{run.worst_op[:22]:<22} {'INVALID' if run.invalid else 'no':<7} {_pct(run.efficiency):>6} "
+            f"{_pct(run.time_with_fraction):>6} {embed:>8}"
+        )
+        if run.invalid:
+            for cause in run.cause.split(" | "):
+                print(f"    cause: {cause}")
+
+
+def targets_line(runs: list[Run]) -> str:
+    """One line: the runs against issue 21's targets."""
+    done = [r for r in runs if not r.error]
+    invalid = sum(r.invalid for r in done)
+    above = sum(r.worst_fraction is not None and r.worst_fraction > 1.0 for r in done)
+    over = sum(r.efficiency is not None and r.efficiency > 1.0 for r in done)
+    short = sum(r.time_with_fraction < TIME_SHARE_TARGET for r in done)
+    bert = [r.embedding_bytes for r in done if r.model.startswith("bert") and r.embedding_bytes is not None]
+    met = "met" if bert and max(bert) < EMBEDDING_LIMIT else "missed"
+    bert_text = f"{max(bert) / 1e6:.2f} MB (target < 4 MB: {met})" if bert else "not run"
+    return (
+        f"targets over {len(done)} runs ({len(runs) - len(done)} failed): {invalid} invalid (target 0); "
+        f"{above} with a layer above 100 % (target 0); {over} with efficiency above 100 % (target 0); "
+        f"{short} with under 95 % of time carrying a fraction (target 0); BERT embedding Gather {bert_text}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, help="where the suite's models are written (default: a temp dir)")
+    parser.add_argument("--models", type=Path, help="a directory of .onnx files instead of the zoo suite")
+    parser.add_argument("--dims", type=Path, help="JSON {model stem: {dim: value}} for --models")
+    parser.add_argument("--builders", default=DEFAULT_BUILDERS, help="zoo builders when the suite is absent")
+    parser.add_argument("--only", default="", help="comma-separated model names")
+    parser.add_argument("--backends", default="onnxruntime,openvino")
+    parser.add_argument("--threads", default="default,1", help="thread counts: default and/or 1")
+    parser.add_argument("--sessions", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--iterations", type=int, default=10)
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per profile")
+    parser.add_argument("--json", type=Path, help="also write every run's figures here")
+    args = parser.parse_args(argv)
+
+    with tempfile.TemporaryDirectory() as scratch:
+        out_dir = args.out or Path(scratch)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        models = zoo_models(args, out_dir)
+        if args.only:
+            wanted = set(args.only.split(","))
+            models = {k: v for k, v in models.items() if k in wanted}
+        runs: list[Run] = []
+        for name, (path, dims) in models.items():
+            embedding = embedding_gather(path, dims)
+            for backend in args.backends.split(","):
+                for threads in args.threads.split(","):
+                    run = measure(name, path, dims, backend, threads, args)
+                    if embedding is not None:
+                        run = replace(run, embedding_node=embedding[0], embedding_bytes=embedding[1])
+                    runs.append(run)
+                    print(f"  {name} {backend} threads={threads}: {run.seconds:.0f} s", file=sys.stderr)
+    print_table(runs)
+    print(targets_line(runs))
+    if args.json:
+        args.json.write_text(json.dumps([asdict(r) for r in runs], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
