@@ -8,7 +8,7 @@ import sys
 
 import pytest
 from _baselines import make_entry
-from _plugin_helpers import FAKE, fails_with, relu_chain
+from _plugin_helpers import FAKE, relu_chain
 
 from pytest_roofline.gate.baseline import SCHEMA_VERSION
 
