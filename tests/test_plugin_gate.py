@@ -242,3 +242,29 @@ def test_rows_of_one_test_at_other_dims_never_look_alike(pytester, monkeypatch, 
     assert main(["baseline", "show", "--baseline-dir", str(pytester.path / ".roofline")]) == 0
     shown = capsys.readouterr().out
     assert "s.onnx b1 seq=8" in shown and "s.onnx b1 seq=16" in shown
+
+
+def test_recording_does_not_measure_again_what_the_session_already_measured(project):
+    project.makepyfile(
+        test_perf="""
+        def test_model(model_profile):
+            model_profile("chain.onnx")
+
+        def test_same_model_again(model_profile):
+            assert model_profile("chain.onnx").latency.median > 0
+        """
+    )
+    project.runpytest(*FAKE, "--roofline-report=r.json").assert_outcomes(passed=2)
+    first, second = (r["verdict"] for r in json.loads((project.path / "r.json").read_text())["results"])
+    assert first["status"] == second["status"] == "new" and first["reasons"] == []
+    assert second["reasons"] == [
+        "figures measured earlier in this session (test_perf.py::test_model), not measured again"
+    ]
+    stored = entries(project)
+    assert len(stored) == 2 and len({json.dumps(e["sessions"]) for e in stored.values()}) == 1
+    again = project.runpytest(*FAKE, "--roofline-report=r.json")
+    again.assert_outcomes(passed=2)
+    assert [r["verdict"]["status"] for r in json.loads((project.path / "r.json").read_text())["results"]] == [
+        "unchanged",
+        "unchanged",
+    ]

@@ -95,10 +95,11 @@ class LatencyRecord:
     std: float
     gate_p25: float
     session_medians: tuple[float, ...] = ()
+    alone_p25: float | None = None  # one session run back to back: what an unchanged run measures
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict."""
-        return {
+        """JSON-ready dict (``alone_p25`` only when measured)."""
+        data: dict[str, Any] = {
             "median": self.median,
             "mean": self.mean,
             "min": self.min,
@@ -109,6 +110,9 @@ class LatencyRecord:
             "gate_p25": self.gate_p25,
             "session_medians": list(self.session_medians),
         }
+        if self.alone_p25 is not None:
+            data["alone_p25"] = self.alone_p25
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LatencyRecord:
@@ -123,6 +127,7 @@ class LatencyRecord:
             std=read_float(data, "std"),
             gate_p25=read_float(data, "gate_p25", positive=True),
             session_medians=read_floats(data, "session_medians"),
+            alone_p25=read_optional_float(data, "alone_p25"),
         )
 
 

@@ -18,7 +18,7 @@ The model store is :mod:`pytest_roofline.gate.model_store` (``default_model_stor
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -27,7 +27,7 @@ from pytest_roofline.gate.identity import Change, RunIdentity
 
 if TYPE_CHECKING:
     from pytest_roofline.api import PreparedModel
-    from pytest_roofline.gate.runner import GateRequest
+    from pytest_roofline.gate.runner import GateOutcome, GateRequest
     from pytest_roofline.gate.verdict import Verdict
     from pytest_roofline.model import ModelSpec
     from pytest_roofline.stats import LatencyStats
@@ -37,6 +37,7 @@ __all__ = [
     "Route",
     "current_identity",
     "default_models",
+    "measured_again",
     "route",
     "short_latency",
     "unchanged_verdict",
@@ -65,15 +66,16 @@ class ModelStoreLike(Protocol):
         """A verified copy of the model of content hash ``digest``, or None."""
 
 
-def default_models(note: Callable[[str], None] | None = None) -> ModelStoreLike | None:
-    """The model store under the calibration cache dir, or None where this build has none."""
+def default_models() -> ModelStoreLike | None:
+    """The model store under the calibration cache dir, or None where this build has none or it
+    cannot be made (then a changed model falls back to git, then to the stored figures)."""
+    from pytest_roofline.errors import RooflineError
+
     try:
         module = importlib.import_module(MODEL_STORE_MODULE)
-    except ImportError:
+        store: ModelStoreLike = module.default_model_store()
+    except (ImportError, OSError, RooflineError):
         return None
-    store: ModelStoreLike = module.default_model_store()
-    if note is not None and getattr(store, "note", None) is None:
-        store.note = note  # type: ignore[attr-defined]
     return store
 
 
@@ -223,3 +225,22 @@ def unchanged_verdict(
         for metric in ("latency", *[m for m in metrics if m != "latency"])
     ]
     return verdicts[0], tuple(verdicts[1:])
+
+
+def measured_again(request: GateRequest, earlier: GateOutcome, earlier_test: str) -> GateOutcome:
+    """A first baseline for ``request`` from what this session already measured of the same identity
+    (same model bytes, inputs, backend build, settings, env vars, device class) in ``earlier_test``:
+    its figures, profile and entry, under this test's key; nothing is timed again."""
+    import dataclasses
+
+    from pytest_roofline.gate.verdict import new_verdict
+    from pytest_roofline.results import now
+
+    assert earlier.entry is not None
+    entry = dataclasses.replace(
+        earlier.entry, key=request.key, test=request.test, model=request.model_rel, time=now(), history=()
+    )
+    verdict = new_verdict(entry.sessions, tolerance=request.tolerance)
+    reused = f"figures measured earlier in this session ({earlier_test}), not measured again"
+    verdict = dataclasses.replace(verdict, reasons=(reused,))
+    return dataclasses.replace(earlier, verdict=verdict, extra_verdicts=(), entry=entry, history=())

@@ -154,7 +154,7 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
     from pytest_roofline.gate.isolated import sampler_for
     from pytest_roofline.gate.judge import incomparable
     from pytest_roofline.gate.layers import layer_deltas, layer_verdicts
-    from pytest_roofline.gate.order import route
+    from pytest_roofline.gate.order import route, short_latency
     from pytest_roofline.gate.sampling import GateDesign, paired_decider, run_gate, stored_decider
     from pytest_roofline.gate.verdict import new_verdict
     from pytest_roofline.measure import SessionOpener
@@ -264,7 +264,8 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
         verdict = dataclasses.replace(verdict, explanation=change.text)
     entry = None
     if request.reference is None and run.figures and not run.load.disturbed:
-        entry = _entry(request, profile, run, blocks, current, summary, configured_run, way.identity)
+        alone = short_latency(prepared).p25  # what a later unchanged run measures, for its drift
+        entry = _entry(request, profile, run, blocks, current, summary, configured_run, way.identity, alone)
     elif request.reference is None and run.figures:  # a busy moment's figure would mislead every later run
         refused = f"not recorded as a baseline: the machine was busy while measuring ({run.load.describe()})"
         verdict = dataclasses.replace(verdict, reasons=(*verdict.reasons, refused))
@@ -307,7 +308,7 @@ def _unchanged(request: GateRequest, prepared: PreparedModel, layer_run: LayerRu
     baseline = request.baseline
     assert baseline is not None
     latency = short_latency(prepared)
-    before = baseline.latency.p25
+    before = baseline.latency.alone_p25 or baseline.latency.p25
     drift = latency.p25 / before if before > 0 and math.isfinite(latency.p25) else None
     raw = {"baseline": before, "current": latency.p25, "drift": drift}
     profile = assemble(prepared, layer_run, latency, {"gate": {"mode": "identity", "drift": drift}})
@@ -350,7 +351,9 @@ def _change(
             from pytest_roofline.api import assemble
 
             ref = prepare(reference, backend=request.backend, batch=prepared.batch, dims=prepared.dims)
-            ref_run = profile_layers(ref, roofline=roofline, trips=request.trips)
+            ref_run = profile_layers(
+                ref, iterations=PROFILE_ITERATIONS, roofline=roofline, trips=request.trips
+            )
             old_profile = assemble(ref, ref_run, profile.latency)
         return explain_change(verdict, old, summary, roofline, old_profile)
     baseline = request.baseline
@@ -433,6 +436,7 @@ def _entry(
     summary: ModelSummary | None,
     configured: GateRun | None = None,
     identity: RunIdentity | None = None,
+    alone_p25: float | None = None,
 ) -> BaselineEntry:
     import numpy as np
 
@@ -473,6 +477,7 @@ def _entry(
             std=lat.std,
             gate_p25=run.subject_p25,
             session_medians=tuple(lat.session_medians),
+            alone_p25=alone_p25 if alone_p25 is not None and math.isfinite(alone_p25) else None,
         ),
         conditions=conditions,
         layers={
