@@ -1,8 +1,7 @@
 """The decision order through pytest with the real onnxruntime backend: identity → paired → stored.
 
 The model store (``pytest_roofline.gate.model_store``, another module's work) is stood in for by
-:class:`StandInStore` below: the same ``put``/``get`` contract, content-addressed by
-:func:`~pytest_roofline.gate.identity.content_hash`.
+:class:`_model_store_standin.StandInStore`: the same ``put``/``get`` contract.
 """
 
 from __future__ import annotations
@@ -11,15 +10,14 @@ import json
 import shutil
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import onnx
 import pytest
+from _model_store_standin import MODULE, stand_in_module
 from _plugin_helpers import fixed_calibration, matmul_chain
 
 from pytest_roofline.gate.identity import content_hash
-from pytest_roofline.gitref import external_data_locations
 
 ONE_THREAD = "--roofline-option=intra_op_threads=1"
 ARGS = ("-p", "no:cacheprovider", ONE_THREAD, "--roofline-budget=2", "--roofline-report=r.json")
@@ -30,37 +28,15 @@ def test_mm(model_profile):
 """
 
 
-class StandInStore:
-    """A minimal content-addressed model store (tests only): ``root/<hash>/<name>`` + external data."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.note = None
-
-    def put(self, model_path: Path) -> str:
-        digest = content_hash(model_path)
-        folder = self.root / digest
-        folder.mkdir(parents=True, exist_ok=True)
-        shutil.copy(model_path, folder / "model.onnx")
-        for location in external_data_locations(onnx.load(str(model_path), load_external_data=False)):
-            shutil.copy(model_path.parent / location, folder / location)
-        return digest
-
-    def get(self, digest: str) -> Path | None:
-        path = self.root / digest / "model.onnx"
-        return path if path.exists() and content_hash(path) == digest else None
-
-
 @pytest.fixture
 def project(pytester, monkeypatch, tmp_path):
     monkeypatch.setenv("ROOFLINE_LOAD_LIMIT", "off")  # the logic under test, not this machine's load
     (tmp_path / "cache").mkdir()
     cache = fixed_calibration(tmp_path / "cache", {"intra_op_threads": "1"})
     monkeypatch.setenv("ROOFLINE_CACHE_DIR", str(cache))
-    store = StandInStore(cache / "models")
-    module = types.ModuleType("pytest_roofline.gate.model_store")
-    module.default_model_store = lambda: store  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "pytest_roofline.gate.model_store", module)
+    module = stand_in_module(cache / "models")
+    monkeypatch.setitem(sys.modules, MODULE, module)
+    store = module.store
     matmul_chain(pytester.path / "mm.onnx", 2)
     pytester.makepyfile(test_mm=TEST)
     pytester.store = store  # type: ignore[attr-defined]
@@ -203,3 +179,21 @@ def test_another_device_class_is_incomparable_and_records_its_own_baseline(proje
     assert sorted(k.rsplit("|", 1)[1] for k in keys) == ["runner-a", "runner-b"]
     project.runpytest(*ARGS).assert_outcomes(passed=1)
     assert verdict(project)["status"] == "unchanged"
+
+
+@pytest.mark.skipif(not __import__("importlib").util.find_spec("xdist"), reason="pytest-xdist not installed")
+def test_under_xdist_only_the_controller_records_and_keeps_the_model(project):
+    tests = Path(__file__).parent
+    project.makeconftest(
+        f"import sys\nsys.path.insert(0, {str(tests)!r})\nimport _model_store_standin\n"
+        f"_model_store_standin.install(__import__('pathlib').Path({str(project.store.root)!r}))\n"
+    )
+    project.makepyfile(
+        test_mm="import pytest\n\n@pytest.mark.parametrize('b', [1, 2])\n"
+        "def test_mm(model_profile, b):\n    model_profile('mm.onnx', batch_size=b)\n"
+    )
+    result = project.runpytest_subprocess(*ARGS, "-n", "2")
+    result.assert_outcomes(passed=2)
+    entries = json.loads((project.path / ".roofline" / "test_mm.json").read_text())["entries"]
+    assert len(entries) == 2 and all(e["identity"] for e in entries.values())
+    assert [p.name for p in project.store.root.iterdir()] == [content_hash(project.path / "mm.onnx")]
