@@ -104,7 +104,7 @@ def test_a_changed_model_is_paired_with_the_baseline_model_from_the_store(projec
     found = verdict(project)
     assert found["mode"] == "paired", result.stdout.str()
     assert any(
-        "timed interleaved with the baseline's model from the model store" in r for r in found["reasons"]
+        "timed interleaved with the baseline's model from the model store /" in r for r in found["reasons"]
     )
     assert found["ratio"] > 1.05  # 3 blocks against 2
 

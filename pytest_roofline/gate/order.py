@@ -55,9 +55,7 @@ REMEDY = (
 
 
 class ModelStoreLike(Protocol):
-    """What the gate needs of the content-addressed model store."""
-
-    root: Path
+    """What the gate needs of the content-addressed model store (its ``root`` is named when present)."""
 
     def put(self, model_path: Path) -> str:
         """Keep ``model_path`` (and its external data); returns its content hash."""
@@ -162,10 +160,14 @@ def _baseline_model(request: GateRequest, digest: str, commit: str | None) -> tu
     if store is None:
         missing.append("no model store in this build")
     else:
-        found = store.get(digest)
+        where = f"the model store {getattr(store, 'root', '')}".rstrip()
+        try:
+            found = store.get(digest)
+        except (OSError, RooflineError) as exc:
+            found, where = None, f"{where} ({exc})"
         if found is not None:
-            return found, f"the model store ({store.root})"
-        missing.append(f"not in the model store {store.root}")
+            return found, where
+        missing.append(f"not in {where}")
     if not commit:
         missing.append("the baseline recorded no git commit")
         return None, "; ".join(missing)
