@@ -268,3 +268,17 @@ def test_recording_does_not_measure_again_what_the_session_already_measured(proj
         "unchanged",
         "unchanged",
     ]
+
+
+def test_another_backend_build_compares_stored_figures_naming_it(project):
+    project.runpytest(*FAKE, "-k", "test_model").assert_outcomes(passed=1)
+    path = project.path / ".roofline" / "test_perf.json"
+    data = json.loads(path.read_text())
+    for entry in data["entries"].values():  # recorded with an older build of the backend
+        entry["identity"]["build"] = "0.9.0"
+    path.write_text(json.dumps(data))
+    result = project.runpytest(*FAKE, "-k", "test_model", "--roofline-report=r.json")
+    result.assert_outcomes(passed=1)
+    found = json.loads((project.path / "r.json").read_text())["results"][0]["verdict"]
+    assert found["mode"] == "stored" and found["status"] not in ("unchanged", "incomparable")
+    assert "(across a change: backend fake 0.9.0 → fake " in found["message"]

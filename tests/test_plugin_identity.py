@@ -197,3 +197,20 @@ def test_under_xdist_only_the_controller_records_and_keeps_the_model(project):
     entries = json.loads((project.path / ".roofline" / "test_mm.json").read_text())["entries"]
     assert len(entries) == 2 and all(e["identity"] for e in entries.values())
     assert [p.name for p in project.store.root.iterdir()] == [content_hash(project.path / "mm.onnx")]
+
+
+def test_a_git_lfs_pointer_at_the_baseline_commit_is_named(project):
+    real = (project.path / "mm.onnx").read_bytes()
+    pointer = b"version https://git-lfs.github.com/spec/v1\noid sha256:" + b"0" * 64 + b"\nsize 1\n"
+    (project.path / "mm.onnx").write_bytes(pointer)  # committed as an LFS pointer
+    _git(project.path, "init", "-q")
+    _git(project.path, "add", "mm.onnx")
+    _git(project.path, "commit", "-qm", "model")
+    (project.path / "mm.onnx").write_bytes(real)  # the checkout has the real file
+    record(project)
+    shutil.rmtree(project.store.root)
+    slower_model(project)
+    project.runpytest(*ARGS)
+    found = verdict(project)
+    assert found["mode"] == "stored"
+    assert any("is a Git LFS pointer, not the file; fetch the LFS objects" in r for r in found["reasons"])
