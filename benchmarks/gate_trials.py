@@ -83,7 +83,8 @@ def test_model(benchmark):
 
 def verdict(project: Path, *args: str) -> tuple[str, float | None, float, int, float | None]:
     """(status, ratio, wall seconds, exit code, control probe's time / its baseline time) of one run."""
-    code, data, seconds, out = run(project, "--roofline-report=results.json", *args)
+    # --roofline-retime: these trials measure the timed (stored or paired) gate, not the identity step
+    code, data, seconds, out = run(project, "--roofline-report=results.json", "--roofline-retime", *args)
     if not data or not data["results"]:
         sys.stderr.write(out[-2000:])
         return f"error({code})", None, seconds, code, None

@@ -122,6 +122,7 @@ class Settings:
     disable: bool = False
     strict: bool = False
     timeout: float = 900.0
+    retime: bool = False
 
 
 #: option name → (ini key, parser, default, help)
@@ -149,6 +150,11 @@ OPTIONS: dict[str, tuple[Callable[[Any], Any], Any, str]] = {
     ),
     "disable": (parse_bool, False, "static analysis only: no timing, no gate"),
     "strict": (parse_bool, False, "a missing baseline or an inconclusive gate fails the test"),
+    "retime": (
+        parse_bool,
+        False,
+        "time and compare even when nothing that runs changed (default: such a test is 'unchanged')",
+    ),
     "timeout": (
         parse_timeout,
         900.0,
@@ -191,4 +197,5 @@ def settings_from_config(config: pytest.Config) -> Settings:
         disable=bool(values["disable"]),
         strict=bool(values["strict"]),
         timeout=float(values["timeout"]),
+        retime=bool(values["retime"]),
     )

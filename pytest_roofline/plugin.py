@@ -22,8 +22,9 @@ from pytest_roofline.session import RooflineSession
 __all__ = ["device_roofline", "model_profile", "roofline_span"]
 
 MARKER = (
-    "roofline(tolerance=None, metrics=['latency'], budget=None): per-test gate settings; "
-    "tolerance in percent, metrics 'latency' or 'layer:<name>', budget in seconds"
+    "roofline(tolerance=None, metrics=['latency'], budget=None, retime=False): per-test gate settings; "
+    "tolerance in percent, metrics 'latency' or 'layer:<name>', budget in seconds, retime=True times "
+    "and compares even when nothing that runs changed"
 )
 LIST_OPTIONS = ("option", "report")
 BENCHMARK_STORAGE = pytest.StashKey["Path | None"]()

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from pytest_roofline.backends.base import Backend
     from pytest_roofline.gate.baseline import BaselineEntry
+    from pytest_roofline.gate.order import ModelStoreLike
     from pytest_roofline.gate.runner import GateOutcome, GateRequest
     from pytest_roofline.gate.store import BaselineStore
     from pytest_roofline.gitref import GitInfo
@@ -46,6 +47,7 @@ class GateSettings:
     tolerance: float
     budget: float
     metrics: tuple[str, ...] = ("latency",)
+    retime: bool = False
 
 
 def resolve_model_path(path: str | os.PathLike[str], test_dir: Path, rootdir: Path) -> Path:
@@ -101,6 +103,9 @@ class RooflineSession:
         self.errors: list[str] = []
         self.last_results: RunResults | None = None
         self._git: GitInfo | None = None
+        self._models: ModelStoreLike | None = None
+        self._models_made = False
+        self._measured: dict[str, tuple[str, GateOutcome]] = {}  # identity -> first test, its outcome
 
     @property
     def store(self) -> BaselineStore:
@@ -146,9 +151,14 @@ class RooflineSession:
     def gate_settings(self, marker: pytest.Mark | None) -> GateSettings:
         """The session's gate settings overridden by the test's ``roofline`` marker."""
         kwargs = dict(marker.kwargs) if marker else {}
-        unknown = sorted(set(kwargs) - {"tolerance", "metrics", "budget"})
+        unknown = sorted(set(kwargs) - {"tolerance", "metrics", "budget", "retime"})
         if unknown:
-            raise OptionError(f"roofline marker has no argument {unknown[0]!r} (tolerance, metrics, budget)")
+            raise OptionError(
+                f"roofline marker has no argument {unknown[0]!r} (tolerance, metrics, budget, retime)"
+            )
+        retime = kwargs.get("retime", self.settings.retime)
+        if not isinstance(retime, bool):
+            raise OptionError(f"roofline marker: retime must be True or False, got {retime!r}")
         try:
             tolerance = (
                 parse_percent(kwargs["tolerance"]) if "tolerance" in kwargs else self.settings.tolerance
@@ -162,7 +172,7 @@ class RooflineSession:
         for metric in metrics:
             if metric != "latency" and not str(metric).startswith("layer:"):
                 raise OptionError(f"roofline marker: unknown metric {metric!r} ({METRICS_HELP})")
-        return GateSettings(tolerance, budget, tuple(metrics))
+        return GateSettings(tolerance, budget, tuple(metrics), retime)
 
     def request(
         self,
@@ -196,13 +206,15 @@ class RooflineSession:
         rel = relative_to_root(model_path, self.rootdir)
         device = self.device_class(engine.fingerprint())
         key = entry_key(node.nodeid, rel, batch_size, dict(dims or {}), backend_name, device)
-        baseline = None
+        baseline, other_device = None, None
         if not self.settings.disable and not self.settings.compare_ref:
             try:
                 baseline = self.store.get(key, node.nodeid)
             except BaselineError:
                 if not self.settings.update:  # --roofline-update rewrites the entry
                     raise
+            if baseline is None and not self.settings.update:
+                other_device = self._other_device(key, node.nodeid)
         reference = None
         if self.settings.compare_ref and not self.settings.disable:  # a bad ref fails before measuring
             reference = self._reference_spec(model_path, batch_size, dims or {})
@@ -224,7 +236,32 @@ class RooflineSession:
             commit=self.git().commit if not self.settings.disable else None,
             trips=dict(trips) if trips else None,
             prepared=prepared,
+            retime=test.retime or self.settings.update,  # an accepted figure is a timed one
+            models=self.models if not self.settings.disable else None,
+            other_device=other_device,
         )
+
+    @property
+    def models(self) -> ModelStoreLike | None:
+        """The model store that keeps baselines' models (made on first use; None in builds without)."""
+        if not self._models_made:
+            from pytest_roofline.gate.order import default_models
+
+            self._models = default_models()
+            self._models_made = True
+        return self._models
+
+    def _other_device(self, key: str, test: str) -> str | None:
+        """The device class of another entry of the same test, model, shape and backend, or None."""
+        from pytest_roofline.errors import BaselineError as Unreadable
+
+        stem = key.rsplit("|", 1)[0]
+        try:
+            entries = self.store.load(self.store.file_for(test)).entries
+        except Unreadable:
+            return None
+        found = sorted(e.device_class for k, e in entries.items() if k.rsplit("|", 1)[0] == stem and k != key)
+        return found[0] if found else None
 
     def profile(
         self,
@@ -259,6 +296,8 @@ class RooflineSession:
             )
         if self.settings.disable:
             outcome = static_outcome(request)
+        elif (found := self._measured_before(request)) is not None:
+            outcome = found
         else:
             name = request.backend.name
             self.backends_used.add((name, request.device_class))
@@ -268,8 +307,37 @@ class RooflineSession:
                     self.settings.timeout,
                     f"{request.model_rel} (batch {request.batch})",
                 )
+        self._remember(request, outcome)
         self._record(node, request, outcome)
         return outcome.profile
+
+    def _identity_key(self, request: GateRequest) -> str | None:
+        """What a measurement of ``request`` measures (its identity, batch, dims), as a lookup key."""
+        if request.prepared is None or request.reference is not None or request.metrics != ("latency",):
+            return None
+        from pytest_roofline.gate.order import current_identity
+
+        identity = current_identity(request, request.prepared).to_dict()
+        return json.dumps([identity, request.batch, sorted(request.dims.items())], sort_keys=True)
+
+    def _measured_before(self, request: GateRequest) -> GateOutcome | None:
+        """A first baseline this session already measured under the same identity (recorded, not
+        measured again), or None."""
+        if request.baseline is not None and not self.settings.update:
+            return None
+        key = self._identity_key(request)
+        if key is None or key not in self._measured:
+            return None
+        from pytest_roofline.gate.order import measured_again
+
+        test, earlier = self._measured[key]
+        return measured_again(request, earlier, test)
+
+    def _remember(self, request: GateRequest, outcome: GateOutcome) -> None:
+        if outcome.entry is not None and not self.settings.disable:
+            key = self._identity_key(request)
+            if key is not None:
+                self._measured.setdefault(key, (request.test, outcome))
 
     def _record(self, node: pytest.Item, request: GateRequest, outcome: GateOutcome) -> None:
         from pytest_roofline.report.junit import properties
@@ -453,18 +521,36 @@ class RooflineSession:
         chosen: Sequence[BaselineEntry]
         if self.settings.update:
             chosen, replace = [r.entry for r in ran if r.entry], True
-        else:
-            chosen, replace = [r.entry for r in ran if r.entry and r.verdict.status == "new"], False
+        else:  # a first baseline (new here, or of another device class than the ones recorded)
+            firsts = ("new", "incomparable")
+            chosen, replace = [r.entry for r in ran if r.entry and r.verdict.status in firsts], False
         by_file: dict[Path, list[BaselineEntry]] = {}
         for entry in chosen:
             by_file.setdefault(self.store.file_for(entry.test), []).append(entry)
         for path, entries in sorted(by_file.items()):
             try:
-                self.written.extend(
-                    self.store.write(entries, replace_existing=replace, force=self.settings.update)
-                )
+                written = self.store.write(entries, replace_existing=replace, force=self.settings.update)
             except (BaselineError, OSError) as exc:
                 self.errors.append(f"baselines not written to {path}: {exc}")
+                continue
+            self.written.extend(written)
+            if written:
+                self._keep_models(entries)
+
+    def _keep_models(self, entries: Sequence[BaselineEntry]) -> None:
+        """Put the recorded models in the model store: a later changed model is timed against them."""
+        store = self.models
+        if store is None:
+            return
+        for model in sorted({e.model for e in entries if e.identity is not None}):
+            path = Path(model) if Path(model).is_absolute() else self.rootdir / model
+            try:
+                store.put(path)
+            except (RooflineError, OSError) as exc:
+                self.store.notes.append(
+                    f"{model} not kept in the model store ({exc}); a changed model will be compared "
+                    "with the stored figures"
+                )
 
     def _find_stale(self) -> list[str]:
         """Entries this run could have produced and did not: same backend and device class as a

@@ -142,17 +142,20 @@ def test_entries_round_trip_and_refuse_wrong_types():
         loads("{" * 100 + "}" * 100)
 
 
-def test_conditions_name_each_difference_and_forgive_a_patch_release():
+def test_conditions_compare_across_settings_and_releases_but_not_across_probes_or_figures():
     base = Conditions("1.32.0", {"intra_op_threads": "0", "providers": "CPUExecutionProvider"}, "probe-v3")
     threads = Conditions("1.32.0", {"intra_op_threads": "1", "providers": "CPUExecutionProvider"}, "probe-v3")
-    assert base.differences(threads) == ["intra_op_threads 0 → 1"]
+    assert base.differences(threads) == [] and base.changes(threads) == ["intra_op_threads 0 → 1"]
+    assert base.notes(threads) == ["compared across a change: intra_op_threads 0 → 1"]
     minor = Conditions("1.33.0", base.settings, "probe-v3")
-    assert base.differences(minor) == ["backend version 1.32.0 → 1.33.0"]
+    assert base.differences(minor) == [] and base.changes(minor) == ["backend version 1.32.0 → 1.33.0"]
     patch = Conditions("1.32.1", base.settings, "probe-v3")
     assert base.differences(patch) == [] and base.notes(patch) == [
         "backend version 1.32.0 → 1.32.1 (patch release)"
     ]
     probe = Conditions("1.32.0", base.settings, "probe-v4")
     assert base.differences(probe) == ["control probe probe-v3 → probe-v4"]
+    figure = Conditions("1.32.0", base.settings, "probe-v3", "one-thread")
+    assert base.differences(figure) == ["gate figure at the configured threads → at one thread"]
     extra = Conditions("1.32.0", {**base.settings, "session.intra_op.allow_spinning": "0"}, "probe-v3")
-    assert base.differences(extra) == ["session.intra_op.allow_spinning (unset) → 0"]
+    assert base.changes(extra) == ["session.intra_op.allow_spinning (unset) → 0"]

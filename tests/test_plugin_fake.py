@@ -46,7 +46,10 @@ def test_first_run_writes_new_baseline_then_passes(project):
     assert entry["layers"]["relu0"]["time"] > 0
     second = project.runpytest(*FAKE)
     second.assert_outcomes(passed=1)
-    second.stdout.fnmatch_lines(["*test_perf.py::test_model*pass*x1.000*"])
+    second.stdout.fnmatch_lines(["*test_perf.py::test_model*unchanged*", "*nothing that runs changed*"])
+    timed = project.runpytest(*FAKE, "--roofline-retime")  # the stored figures compared
+    timed.assert_outcomes(passed=1)
+    timed.stdout.fnmatch_lines(["*test_perf.py::test_model*pass*x1.000*"])
 
 
 def test_slower_model_fails_in_the_call_phase_with_a_table(project):
@@ -235,7 +238,7 @@ def test_noisy_gate_is_inconclusive_and_fails_only_under_strict(project, monkeyp
     # seeds of its own, so the verdicts do not hang on how fast this machine is right now, nor on
     # the seeds whatever ran before in this process consumed
     seeds = iter(range(0, 3000, 1000))
-    noisy = (*FAKE, "--roofline-option", "jitter=0.4", "--roofline-budget", "0.001")
+    noisy = (*FAKE, "--roofline-option", "jitter=0.4", "--roofline-budget", "0.001", "--roofline-retime")
 
     def for_run() -> None:
         monkeypatch.setattr(fake, "_SESSION_SEED", itertools.count(next(seeds)))

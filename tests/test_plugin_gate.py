@@ -8,7 +8,7 @@ import sys
 
 import pytest
 from _baselines import make_entry
-from _plugin_helpers import FAKE, fails_with, relu_chain
+from _plugin_helpers import FAKE, relu_chain
 
 from pytest_roofline.gate.baseline import SCHEMA_VERSION
 
@@ -33,27 +33,21 @@ def entries(pytester) -> dict:
     return json.loads((pytester.path / ".roofline" / "test_perf.json").read_text())["entries"]
 
 
-def test_changed_conditions_are_incomparable_with_each_difference_named(project):
+def test_a_changed_option_compares_the_stored_figures_and_names_the_change(project):
     project.runpytest(*FAKE).assert_outcomes(passed=2)
-    result = project.runpytest(*FAKE, "--roofline-option=unit=2e-4")  # twice as slow: not a regression
+    result = project.runpytest(*FAKE, "--roofline-option=unit=2e-4")  # model and probe twice as slow
     result.assert_outcomes(passed=2)
-    assert result.ret == 0
+    assert result.ret == 0 and "INCOMPARABLE" not in result.stdout.str()
     result.stdout.fnmatch_lines(
         [
-            "*test_perf.py::test_model*incomparable*",
-            "INCOMPARABLE test_perf.py::test_model :: chain b2 — *other conditions (unit (unset) → 2e-4)*"
-            "--roofline-update*",
+            "* test_perf.py::test_model :: chain b2 — latency: *(across a change: unit (unset) → 2e-4)*",
+            "  note: compared with the stored figures across a change: unit (unset) → 2e-4",
         ]
-    )
-    fails_with(
-        project,
-        [*FAKE, "--roofline-option=unit=2e-4", "--roofline-strict", "-k", "test_model"],
-        "*incomparable*",
     )
     project.runpytest(*FAKE, "--roofline-option=unit=2e-4", "--roofline-update").assert_outcomes(passed=2)
     accepted = project.runpytest(*FAKE, "--roofline-option=unit=2e-4")
-    accepted.stdout.fnmatch_lines(["*test_perf.py::test_model*pass*"])
-    assert "INCOMPARABLE" not in accepted.stdout.str()
+    accepted.stdout.fnmatch_lines(["*test_perf.py::test_model*unchanged*"])
+    assert "across a change" not in accepted.stdout.str()
 
 
 def test_a_nan_baseline_cannot_silence_the_gate(project):
@@ -109,7 +103,12 @@ def test_inconclusive_says_why_and_what_to_do_in_the_terminal(project):
     # a different option makes it incomparable; accept the noisy conditions first
     project.runpytest(*FAKE, "--roofline-option=jitter=0.4", "--roofline-update", "-k", "test_model")
     result = project.runpytest(
-        *FAKE, "--roofline-option=jitter=0.4", "--roofline-budget=0.5", "-k", "test_model"
+        *FAKE,
+        "--roofline-option=jitter=0.4",
+        "--roofline-budget=0.5",
+        "--roofline-retime",
+        "-k",
+        "test_model",
     )
     result.stdout.fnmatch_lines(
         ["INCONCLUSIVE test_perf.py::test_model :: chain b2 — latency: noise*tolerance*--roofline-budget*"]
@@ -186,7 +185,10 @@ def test_an_unchanged_graph_that_got_slower_blames_the_runtime_or_the_machine(pr
         entry["sessions"] = [x * 0.8 for x in entry["sessions"]]
         entry["figure"] *= 0.8
     path.write_text(json.dumps(data))
-    result = project.runpytest(*FAKE, "-k", "test_model")
+    assert (
+        "unchanged" in project.runpytest(*FAKE, "-k", "test_model").stdout.str()
+    )  # nothing that runs changed
+    result = project.runpytest(*FAKE, "-k", "test_model", "--roofline-retime")  # the machine is gated too
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*why: graph unchanged; measured +25*: the runtime or the machine*"])
 
@@ -240,3 +242,43 @@ def test_rows_of_one_test_at_other_dims_never_look_alike(pytester, monkeypatch, 
     assert main(["baseline", "show", "--baseline-dir", str(pytester.path / ".roofline")]) == 0
     shown = capsys.readouterr().out
     assert "s.onnx b1 seq=8" in shown and "s.onnx b1 seq=16" in shown
+
+
+def test_recording_does_not_measure_again_what_the_session_already_measured(project):
+    project.makepyfile(
+        test_perf="""
+        def test_model(model_profile):
+            model_profile("chain.onnx")
+
+        def test_same_model_again(model_profile):
+            assert model_profile("chain.onnx").latency.median > 0
+        """
+    )
+    project.runpytest(*FAKE, "--roofline-report=r.json").assert_outcomes(passed=2)
+    first, second = (r["verdict"] for r in json.loads((project.path / "r.json").read_text())["results"])
+    assert first["status"] == second["status"] == "new" and first["reasons"] == []
+    assert second["reasons"] == [
+        "figures measured earlier in this session (test_perf.py::test_model), not measured again"
+    ]
+    stored = entries(project)
+    assert len(stored) == 2 and len({json.dumps(e["sessions"]) for e in stored.values()}) == 1
+    again = project.runpytest(*FAKE, "--roofline-report=r.json")
+    again.assert_outcomes(passed=2)
+    assert [r["verdict"]["status"] for r in json.loads((project.path / "r.json").read_text())["results"]] == [
+        "unchanged",
+        "unchanged",
+    ]
+
+
+def test_another_backend_build_compares_stored_figures_naming_it(project):
+    project.runpytest(*FAKE, "-k", "test_model").assert_outcomes(passed=1)
+    path = project.path / ".roofline" / "test_perf.json"
+    data = json.loads(path.read_text())
+    for entry in data["entries"].values():  # recorded with an older build of the backend
+        entry["identity"]["build"] = "0.9.0"
+    path.write_text(json.dumps(data))
+    result = project.runpytest(*FAKE, "-k", "test_model", "--roofline-report=r.json")
+    result.assert_outcomes(passed=1)
+    found = json.loads((project.path / "r.json").read_text())["results"][0]["verdict"]
+    assert found["mode"] == "stored" and found["status"] not in ("unchanged", "incomparable")
+    assert "(across a change: backend fake 0.9.0 → fake " in found["message"]

@@ -4,7 +4,8 @@ An entry's key is its logical identity (test, model, batch and dims, backend, de
 the full device fingerprint, so a baseline survives a kernel update or a new CI runner of the same
 class.  Entries are read strictly (:mod:`pytest_roofline.schema`): a NaN, negative or missing
 figure is a malformed entry, never a silent "pass".  Files of schema 1 are read through
-:func:`update_to_2`.
+:func:`update_to_2`.  The ``identity`` block (:mod:`pytest_roofline.gate.identity`) is optional
+within schema 2: entries written before it have none and are judged by their stored figures.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_roofline.gate.conditions import Conditions, settings_of
+from pytest_roofline.gate.identity import RunIdentity
 from pytest_roofline.schema import (
     SchemaError,
     as_mapping,
@@ -93,10 +95,11 @@ class LatencyRecord:
     std: float
     gate_p25: float
     session_medians: tuple[float, ...] = ()
+    alone_p25: float | None = None  # one session run back to back: what an unchanged run measures
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict."""
-        return {
+        """JSON-ready dict (``alone_p25`` only when measured)."""
+        data: dict[str, Any] = {
             "median": self.median,
             "mean": self.mean,
             "min": self.min,
@@ -107,6 +110,9 @@ class LatencyRecord:
             "gate_p25": self.gate_p25,
             "session_medians": list(self.session_medians),
         }
+        if self.alone_p25 is not None:
+            data["alone_p25"] = self.alone_p25
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LatencyRecord:
@@ -121,6 +127,7 @@ class LatencyRecord:
             std=read_float(data, "std"),
             gate_p25=read_float(data, "gate_p25", positive=True),
             session_medians=read_floats(data, "session_medians"),
+            alone_p25=read_optional_float(data, "alone_p25"),
         )
 
 
@@ -247,6 +254,7 @@ class BaselineEntry:
     history: tuple[HistoryPoint, ...] = ()
     structure: dict[str, Any] | None = field(default=None, hash=False)
     configured: FigureRecord | None = None  # the configured threads' figure beside a one-thread one
+    identity: RunIdentity | None = None  # what ran (optional block: entries before it have none)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -273,6 +281,7 @@ class BaselineEntry:
             "history": [h.to_dict() for h in self.history],
             "structure": self.structure,
             "configured": self.configured.to_dict() if self.configured else None,
+            "identity": self.identity.to_dict() if self.identity else None,
         }
 
     @classmethod
@@ -296,6 +305,7 @@ class BaselineEntry:
         if structure is not None and not isinstance(structure, Mapping):
             raise SchemaError(f"'structure' must be an object, got {type(structure).__name__}")
         configured = data.get("configured")
+        identity = data.get("identity")
         return cls(
             key=read_str(data, "key"),
             test=read_str(data, "test"),
@@ -321,6 +331,7 @@ class BaselineEntry:
             ),
             structure=dict(structure) if structure is not None else None,
             configured=FigureRecord.from_dict(as_mapping(configured, "'configured'")) if configured else None,
+            identity=RunIdentity.from_dict(as_mapping(identity, "'identity'")) if identity else None,
         )
 
     def history_point(self) -> HistoryPoint:

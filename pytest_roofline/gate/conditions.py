@@ -1,16 +1,12 @@
 """The conditions a stored figure depends on, and the differences that make a comparison unfair.
 
-A baseline recorded at two threads says nothing about a run at one thread: such a run is
-``incomparable`` (never pass or regression) and the verdict names each difference
-(``intra_op_threads 0 → 1``).  What counts:
-
-* backend settings that change the work: threads, execution mode, optimization level, providers,
-  OpenVINO's device and compile config, trtexec's precision and build arguments, session config
-  entries and any other ``--roofline-option`` given;
-* the backend's major.minor version (``onnxruntime 1.32 → 1.33``): a new release changes kernels.
-  A patch release (1.32.0 → 1.32.1) is compared, and the verdict notes it;
-* the control probe the figures were normalized by, and the threads the figure was measured at
-  (a multi-threaded CPU configuration is judged on its single-thread figure: docs/plugin.md).
+Figures normalized by another control probe, or measured at other threads (one thread vs the
+configured ones: a multi-threaded CPU configuration is judged on its one-thread figure,
+docs/plugin.md), cannot be compared: such a run is ``incomparable`` and names each difference.
+A changed backend setting (threads, execution mode, optimization level, providers, OpenVINO's
+device and compile config, trtexec's precision and build arguments, session config entries, any
+other ``--roofline-option``) or backend release is a legitimate question ("did the upgrade slow
+us?"): the stored figures are compared and the verdict names the change (:meth:`Conditions.changes`).
 
 The device class and the backend name are part of the baseline key (another device or backend is
 another baseline), and the model's hash is what the gate judges, so neither is a condition.
@@ -81,7 +77,17 @@ class Conditions:
     figure: str = "configured"  # the threads the gate's figure is measured at: configured | one-thread
 
     def differences(self, current: Conditions) -> list[str]:
-        """Each difference that makes ``current`` incomparable with ``self``, as one phrase."""
+        """Each difference that makes ``current`` incomparable with ``self``, as one phrase: another
+        control probe, or a figure measured at other threads (one thread vs the configured ones)."""
+        out = []
+        if self.control and current.control and self.control != current.control:
+            out.append(f"control probe {self.control} → {current.control}")
+        if self.figure != current.figure:
+            out.append(f"gate figure at {FIGURES[self.figure]} → at {FIGURES[current.figure]}")
+        return out
+
+    def changes(self, current: Conditions) -> list[str]:
+        """Each change that is compared all the same, naming it: the backend's release, a setting."""
         out = []
         if _release(self.backend_version) != _release(current.backend_version):
             out.append(f"backend version {self.backend_version} → {current.backend_version}")
@@ -89,17 +95,14 @@ class Conditions:
             before, after = self.settings.get(key, "(unset)"), current.settings.get(key, "(unset)")
             if before != after:
                 out.append(f"{key} {before} → {after}")
-        if self.control and current.control and self.control != current.control:
-            out.append(f"control probe {self.control} → {current.control}")
-        if self.figure != current.figure:
-            out.append(f"gate figure at {FIGURES[self.figure]} → at {FIGURES[current.figure]}")
         return out
 
     def notes(self, current: Conditions) -> list[str]:
-        """Differences that are compared all the same (a patch release)."""
-        if self.backend_version != current.backend_version and not self.differences(current):
-            return [f"backend version {self.backend_version} → {current.backend_version} (patch release)"]
-        return []
+        """The changes compared all the same (:meth:`changes`; a patch release is one too)."""
+        out = [f"compared across a change: {text}" for text in self.changes(current)]
+        if self.backend_version != current.backend_version and not out:
+            out.append(f"backend version {self.backend_version} → {current.backend_version} (patch release)")
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from pytest_roofline.diff import ModelSummary
     from pytest_roofline.gate.baseline import BaselineEntry, HistoryPoint
     from pytest_roofline.gate.change import ChangeReport
+    from pytest_roofline.gate.identity import RunIdentity
+    from pytest_roofline.gate.order import ModelStoreLike, Route
     from pytest_roofline.gate.sampling import GateRun
     from pytest_roofline.gate.verdict import Verdict
     from pytest_roofline.model import ModelSpec
@@ -64,6 +66,9 @@ class GateRequest:
     commit: str | None = None
     trips: Mapping[str, int] | None = field(default=None, hash=False)  # Loop trip counts to bind
     prepared: PreparedModel | None = field(default=None, hash=False)  # the model already loaded and bound
+    retime: bool = False  # a timed comparison even when nothing that runs changed
+    models: ModelStoreLike | None = field(default=None, hash=False)  # where the baseline's model is kept
+    other_device: str | None = None  # no baseline here, but one of another device class
 
 
 @dataclass(frozen=True)
@@ -149,6 +154,7 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
     from pytest_roofline.gate.isolated import sampler_for
     from pytest_roofline.gate.judge import incomparable
     from pytest_roofline.gate.layers import layer_deltas, layer_verdicts
+    from pytest_roofline.gate.order import route, short_latency
     from pytest_roofline.gate.sampling import GateDesign, paired_decider, run_gate, stored_decider
     from pytest_roofline.gate.verdict import new_verdict
     from pytest_roofline.measure import SessionOpener
@@ -156,7 +162,6 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
     from pytest_roofline.stats import LatencyStats
 
     engine, tolerance = request.backend, request.tolerance
-    sampler = sampler_for(engine)  # started now, so the helper is warm when sampling begins
     prepared = request.prepared or prepare(
         str(request.model),
         backend=engine,
@@ -164,14 +169,20 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
         dims=dict(request.dims),
         inputs=request.inputs,
     )
+    way = route(request, prepared)  # identity first: nothing is timed to learn that nothing changed
+    sampler = sampler_for(engine) if way.kind != "unchanged" else None  # warm when sampling begins
     layer_run = profile_layers(
         prepared, iterations=PROFILE_ITERATIONS, roofline=roofline(), trips=request.trips
     )
+    if way.kind == "unchanged":
+        return _unchanged(request, prepared, layer_run, way)
+    if way.kind == "paired":
+        request = dataclasses.replace(request, reference=way.reference)
     design = GateDesign(budget=request.budget)
     single = engine.single_thread() if request.reference is None else None
     figure_engine = single or engine  # the figure the gate judges; the configured one is kept beside
     current = current_conditions(engine, PROBE_NAME, "one-thread" if single is not None else "configured")
-    baseline = request.baseline
+    baseline = request.baseline if request.reference is None else None
     differences = baseline.conditions.differences(current) if baseline else []
     comparable = baseline if baseline is not None and not differences else None
     blocks: dict[str, int] = {}
@@ -231,11 +242,12 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
     if differences:
         verdict = incomparable(differences, run.figures, tolerance)
     elif comparable is not None:
-        notes = comparable.conditions.notes(current)
+        notes = [] if way.changes else comparable.conditions.notes(current)
         deltas = layer_deltas(comparable.layers, {la.name: la.time for la in profile.layers})
         verdict = dataclasses.replace(verdict, layers=tuple(deltas), reasons=(*verdict.reasons, *notes))
     if configured_run is not None and configured_run.verdict is not None and not differences:
         verdict = with_configured(verdict, configured_run.verdict)
+    verdict = _routed(verdict, way, request.other_device, request.device_class)
     extra = layer_verdicts(
         request.metrics,
         profile,
@@ -252,7 +264,8 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
         verdict = dataclasses.replace(verdict, explanation=change.text)
     entry = None
     if request.reference is None and run.figures and not run.load.disturbed:
-        entry = _entry(request, profile, run, blocks, current, summary, configured_run)
+        alone = short_latency(prepared).p25  # what a later unchanged run measures, for its drift
+        entry = _entry(request, profile, run, blocks, current, summary, configured_run, way.identity, alone)
     elif request.reference is None and run.figures:  # a busy moment's figure would mislead every later run
         refused = f"not recorded as a baseline: the machine was busy while measuring ({run.load.describe()})"
         verdict = dataclasses.replace(verdict, reasons=(*verdict.reasons, refused))
@@ -265,6 +278,43 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
                 verdict = dataclasses.replace(verdict, reasons=(*verdict.reasons, remedy))
     history = (*baseline.history, baseline.history_point()) if baseline else ()
     return GateOutcome(profile, verdict, tuple(extra), entry, history, change)
+
+
+def _routed(verdict: Verdict, way: Route, other_device: str | None, device_class: str) -> Verdict:
+    """The verdict with the decision order's reasons: the change compared across (named in the
+    message too), what was unreachable, or the other device class a baseline exists for."""
+    if other_device is not None and verdict.status == "new":
+        message = (
+            f"{verdict.metric}: no baseline for device class {device_class}; one exists for {other_device}, "
+            "which cannot be compared; this run's figure becomes this device class's baseline"
+        )
+        why = f"device class {other_device} → {device_class}"
+        return dataclasses.replace(verdict, status="incomparable", message=message, reasons=(why,))
+    if not way.reasons:
+        return verdict
+    message = verdict.message
+    if way.changes and way.kind == "stored":
+        message += " (across a change: " + "; ".join(c.text for c in way.changes) + ")"
+    return dataclasses.replace(verdict, message=message, reasons=(*way.reasons, *verdict.reasons))
+
+
+def _unchanged(request: GateRequest, prepared: PreparedModel, layer_run: LayerRun, way: Route) -> GateOutcome:
+    """Nothing that runs changed: a short latency sample for the test and the report, no comparison."""
+    import math
+
+    from pytest_roofline.api import assemble
+    from pytest_roofline.gate.order import short_latency, unchanged_verdict
+
+    baseline = request.baseline
+    assert baseline is not None
+    latency = short_latency(prepared)
+    before = baseline.latency.alone_p25 or baseline.latency.p25
+    drift = latency.p25 / before if before > 0 and math.isfinite(latency.p25) else None
+    raw = {"baseline": before, "current": latency.p25, "drift": drift}
+    profile = assemble(prepared, layer_run, latency, {"gate": {"mode": "identity", "drift": drift}})
+    verdict, extra = unchanged_verdict(request.metrics, request.tolerance, raw, way.reasons)
+    history = (*baseline.history, baseline.history_point())
+    return GateOutcome(profile, verdict, extra, None, history, None)
 
 
 def _summary(prepared: PreparedModel, layer_run: LayerRun) -> ModelSummary | None:
@@ -301,7 +351,9 @@ def _change(
             from pytest_roofline.api import assemble
 
             ref = prepare(reference, backend=request.backend, batch=prepared.batch, dims=prepared.dims)
-            ref_run = profile_layers(ref, roofline=roofline, trips=request.trips)
+            ref_run = profile_layers(
+                ref, iterations=PROFILE_ITERATIONS, roofline=roofline, trips=request.trips
+            )
             old_profile = assemble(ref, ref_run, profile.latency)
         return explain_change(verdict, old, summary, roofline, old_profile)
     baseline = request.baseline
@@ -383,9 +435,12 @@ def _entry(
     conditions: Conditions,
     summary: ModelSummary | None,
     configured: GateRun | None = None,
+    identity: RunIdentity | None = None,
+    alone_p25: float | None = None,
 ) -> BaselineEntry:
     import numpy as np
 
+    from pytest_roofline.errors import RooflineError
     from pytest_roofline.gate.baseline import (
         BaselineEntry,
         ControlRecord,
@@ -393,9 +448,14 @@ def _entry(
         LatencyRecord,
         LayerRecord,
     )
+    from pytest_roofline.gate.identity import graph_hash
     from pytest_roofline.results import now
 
     lat = profile.latency
+    try:
+        graph = graph_hash(request.model)  # a re-saved copy of the same graph is judged unchanged
+    except (RooflineError, OSError, ValueError):
+        graph = ""
     return BaselineEntry(
         key=request.key,
         test=request.test,
@@ -417,6 +477,7 @@ def _entry(
             std=lat.std,
             gate_p25=run.subject_p25,
             session_medians=tuple(lat.session_medians),
+            alone_p25=alone_p25 if alone_p25 is not None and math.isfinite(alone_p25) else None,
         ),
         conditions=conditions,
         layers={
@@ -435,4 +496,5 @@ def _entry(
             if configured is not None and configured.figures
             else None
         ),
+        identity=dataclasses.replace(identity, graph=graph) if identity is not None else None,
     )

@@ -38,6 +38,7 @@ _HERE = Path(__file__).resolve().parent
 _STATUS_CLASS = {
     "PASS": "ok",
     "IMPROVED": "ok",
+    "UNCHANGED": "ok",
     "NEW": "info",
     "NOT-COMPARED": "info",
     "PASSED": "ok",
