@@ -1,7 +1,7 @@
 """The decision order through pytest with the real onnxruntime backend: identity → paired → stored.
 
-The model store (``pytest_roofline.gate.model_store``, another module's work) is stood in for by
-:class:`_model_store_standin.StandInStore`: the same ``put``/``get`` contract.
+The model store is the real one (``pytest_roofline.gate.model_store``) under the test's
+``$ROOFLINE_CACHE_DIR``.
 """
 
 from __future__ import annotations
@@ -9,15 +9,13 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import onnx
 import pytest
-from _model_store_standin import MODULE, stand_in_module
 from _plugin_helpers import fixed_calibration, matmul_chain
 
 from pytest_roofline.gate.identity import content_hash
+from pytest_roofline.gate.model_store import default_model_store
 
 ONE_THREAD = "--roofline-option=intra_op_threads=1"
 ARGS = ("-p", "no:cacheprovider", ONE_THREAD, "--roofline-budget=2", "--roofline-report=r.json")
@@ -34,9 +32,7 @@ def project(pytester, monkeypatch, tmp_path):
     (tmp_path / "cache").mkdir()
     cache = fixed_calibration(tmp_path / "cache", {"intra_op_threads": "1"})
     monkeypatch.setenv("ROOFLINE_CACHE_DIR", str(cache))
-    module = stand_in_module(cache / "models")
-    monkeypatch.setitem(sys.modules, MODULE, module)
-    store = module.store
+    store = default_model_store()
     matmul_chain(pytester.path / "mm.onnx", 2)
     pytester.makepyfile(test_mm=TEST)
     pytester.store = store  # type: ignore[attr-defined]
@@ -183,11 +179,6 @@ def test_another_device_class_is_incomparable_and_records_its_own_baseline(proje
 
 @pytest.mark.skipif(not __import__("importlib").util.find_spec("xdist"), reason="pytest-xdist not installed")
 def test_under_xdist_only_the_controller_records_and_keeps_the_model(project):
-    tests = Path(__file__).parent
-    project.makeconftest(
-        f"import sys\nsys.path.insert(0, {str(tests)!r})\nimport _model_store_standin\n"
-        f"_model_store_standin.install(__import__('pathlib').Path({str(project.store.root)!r}))\n"
-    )
     project.makepyfile(
         test_mm="import pytest\n\n@pytest.mark.parametrize('b', [1, 2])\n"
         "def test_mm(model_profile, b):\n    model_profile('mm.onnx', batch_size=b)\n"

@@ -8,14 +8,13 @@ baseline entry keeps (its ``identity`` block) and :meth:`RunIdentity.changes` na
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_roofline.gate.model_store import content_hash
 from pytest_roofline.schema import SchemaError, read_str, read_str_map
 
 if TYPE_CHECKING:
@@ -52,48 +51,6 @@ ENV_PREFIXES = (
     "TRT_",
     "TENSORRT_",
 )
-CHUNK = 1 << 20
-
-
-def content_hash(path: str | os.PathLike[str]) -> str:
-    """SHA-256 (hex) over the model file, then each external-data file it references in sorted
-    location order: what the model store names a model by.  Cached per process while no file's
-    size or modification time changes.
-
-    Raises:
-        ModelError: the model or one of its external-data files cannot be read (one line).
-    """
-    # the same rule as gate-store's pytest_roofline.gate.model_store.content_hash: keep one on merge
-    from pytest_roofline.errors import ModelError
-    from pytest_roofline.gitref import external_data_locations
-    from pytest_roofline.model import load_model
-
-    model = Path(path).resolve()
-    cached = _HASHES.get(model)
-    with contextlib.suppress(OSError):
-        if cached is not None and _stats(cached[0]) == cached[1]:
-            return cached[2]
-    files = [model]
-    files += [model.parent / loc for loc in sorted(external_data_locations(load_model(str(model))))]
-    digest = hashlib.sha256()
-    try:
-        stats = _stats(files)
-        for file in files:
-            with open(file, "rb") as handle:
-                for chunk in iter(lambda: handle.read(CHUNK), b""):  # noqa: B023 - used at once
-                    digest.update(chunk)
-    except OSError as exc:
-        raise ModelError(f"{exc.filename}: cannot be read ({exc.strerror or exc})") from None
-    _HASHES[model] = (tuple(files), stats, digest.hexdigest())
-    return digest.hexdigest()
-
-
-_HASHES: dict[Path, tuple[tuple[Path, ...], tuple[tuple[int, int], ...], str]] = {}
-
-
-def _stats(files: Sequence[Path]) -> tuple[tuple[int, int], ...]:
-    """Size and modification time of each file (raises OSError when one is missing)."""
-    return tuple((s.st_size, s.st_mtime_ns) for s in (f.stat() for f in files))
 
 
 def graph_hash(path: str | os.PathLike[str]) -> str:

@@ -73,13 +73,36 @@ def content_hash(path: str | os.PathLike[str]) -> str:
 
     Streams every file; the proto is parsed (without external data) only when the file mentions
     external data at all.  A model without external data hashes like the file alone, the same as
-    :func:`pytest_roofline.model.model_hash`.
+    :func:`pytest_roofline.model.model_hash`.  Cached per process while no file's size or
+    modification time changes (the identity check and :meth:`ModelStore.put` hash the same file).
 
     Raises:
         ModelError: the model or a data file is missing or unreadable, a Git LFS pointer, not ONNX,
             or a data location that leaves the model's folder.  One line each.
     """
-    return _scan(Path(path)).digest
+    model = Path(path).resolve()
+    cached = _HASHES.get(model)
+    if cached is not None:
+        with contextlib.suppress(OSError):
+            if _stats(cached[0]) == cached[1]:
+                return cached[2]
+    before = _stats([model]) if model.is_file() else None
+    content = _scan(model)
+    files = tuple(model.parent / name for name, _ in content.files)
+    with contextlib.suppress(OSError):
+        stats = _stats(files)
+        if before is not None and stats[0] == before[0]:  # not rewritten while it was read
+            _HASHES[model] = (files, stats, content.digest)
+    return content.digest
+
+
+#: Per-process cache of :func:`content_hash`: path → (files, their size and mtime, digest).
+_HASHES: dict[Path, tuple[tuple[Path, ...], tuple[tuple[int, int], ...], str]] = {}
+
+
+def _stats(files: tuple[Path, ...] | list[Path]) -> tuple[tuple[int, int], ...]:
+    """Size and modification time of each file (raises OSError when one is missing)."""
+    return tuple((s.st_size, s.st_mtime_ns) for s in (f.stat() for f in files))
 
 
 def _scan(path: Path, copy_to: Path | None = None) -> _Content:

@@ -12,12 +12,11 @@ baseline's:
   was missing.
 
 The model store is :mod:`pytest_roofline.gate.model_store` (``default_model_store()``, ``put``,
-``get``); this module reaches it through :class:`ModelStoreLike` only.
+``get``); the request carries it as a :class:`ModelStoreLike`, so a test can hand in another.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +46,6 @@ __all__ = [
 SHORT_MIN_RUNS = 5
 SHORT_MAX_RUNS = 50
 SHORT_SECONDS = 0.25
-MODEL_STORE_MODULE = "pytest_roofline.gate.model_store"
 REMEDY = (
     "keep the cache dir between runs ($ROOFLINE_CACHE_DIR, e.g. a CI cache) so the baseline's model "
     "stays in the model store, or record baselines from committed models"
@@ -65,16 +63,15 @@ class ModelStoreLike(Protocol):
 
 
 def default_models() -> ModelStoreLike | None:
-    """The model store under the calibration cache dir, or None where this build has none or it
-    cannot be made (then a changed model falls back to git, then to the stored figures)."""
+    """The model store under the calibration cache dir, or None where it cannot be made (then a
+    changed model falls back to git, then to the stored figures)."""
     from pytest_roofline.errors import RooflineError
+    from pytest_roofline.gate.model_store import default_model_store
 
     try:
-        module = importlib.import_module(MODEL_STORE_MODULE)
-        store: ModelStoreLike = module.default_model_store()
-    except (ImportError, OSError, RooflineError):
+        return default_model_store()
+    except (OSError, RooflineError):
         return None
-    return store
 
 
 @dataclass(frozen=True)
