@@ -50,6 +50,8 @@ from gate_trials import busy_neighbour  # noqa: E402
 STATUSES = ("unchanged", "pass", "inconclusive", "regression", "improved")
 CATCH_FROM = 0.065  # a variant this much slower at one thread should be caught
 QUICK_MODELS = 3
+#: A slower variant duplicates the heaviest weight-fed nodes until the copies add this share of the MACs.
+SLOWER_MACS = 0.07
 
 ROOFLINE_TEST = """
 import json
@@ -106,18 +108,15 @@ class Run:
 
 
 def load_zoo(names: Sequence[str], quick: bool) -> Zoo:
-    """The zoo of ``pytest_roofline.zoo.suite`` restricted to ``names`` (or 3 in quick mode);
-    a small fallback of the older builders while that module is absent."""
-    try:
-        from pytest_roofline.zoo import suite
-    except ImportError:
-        return _fallback_zoo(names, quick)
+    """The zoo of ``pytest_roofline.zoo.suite`` restricted to ``names`` (or 3 in quick mode)."""
+    from pytest_roofline.zoo import suite
+
     entries = {model.name: model for model in suite.ZOO}
     chosen = _choose(list(entries), names, quick)
     return Zoo(
         dims={name: dict(entries[name].dims) for name in chosen},
         write=lambda out, which: suite.write_zoo(out, names=list(which)),
-        slower=suite.slower_variant,
+        slower=lambda model: suite.slower_variant(model, at_least=SLOWER_MACS),
         resaved=suite.resaved_copy,
         source="pytest_roofline.zoo.suite",
     )
@@ -129,82 +128,6 @@ def _choose(available: list[str], names: Sequence[str], quick: bool) -> list[str
         raise SystemExit(f"unknown models {', '.join(unknown)}; the zoo has {', '.join(available)}")
     chosen = list(names) or available
     return chosen[:QUICK_MODELS] if quick else chosen
-
-
-def _fallback_zoo(names: Sequence[str], quick: bool) -> Zoo:
-    from pytest_roofline import zoo
-
-    builders: dict[str, tuple[Callable[[], onnx.ModelProto], dict[str, int]]] = {
-        "tiny_cnn": (lambda: zoo.tiny_cnn(), {"N": 1}),
-        "tiny_transformer": (lambda: zoo.tiny_transformer(), {"batch": 1, "seq": 16}),
-        "mobilenet_v2": (lambda: zoo.mobilenet_v2(batch=1, weights="random"), {}),
-    }
-    chosen = _choose(list(builders), names, quick)
-
-    def write(out: Path, which: Sequence[str]) -> dict[str, Path]:
-        out.mkdir(parents=True, exist_ok=True)
-        paths = {name: out / f"{name}.onnx" for name in which}
-        for name, path in paths.items():
-            onnx.save(builders[name][0](), str(path))
-        return paths
-
-    return Zoo(
-        dims={name: builders[name][1] for name in chosen},
-        write=write,
-        slower=_fallback_slower,
-        resaved=_fallback_resaved,
-        source="fallback builders (pytest_roofline.zoo.suite is absent)",
-    )
-
-
-def _fallback_slower(model: onnx.ModelProto) -> onnx.ModelProto:
-    """The weight-fed MatMul/Conv with the largest weight, duplicated with a perturbed weight and
-    added back x1e-9."""
-    from onnx import helper, numpy_helper
-
-    variant = onnx.ModelProto()
-    variant.CopyFrom(model)
-    graph = variant.graph
-    weights = {init.name: init for init in graph.initializer}
-    heavy = max(
-        (n for n in graph.node if n.op_type in ("MatMul", "Conv", "Gemm") and n.input[1] in weights),
-        key=lambda n: int(np.prod(weights[n.input[1]].dims)),
-    )
-    weight = numpy_helper.to_array(weights[heavy.input[1]])
-    noise = np.random.default_rng(1).standard_normal(weight.shape).astype(weight.dtype) * 1e-3
-    graph.initializer.append(numpy_helper.from_array(weight + noise, "slower_w"))
-    graph.initializer.append(numpy_helper.from_array(np.array(1e-9, weight.dtype), "slower_scale"))
-    out = heavy.output[0]
-    twin = helper.make_node(
-        heavy.op_type, [heavy.input[0], "slower_w", *heavy.input[2:]], ["slower_y"], "slower"
-    )
-    twin.attribute.extend(heavy.attribute)
-    for node in graph.node:
-        node.input[:] = ["slower_sum" if name == out else name for name in node.input]
-    for output in graph.output:
-        if output.name == out:
-            output.name = "slower_sum"  # rare: keep the graph valid; the benchmark reads no outputs
-    at = list(graph.node).index(heavy) + 1
-    extra = [
-        twin,
-        helper.make_node("Mul", ["slower_y", "slower_scale"], ["slower_tiny"], "slower_mul"),
-        helper.make_node("Add", [out, "slower_tiny"], ["slower_sum"], "slower_add"),
-    ]
-    nodes = list(graph.node)
-    del graph.node[:]
-    graph.node.extend(nodes[:at] + extra + nodes[at:])
-    return variant
-
-
-def _fallback_resaved(model: onnx.ModelProto) -> onnx.ModelProto:
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    copy.doc_string = "re-saved"
-    copy.producer_version = "2"
-    return copy
-
-
-# --- the project and its runs -------------------------------------------------------------------
 
 
 def save_like(model: onnx.ModelProto, path: Path) -> None:

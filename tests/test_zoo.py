@@ -201,6 +201,18 @@ def test_slower_variant_takes_the_heaviest_or_the_named_node() -> None:
         zoo.slower_variant(model, node="Relu_1")
 
 
+def test_slower_variant_duplicates_more_nodes_until_it_adds_the_share_asked() -> None:
+    entry = zoo.zoo_model("mobilenet_v2")
+    model = built("mobilenet_v2")
+    before = analyze(model, dims=entry.dims).total.macs
+    one = analyze(zoo.slower_variant(model), dims=entry.dims).total.macs
+    assert one / before - 1 < 0.07  # the heaviest node alone adds less than 7 %
+    several = zoo.slower_variant(model, at_least=0.07)
+    assert analyze(several, dims=entry.dims).total.macs / before - 1 >= 0.07
+    assert sum(n.name.endswith("_slower") for n in several.graph.node) > 1
+    assert_same_outputs(run_onnxruntime(model, entry.dims), run_onnxruntime(several, entry.dims), False)
+
+
 @pytest.mark.parametrize("name", ["tiny_cnn", "efficientnet_int8", "convnext_fp16", "moe", "loop"])
 def test_resaved_copy_is_other_bytes_of_the_same_graph(name: str) -> None:
     entry = zoo.zoo_model(name)

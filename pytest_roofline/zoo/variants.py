@@ -21,7 +21,12 @@ _TYPED_LIMIT = 1 << 16
 
 
 def slower_variant(
-    model: onnx.ModelProto, node: str | None = None, seed: int = 1, *, dims: Mapping[str, int] | None = None
+    model: onnx.ModelProto,
+    node: str | None = None,
+    seed: int = 1,
+    *,
+    dims: Mapping[str, int] | None = None,
+    at_least: float = 0.0,
 ) -> onnx.ModelProto:
     """``model`` with its heaviest weight-fed MatMul/Gemm/Conv (LSTM/GRU/RNN count too; by MACs
     at ``dims``, or the node named ``node``) computed twice: the copy uses a perturbed copy of the
@@ -33,7 +38,9 @@ def slower_variant(
     re-quantized at the original scale, so every quantized consumer stays fused. A model whose
     weight-fed nodes all sit in Loop/Scan/If bodies gets the copy in the body (``node`` may then be
     the analysis' path name, e.g. ``scan/body/matmul``). ``dims`` default to the zoo entry's of the
-    same graph name, else every symbolic dim is 1.
+    same graph name, else every symbolic dim is 1. With ``at_least`` (a fraction of the model's
+    MACs) and no ``node``, the next heaviest nodes are duplicated too until the copies add that
+    much work (a large model whose heaviest node is 3 % of its MACs gets several).
 
     Raises:
         ModelError: ``node`` names no weight-fed MatMul/Gemm/Conv of the model, or there is none.
@@ -46,14 +53,20 @@ def slower_variant(
         top = [site for site in sites if site[1] == site[2].name] or sites
         if not top:
             raise ModelError(f"model '{out.graph.name}' has no weight-fed MatMul, Gemm or Conv to duplicate")
-        node = _heaviest(model, [path for _, path, _ in top], dims)
-    chosen = [site for site in sites if node in (site[1], site[2].name)]
-    if not chosen:
-        raise ModelError(
-            f"node '{node}' is not a weight-fed MatMul, Gemm or Conv of model '{out.graph.name}'"
-        )
-    graph, _, target = chosen[0]
-    _duplicate(out.graph, graph, target, inits, np.random.default_rng(seed))
+        names = _heaviest(model, [path for _, path, _ in top], dims, at_least)
+    else:
+        names = [node]
+    rng = np.random.default_rng(seed)
+    for name in names:
+        sites = _sites(out.graph, "", inits)  # each copy rebuilds the node list
+        chosen = [site for site in sites if name in (site[1], site[2].name)]
+        if not chosen:
+            raise ModelError(
+                f"node '{name}' is not a weight-fed MatMul, Gemm or Conv of model '{out.graph.name}'"
+            )
+        graph, _, target = chosen[0]
+        _duplicate(out.graph, graph, target, inits, rng)
+        inits = {t.name: t for t in out.graph.initializer}
     return out
 
 
@@ -167,8 +180,11 @@ def _weight_of(
     return None
 
 
-def _heaviest(model: onnx.ModelProto, names: list[str], dims: Mapping[str, int] | None) -> str:
-    """The node of ``names`` (analysis path names) with the most MACs at ``dims``."""
+def _heaviest(
+    model: onnx.ModelProto, names: list[str], dims: Mapping[str, int] | None, at_least: float = 0.0
+) -> list[str]:
+    """The node of ``names`` (analysis path names) with the most MACs at ``dims``, then the next
+    heaviest until together they hold ``at_least`` of the model's MACs."""
     from pytest_roofline.analysis import analyze
     from pytest_roofline.model import graph_inputs
 
@@ -181,8 +197,16 @@ def _heaviest(model: onnx.ModelProto, names: list[str], dims: Mapping[str, int] 
         dims = {
             d.dim_param: 1 for vi in graph_inputs(model) for d in vi.type.tensor_type.shape.dim if d.dim_param
         }
-    macs = {node.name: node.macs for node in analyze(model, batch=1, dims=dims).nodes}
-    return max(names, key=lambda name: macs.get(name, 0))
+    nodes = analyze(model, batch=1, dims=dims).nodes
+    macs = {node.name: node.macs for node in nodes}
+    total = sum(node.macs for node in nodes)
+    ranked = sorted(names, key=lambda name: -macs.get(name, 0))
+    chosen = ranked[:1]
+    for name in ranked[1:]:
+        if sum(macs.get(n, 0) for n in chosen) >= at_least * total:
+            break
+        chosen.append(name)
+    return chosen
 
 
 def _perturbed(weight: np.ndarray, rng: np.random.Generator) -> np.ndarray:
