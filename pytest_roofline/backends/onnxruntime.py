@@ -351,7 +351,13 @@ class OnnxRuntimeSession(BackendSession):
         model.ir_version = min(model.ir_version, 8)
         onnx.checker.check_model(model)
         try:
-            cast = ort.InferenceSession(model.SerializeToString(), providers=self.backend.provider_list())
+            options = ort.SessionOptions()
+            options.log_severity_level = 4
+            if _GLOBAL_POOL:  # a process with a global pool allows no session a pool of its own
+                options.use_per_session_threads = False
+            cast = ort.InferenceSession(
+                model.SerializeToString(), options, providers=self.backend.provider_list()
+            )
             binding = cast.io_binding()
             binding.bind_cpu_input("x", array)
             try:  # memory owned by the value itself, not by the helper session's arena
