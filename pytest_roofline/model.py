@@ -30,6 +30,7 @@ __all__ = [
     "bind_input_shapes",
     "check_input_memory",
     "graph_inputs",
+    "input_dtype",
     "input_memory_limit",
     "load_model",
     "make_inputs",
@@ -328,6 +329,31 @@ def _itemsize(elem_type: int) -> int:
         return 4
 
 
+def input_dtype(vi: onnx.ValueInfoProto) -> np.dtype:
+    """The numpy dtype of tensor input ``vi``.
+
+    Raises:
+        ShapeError: a type roofline cannot feed (string, float8, UNDEFINED, ...), naming the input.
+    """
+    elem_type = vi.type.tensor_type.elem_type
+    try:
+        type_name = onnx.TensorProto.DataType.Name(elem_type)
+    except ValueError:
+        type_name = f"type {elem_type}"
+    if elem_type == onnx.TensorProto.UNDEFINED:
+        raise ShapeError(f"input {vi.name!r} has no element type (UNDEFINED) in the model; declare its type")
+    try:
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+    except Exception:
+        dtype = np.dtype(object)
+    if dtype.kind not in "biuf" and dtype.name != "bfloat16":
+        raise ShapeError(
+            f"input {vi.name!r} is a {type_name.lower()} tensor, which roofline cannot feed "
+            "(numeric and bool inputs only)"
+        )
+    return dtype
+
+
 def make_inputs(
     model: onnx.ModelProto, shapes: Mapping[str, tuple[int, ...]], seed: int = 0
 ) -> dict[str, np.ndarray]:
@@ -340,13 +366,16 @@ def make_inputs(
         ShapeError: the inputs would not fit in memory (:func:`check_input_memory`); nothing was
             allocated.
     """
+    for vi in graph_inputs(model):
+        if vi.name in shapes:
+            input_dtype(vi)  # refuse a type it cannot feed before allocating anything
     check_input_memory(model, shapes)
     rng = np.random.default_rng(seed)
     arrays: dict[str, np.ndarray] = {}
     for vi in graph_inputs(model):
         if vi.name not in shapes:
             continue  # not a tensor input (see bind_input_shapes)
-        dtype = onnx.helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)
+        dtype = input_dtype(vi)
         shape = shapes[vi.name]
         if np.issubdtype(dtype, np.floating):
             arrays[vi.name] = rng.standard_normal(shape).astype(dtype)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from pytest_roofline.backends.base import Backend, BackendSession, KernelProfile, importable
+from pytest_roofline.backends.base import MAX_THREADS, Backend, BackendSession, KernelProfile, importable
 from pytest_roofline.bounded import on_timeout
 from pytest_roofline.errors import BackendError, OptionError, ShapeError
 
@@ -84,7 +84,7 @@ def use_global_pool(intra_op_threads: int, inter_op_threads: int = 0) -> None:
     _GLOBAL_POOL = True
 
 
-def _non_negative_int(key: str, value: str) -> int:
+def _non_negative_int(key: str, value: str, maximum: int = MAX_THREADS) -> int:
     try:
         number = int(value)
     except ValueError:
@@ -93,6 +93,8 @@ def _non_negative_int(key: str, value: str) -> int:
         raise OptionError(
             f"onnxruntime option {key}={value!r} must be a non-negative integer (0 = ORT default)"
         )
+    if number > maximum:
+        raise OptionError(f"onnxruntime option {key}={value} is out of range (at most {maximum})")
     return number
 
 
