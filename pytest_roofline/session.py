@@ -203,9 +203,14 @@ class RooflineSession:
             except BaselineError:
                 if not self.settings.update:  # --roofline-update rewrites the entry
                     raise
-        reference = None
+        reference, new_at_ref = None, ""
         if self.settings.compare_ref and not self.settings.disable:  # a bad ref fails before measuring
-            reference = self._reference_spec(model_path, batch_size, dims or {})
+            from pytest_roofline.gitref import NotAtRef
+
+            try:
+                reference = self._reference_spec(model_path, batch_size, dims or {})
+            except NotAtRef as exc:  # a model the change adds: measured, nothing to compare
+                new_at_ref = str(exc)
         return GateRequest(
             test=node.nodeid,
             key=key,
@@ -221,6 +226,7 @@ class RooflineSession:
             metrics=test.metrics,
             baseline=baseline,
             reference=reference,
+            new_at_ref=new_at_ref,
             commit=self.git().commit if not self.settings.disable else None,
             trips=dict(trips) if trips else None,
             prepared=prepared,
@@ -336,6 +342,8 @@ class RooflineSession:
                 messages.append("\n".join([head, *table]))
             elif self.settings.strict and verdict.status in ("inconclusive", "incomparable"):
                 messages.append("\n".join([f"{head} [--roofline-strict]", *table]))
+            elif self.settings.strict and verdict.status == "new" and verdict.mode == "paired":
+                messages.append(f"{head} [--roofline-strict]")
             elif self.settings.strict and verdict.status == "new":
                 messages.append(
                     printable(

@@ -61,6 +61,7 @@ class GateRequest:
     metrics: tuple[str, ...] = ("latency",)
     baseline: BaselineEntry | None = None
     reference: ModelSpec | None = None  # paired mode: the model at the git reference
+    new_at_ref: str = ""  # paired mode, the model absent at the reference: why (measured, not compared)
     commit: str | None = None
     trips: Mapping[str, int] | None = field(default=None, hash=False)  # Loop trip counts to bind
     prepared: PreparedModel | None = field(default=None, hash=False)  # the model already loaded and bound
@@ -251,7 +252,11 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
         change = _change(request, prepared, layer_run.roofline, verdict, summary, profile)
         verdict = dataclasses.replace(verdict, explanation=change.text)
     entry = None
-    if request.reference is None and run.figures and not run.load.disturbed:
+    if request.new_at_ref:  # paired mode records no baseline: a verdict `new`, nothing compared
+        verdict = dataclasses.replace(
+            new_verdict(run.figures, tolerance=tolerance, message=request.new_at_ref), mode="paired"
+        )
+    elif request.reference is None and run.figures and not run.load.disturbed:
         entry = _entry(request, profile, run, blocks, current, summary, configured_run)
     elif request.reference is None and run.figures:  # a busy moment's figure would mislead every later run
         refused = f"not recorded as a baseline: the machine was busy while measuring ({run.load.describe()})"
