@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -47,17 +46,6 @@ ModelSource = str | os.PathLike | onnx.ModelProto
 MAX_DIM = 2**31 - 1
 #: Environment variable overriding the input-memory limit: bytes (``8G``, ``512MiB``, ``2e9``) or ``0``.
 INPUT_LIMIT_ENV = "ROOFLINE_MAX_INPUT_BYTES"
-_UNITS = {
-    "": 1,
-    "k": 10**3,
-    "m": 10**6,
-    "g": 10**9,
-    "t": 10**12,
-    "ki": 2**10,
-    "mi": 2**20,
-    "gi": 2**30,
-    "ti": 2**40,
-}
 
 
 @dataclass(frozen=True)
@@ -257,12 +245,13 @@ def input_memory_limit() -> int | None:
     """
     text = os.environ.get(INPUT_LIMIT_ENV, "").strip()
     if text:
-        match = re.fullmatch(r"([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([kKmMgGtT]i?)?[bB]?", text)
-        if match is None:
+        from pytest_roofline.files import parse_size
+
+        limit = parse_size(text)
+        if limit is None:
             raise OptionError(
                 f"{INPUT_LIMIT_ENV}={text!r}: expected bytes such as 8G, 512MiB or 2e9 (0: no limit)"
             )
-        limit = int(float(match[1]) * _UNITS[(match[2] or "").lower()])
         return limit or None
     available = _available_memory()
     return None if available is None else available // 2

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.errors import RooflineError
+from pytest_roofline.files import read_document
 from pytest_roofline.schema import SchemaError, as_mapping, loads, migrate, read_list
 
 if TYPE_CHECKING:
@@ -229,7 +230,7 @@ def load_results(path: str | Path) -> RunResults:
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_document(path)
     except FileNotFoundError:
         raise RooflineError(
             f"results file {path}: no such file; write one with pytest --roofline-report={path}"

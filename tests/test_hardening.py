@@ -80,3 +80,43 @@ def test_an_absurd_budget_or_timeout_is_a_usage_error(pytester: pytest.Pytester,
     result = pytester.runpytest(flag)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "is out of range (at most 604800 s, a week)" in result.stderr.str()
+
+
+# --- item 10: only regular files, with a size limit ---------------------------------------------
+
+
+def test_a_device_or_fifo_is_refused_in_one_line_without_reading_it(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "baselines" / "t.json"
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)  # nothing ever writes: a read would hang for good
+    for args in (
+        ("report", "/dev/zero", "-o", "r.html"),
+        ("baseline", "diff", "/dev/zero"),
+        ("baseline", "update", "/dev/zero"),
+        ("baseline", "prune", "/dev/zero"),
+        ("baseline", "show", "--baseline-dir", str(fifo.parent)),
+    ):
+        done = _roofline(*args, cwd=tmp_path)  # bounded: a hang is a TimeoutExpired
+        assert done.returncode != 0 and "Traceback" not in done.stderr, (args, done.stderr)
+        assert "not a regular file; roofline reads only regular files" in done.stderr, (args, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_a_document_over_the_size_limit_says_how_to_raise_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_roofline.errors import RooflineError
+    from pytest_roofline.results import load_results
+
+    big = tmp_path / "results.json"
+    big.write_text('{"results": []}' + " " * 4096)
+    monkeypatch.setenv("ROOFLINE_MAX_FILE_BYTES", "1KiB")
+    with pytest.raises(
+        RooflineError,
+        match=r"larger than the 1.02 kB roofline reads from one file; raise the limit with ROOFLINE_MAX",
+    ):
+        load_results(big)
+    monkeypatch.setenv("ROOFLINE_MAX_FILE_BYTES", "1M")
+    assert load_results(big).records == ()

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_roofline.errors import BaselineError
-from pytest_roofline.files import atomic_write_text, file_lock, lock_path
+from pytest_roofline.files import atomic_write_text, file_lock, lock_path, read_document
 from pytest_roofline.gate.baseline import MIGRATIONS, SCHEMA_VERSION, BaselineEntry, module_of
 from pytest_roofline.schema import NewerSchema, SchemaError, dumps, loads, migrate
 
@@ -90,7 +90,7 @@ class BaselineStore:
         """
         self.check_directory()
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_document(path)
         except FileNotFoundError:
             return BaselineFile(path)
         except (OSError, UnicodeDecodeError) as exc:
@@ -190,7 +190,7 @@ class BaselineStore:
     def _newer(path: Path) -> bool:
         """Whether ``path`` was written by a newer pytest-roofline (never rewritten by this one)."""
         try:
-            data = loads(path.read_text(encoding="utf-8"))
+            data = loads(read_document(path))
             version = data.get("schema_version") if isinstance(data, dict) else None
             return isinstance(version, int) and version > SCHEMA_VERSION
         except (OSError, UnicodeDecodeError, SchemaError):

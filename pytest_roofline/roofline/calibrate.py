@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.device import cpu_info
 from pytest_roofline.errors import BackendError, OptionError, RooflineError
-from pytest_roofline.files import atomic_write_json
+from pytest_roofline.files import atomic_write_json, read_document
 from pytest_roofline.roofline.roofs import DeviceRoofline, Probe, roofline_data_problem
 
 if TYPE_CHECKING:
@@ -525,7 +525,7 @@ def _read_cache(path: Path, fingerprint: dict[str, Any]) -> tuple[DeviceRoofline
     a zero, negative, NaN or string roof, or a missing key, makes the file corrupt.
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_document(path)
     except OSError:
         return None, None
     try:
