@@ -424,10 +424,9 @@ class RooflineSession:
         if not self.is_worker and self.settings.reports:
             from pytest_roofline.report import write_reports
 
-            try:
-                self.reports_written = write_reports(results, list(self.settings.reports))
-            except (RooflineError, OSError) as exc:
-                self.errors.append(str(exc))
+            failed: list[str] = []  # one line per report not written; the others are still written
+            self.reports_written = write_reports(results, list(self.settings.reports), failed)
+            self.errors.extend(failed)
         return results
 
     def git(self) -> GitInfo:

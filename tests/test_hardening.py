@@ -120,3 +120,115 @@ def test_a_document_over_the_size_limit_says_how_to_raise_it(
         load_results(big)
     monkeypatch.setenv("ROOFLINE_MAX_FILE_BYTES", "1M")
     assert load_results(big).records == ()
+
+
+# --- items 5 and 6: reports never replace a baseline; each written atomically, on its own --------
+
+
+def _run_with_baseline(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    from _plugin_helpers import FAKE
+
+    monkeypatch.setenv("ROOFLINE_CACHE_DIR", str(tmp_path))
+    relu_chain(pytester.path / "m.onnx", 3)
+    pytester.makepyfile(test_m="def test_m(model_profile):\n    model_profile('m.onnx')\n")
+    pytester.runpytest(*FAKE, "--roofline-update").assert_outcomes(passed=1)
+    baseline = pytester.path / ".roofline" / "test_m.json"
+    assert baseline.is_file()
+    return baseline
+
+
+def test_a_report_path_naming_a_baseline_is_refused_and_the_other_reports_are_written(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from _plugin_helpers import FAKE
+
+    baseline = _run_with_baseline(pytester, monkeypatch, tmp_path)
+    before = baseline.read_bytes()
+    (pytester.path / "adir.html").mkdir()
+    (pytester.path / "notes.md").write_text("my own notes\n")
+    reports = [".roofline/test_m.json", "adir.html", "notes.md", "ok.md", "ok.json", "ok.csv"]
+    result = pytester.runpytest(*FAKE, *(f"--roofline-report={r}" for r in reports))
+    out = result.stdout.str() + result.stderr.str()
+    assert "report .roofline/test_m.json would replace a baseline file of pytest-roofline" in out
+    assert "report adir.html is a directory; name a file" in out
+    assert "report notes.md would replace a file that is not a report of pytest-roofline" in out
+    assert baseline.read_bytes() == before and (pytester.path / "notes.md").read_text() == "my own notes\n"
+    for name in ("ok.md", "ok.json", "ok.csv"):
+        assert (pytester.path / name).stat().st_size > 0, name
+    assert "Traceback" not in out
+    again = pytester.runpytest(*FAKE, "--roofline-report=ok.md", "--roofline-report=ok.json")
+    again.assert_outcomes(passed=1)  # a report of this tool is replaced without a word
+    assert "would replace" not in again.stdout.str() + again.stderr.str()
+
+
+def test_documents_carry_their_kind_and_a_results_file_is_never_read_as_a_baseline(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import json
+
+    from pytest_roofline.errors import BaselineError, RooflineError
+    from pytest_roofline.gate.store import BaselineStore
+    from pytest_roofline.results import load_results
+
+    baseline = _run_with_baseline(pytester, monkeypatch, tmp_path)
+    document = json.loads(baseline.read_text())
+    assert document["kind"] == "baseline" and document["schema_version"] == 2
+    calibrations = [json.loads(p.read_text()) for p in tmp_path.glob("*.json")]
+    assert calibrations and all(c["kind"] == "calibration" for c in calibrations)
+    results = pytester.path / "r.json"
+    from _plugin_helpers import FAKE
+
+    pytester.runpytest(*FAKE, f"--roofline-report={results}")
+    assert json.loads(results.read_text())["kind"] == "results"
+    with pytest.raises(
+        RooflineError, match="it is a baseline document of pytest-roofline, not a results file"
+    ):
+        load_results(baseline)
+    stray = pytester.path / ".roofline" / "test_x.json"
+    stray.write_text(results.read_text())  # a results document where a baseline belongs
+    with pytest.raises(BaselineError, match="it is a results document of pytest-roofline, not a baseline"):
+        BaselineStore(stray.parent).read_file(stray)
+    del document["kind"]  # a file written before `kind` still reads
+    baseline.write_text(json.dumps(document))
+    assert BaselineStore(baseline.parent).read_file(baseline).entries
+
+
+def test_a_failed_write_leaves_no_partial_file_and_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    from _report_data import results_of, sample_run
+
+    import pytest_roofline.files as files
+    from pytest_roofline.report import write_reports
+
+    (tmp_path / "old.html").write_text("<h1>pytest-roofline report</h1> the last run")
+
+    def full_disk(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(files.os, "fsync", full_disk)
+    failed: list[str] = []
+    paths = [str(tmp_path / n) for n in ("r.html", "old.html", "r.md")]
+    assert write_reports(results_of(sample_run(3)), paths, failed) == []
+    assert failed == [f"report {p} cannot be written: No space left on device" for p in paths]
+    assert not (tmp_path / "r.html").exists() and not (tmp_path / "r.md").exists()
+    assert (tmp_path / "old.html").read_text().endswith("the last run")  # the old report stays whole
+    assert [p.name for p in tmp_path.iterdir()] == ["old.html"]  # no temp file left
+
+
+def test_every_format_writes_through_a_symlinked_report_path(tmp_path: Path) -> None:
+    from _report_data import results_of, sample_run
+
+    from pytest_roofline.report import write_reports
+
+    (tmp_path / "real").mkdir()
+    names = ["r.html", "r.json", "r.md", "r.csv"]
+    for name in names:
+        (tmp_path / name).symlink_to(tmp_path / "real" / name)
+    assert write_reports(results_of(sample_run(3)), [str(tmp_path / n) for n in names]) == [
+        str(tmp_path / n) for n in names
+    ]
+    for name in names:
+        assert (tmp_path / name).is_symlink() and (tmp_path / "real" / name).stat().st_size > 0, name

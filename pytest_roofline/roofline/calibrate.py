@@ -52,6 +52,7 @@ __all__ = [
 
 CACHE_ENV = "ROOFLINE_CACHE_DIR"
 CALIBRATION_VERSION = 1  # bump when probes change meaning: old cache files then miss
+CALIBRATION_KIND = "calibration"  # the cache file's `kind` (files written before it have none)
 LOCK_TIMEOUT = 600.0  # seconds to wait for another process's calibration
 SPOT_TOLERANCE = 0.15  # a spot-checked probe further than this from its cached figure: re-measure
 SPOT_SECONDS = 0.04  # timed budget of each spot-check probe (MIN_SAMPLES runs at least)
@@ -162,7 +163,9 @@ def calibrate(
             roofline = _measure(backend, fingerprint, wanted, quick, progress)
             try:
                 atomic_write_json(
-                    path, {"fingerprint": fingerprint, "roofline": roofline.to_dict()}, indent=1
+                    path,
+                    {"kind": CALIBRATION_KIND, "fingerprint": fingerprint, "roofline": roofline.to_dict()},
+                    indent=1,
                 )
             except OSError as exc:
                 _say_once(
@@ -532,6 +535,8 @@ def _read_cache(path: Path, fingerprint: dict[str, Any]) -> tuple[DeviceRoofline
         data = json.loads(text)
         if not isinstance(data, dict) or not isinstance(data.get("fingerprint"), dict):
             return None, "no fingerprint"
+        if data.get("kind", CALIBRATION_KIND) != CALIBRATION_KIND:  # files before `kind` have none
+            return None, f"a {str(data['kind'])[:40]} document, not a calibration"
         if data["fingerprint"] != fingerprint:
             return None, None  # a hash collision or an older layout: measure anew
         problem = roofline_data_problem(data.get("roofline"))
