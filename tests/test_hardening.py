@@ -232,3 +232,48 @@ def test_every_format_writes_through_a_symlinked_report_path(tmp_path: Path) -> 
     ]
     for name in names:
         assert (tmp_path / name).is_symlink() and (tmp_path / "real" / name).stat().st_size > 0, name
+
+
+# --- item 9: the budget bounds the first batch too ------------------------------------------------
+
+
+def test_the_first_batch_is_cut_to_the_budget_and_the_verdict_says_so() -> None:
+    from pytest_roofline.gate.sampling import GateDesign, fit_to_budget, paired_decider, run_gate
+
+    unchanged, note = fit_to_budget(GateDesign(budget=10, run_estimate=1e-4))
+    assert unchanged == GateDesign(budget=10, run_estimate=1e-4) and note is None
+    cut, note = fit_to_budget(GateDesign(budget=1, run_estimate=0.17))  # the 0.17 s model
+    assert (cut.sessions, cut.rounds, cut.warmup) == (2, 1, 0)
+    assert cut.sessions * (cut.rounds + cut.warmup) * 2 * 0.17 <= 1
+    assert note is not None and "the 1 s budget allowed 2 sessions x 1 rounds" in note
+    assert "fewer samples than the decision needs (4 x 10); raise --roofline-budget" in note
+    middle, _ = fit_to_budget(GateDesign(budget=3, run_estimate=0.1))  # rounds go first, then sessions
+    assert (middle.sessions, middle.rounds, middle.warmup) == (3, 3, 1)
+    calls = []
+
+    def sampler(openers, *, sessions, rounds, iterations, warmup):
+        calls.append((sessions, rounds, warmup))
+        return [[[0.17] * rounds] * sessions, [[0.17] * rounds] * sessions]
+
+    run = run_gate(
+        [None, None], paired_decider(0.05), GateDesign(budget=1, run_estimate=0.17), sampler=sampler
+    )
+    assert calls[0] == (2, 1, 0) and note in run.verdict.reasons
+
+
+def test_a_slow_model_under_a_small_budget_is_measured_within_it(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import json
+
+    from _plugin_helpers import FAKE
+
+    monkeypatch.setenv("ROOFLINE_CACHE_DIR", str(tmp_path))
+    relu_chain(pytester.path / "m.onnx", 3)  # 5 nodes x 0.05 s: a 0.25 s model
+    pytester.makepyfile(test_m="def test_m(model_profile):\n    model_profile('m.onnx')\n")
+    result = pytester.runpytest(
+        *FAKE, "--roofline-option=unit=0.05", "--roofline-budget=1", "--roofline-report=r.json"
+    )
+    result.assert_outcomes(passed=1)
+    reasons = json.loads((pytester.path / "r.json").read_text())["results"][0]["verdict"]["reasons"]
+    assert any("the 1 s budget allowed 2 sessions x 1 rounds" in r for r in reasons), reasons

@@ -150,7 +150,13 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
     from pytest_roofline.gate.isolated import sampler_for
     from pytest_roofline.gate.judge import incomparable
     from pytest_roofline.gate.layers import layer_deltas, layer_verdicts
-    from pytest_roofline.gate.sampling import GateDesign, paired_decider, run_gate, stored_decider
+    from pytest_roofline.gate.sampling import (
+        GateDesign,
+        paired_decider,
+        profiled_run_seconds,
+        run_gate,
+        stored_decider,
+    )
     from pytest_roofline.gate.verdict import new_verdict
     from pytest_roofline.measure import SessionOpener
     from pytest_roofline.profile import build_layers
@@ -168,7 +174,7 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
     layer_run = profile_layers(
         prepared, iterations=PROFILE_ITERATIONS, roofline=roofline(), trips=request.trips
     )
-    design = GateDesign(budget=request.budget)
+    design = GateDesign(budget=request.budget, run_estimate=profiled_run_seconds(layer_run.kernels))
     single = engine.single_thread() if request.reference is None else None
     figure_engine = single or engine  # the figure the gate judges; the configured one is kept beside
     current = current_conditions(engine, PROBE_NAME, "one-thread" if single is not None else "configured")
@@ -218,7 +224,11 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
                     tolerance,
                     before.control_p25 if before else None,
                 ),
-                CONFIGURED_DESIGN,
+                dataclasses.replace(  # what is left of the budget
+                    CONFIGURED_DESIGN,
+                    budget=max(request.budget - run.seconds, 1e-9),
+                    run_estimate=design.run_estimate,
+                ),
                 sampler=sampler,
                 watch_load=engine.wall_clock,
             )
