@@ -67,6 +67,14 @@ def relative_to_root(path: Path, rootdir: Path) -> str:
         return path.resolve().as_posix()
 
 
+#: Said after a paired run asked to update: it compared with the reference and recorded nothing.
+PAIRED_UPDATE_NOTE = (
+    "roofline: --roofline-update records no baseline in paired mode: --roofline-compare-ref compares "
+    "each model with its file at the reference and stores nothing (its verdicts still count); run "
+    "without --roofline-compare-ref to record baselines"
+)
+
+
 class RooflineSession:
     """State of one pytest run (one per process; the xdist controller merges workers').
 
@@ -328,7 +336,7 @@ class RooflineSession:
         from pytest_roofline.gate.verdict import verdict_table
 
         messages = self.failures.setdefault(record.test, [])
-        if self.settings.update:  # the run's figures are being accepted
+        if self.settings.update and not self.settings.compare_ref:  # the run's figures are being accepted
             return
         prof = record.profile
         for verdict in record.verdicts:
@@ -510,4 +518,6 @@ class RooflineSession:
             baseline_files=[str(p) for p in self.written],
         )
         notes = [f"roofline: {n}" for n in self.store.notes] if self._store is not None else []
+        if self.settings.update and self.settings.compare_ref and not self.settings.disable:
+            notes.append(PAIRED_UPDATE_NOTE)
         return lines + notes + [f"roofline error: {e}" for e in self.errors]

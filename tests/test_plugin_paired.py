@@ -88,3 +88,12 @@ def test_not_a_git_repository(pytester, monkeypatch, tmp_path_factory):
         [*FAKE, "--roofline-compare-ref", "HEAD"],
         "*roofline: * is not in a git repository*",
     )
+
+
+def test_update_in_paired_mode_says_it_records_nothing_and_still_judges(repo):
+    pytest.importorskip("xdist")
+    relu_chain(repo.path / "chain.onnx", 5)  # slower than at HEAD: +20%
+    result = repo.runpytest_subprocess(*FAKE, "-n", "2", "--roofline-update", "--roofline-compare-ref=HEAD")
+    result.assert_outcomes(failed=1)  # --roofline-update accepts nothing here: the regression stands
+    result.stdout.fnmatch_lines(["*roofline: --roofline-update records no baseline in paired mode*"])
+    assert not (repo.path / ".roofline").exists()
