@@ -335,7 +335,7 @@ def input_dtype(vi: onnx.ValueInfoProto) -> np.dtype:
         dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
     except Exception:
         dtype = np.dtype(object)
-    if dtype.kind not in "biuf" and dtype.name != "bfloat16":
+    if dtype.kind not in "biufc" and dtype.name != "bfloat16":
         raise ShapeError(
             f"input {vi.name!r} is a {type_name.lower()} tensor, which roofline cannot feed "
             "(numeric and bool inputs only)"
