@@ -252,3 +252,27 @@ def test_a_model_in_a_submodule_is_read_at_the_commit_the_superproject_pins(tmp_
     np.testing.assert_array_equal(outputs(model_at_ref(model, "HEAD~1")), versions[0])
     np.testing.assert_array_equal(outputs(model_at_ref(model, "release")), versions[0])
     np.testing.assert_array_equal(outputs(model_at_ref(model, "HEAD")), versions[2])
+
+
+def test_a_submodule_commit_its_clone_lacks_is_refused_in_one_line(tmp_path: Path) -> None:
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    git(sub, "init", "-q")
+    save_external(weighted_model(1.0), sub / "m.onnx", "m.data")
+    commit(sub, "v1")
+    top = tmp_path / "top"
+    top.mkdir()
+    git(top, "init", "-q")
+    git(top, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "models")
+    commit(top, "pin v1")
+    clone = top / "models"
+    save_external(weighted_model(2.0), clone / "m.onnx", "m.data")
+    commit(clone, "v2, never pushed")
+    commit(top, "pin v2")
+    git(clone, "reset", "-q", "--hard", "HEAD~1")
+    git(clone, "reflog", "expire", "--expire=now", "--all")
+    git(clone, "gc", "-q", "--prune=now")  # the pinned commit is gone from the clone
+    with pytest.raises(RooflineError) as caught:
+        model_at_ref(clone / "m.onnx", "HEAD")
+    text = str(caught.value)
+    assert "submodule models is pinned to" in text and "a commit its clone lacks" in text and "\n" not in text
