@@ -8,13 +8,79 @@ import errno
 import hashlib
 import json
 import os
+import re
 import stat
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FileLock", "atomic_write_json", "atomic_write_text", "file_lock", "lock_dir", "lock_path"]
+__all__ = [
+    "MAX_DOCUMENT_ENV",
+    "FileLock",
+    "UnreadableFile",
+    "atomic_write_json",
+    "atomic_write_text",
+    "file_lock",
+    "lock_dir",
+    "lock_path",
+    "parse_size",
+    "read_document",
+]
+
+#: Environment variable raising (or lowering) the largest JSON document read: bytes or ``0`` (no limit).
+MAX_DOCUMENT_ENV = "ROOFLINE_MAX_FILE_BYTES"
+#: The largest baseline, results or calibration file read by default (a 150 MB results file reads).
+MAX_DOCUMENT = 1 << 30
+_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_UNITS.update({"ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40})
+
+
+def parse_size(text: str) -> int | None:
+    """Bytes from ``8G``, ``512MiB``, ``2e9`` or ``0``; None when ``text`` is not a size."""
+    match = re.fullmatch(r"([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([kKmMgGtT]i?)?[bB]?", text.strip())
+    if match is None:
+        return None
+    return int(float(match[1]) * _UNITS[(match[2] or "").lower()])
+
+
+class UnreadableFile(OSError):
+    """A file roofline will not read: not a regular file, or beyond the size limit (says which)."""
+
+
+_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}
+_KINDS.update({stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a directory"})
+
+
+def read_document(path: Path) -> str:
+    """The UTF-8 text of the regular file ``path``, at most ``$ROOFLINE_MAX_FILE_BYTES`` (1 GiB).
+
+    A FIFO, device or socket is never read (opened non-blocking, so a FIFO does not hang).
+
+    Raises:
+        FileNotFoundError: no such file.
+        UnreadableFile: not a regular file, or too large (the message says how to raise the limit).
+        OSError, UnicodeDecodeError: it cannot be read.
+    """
+    text = os.environ.get(MAX_DOCUMENT_ENV, "").strip()
+    limit = parse_size(text) if text else MAX_DOCUMENT
+    if limit is None:
+        raise UnreadableFile(f"{MAX_DOCUMENT_ENV}={text!r} is not a size such as 2G or 512MiB (0: no limit)")
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = _KINDS.get(stat.S_IFMT(info.st_mode), "an unknown kind of file")
+            raise UnreadableFile(f"{kind}, not a regular file; roofline reads only regular files")
+        data = handle.read(limit + 1) if limit else handle.read()
+    if limit and len(data) > limit:
+        from pytest_roofline.fmt import fmt_bytes
+
+        raise UnreadableFile(
+            f"larger than the {fmt_bytes(limit)} roofline reads from one file; "
+            f"raise the limit with {MAX_DOCUMENT_ENV}=SIZE (e.g. 4G; 0: no limit)"
+        )
+    return data.decode("utf-8")
 
 
 def _umask() -> int:
@@ -23,7 +89,7 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str, newline: str | None = None) -> None:
     """Write ``text`` to ``path`` atomically: a reader (or a SIGKILL) sees the old or the new file.
 
     The file gets the permissions an ordinary write would (0666 minus the umask), not the
@@ -32,7 +98,7 @@ def atomic_write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LFS_POINTER",
     "GitInfo",
+    "NotAtRef",
     "external_data_locations",
     "git_info",
     "is_safe_location",
@@ -39,6 +40,10 @@ LFS_HINT = (
     "fetch the LFS objects (git lfs install && git lfs pull; in CI enable LFS in the checkout step, "
     "e.g. actions/checkout with lfs: true, and fetch the reference's objects: git lfs fetch origin REF)"
 )
+
+
+class NotAtRef(RooflineError):
+    """The model does not exist at the reference (new there, and no rename found): nothing to compare."""
 
 
 @dataclass(frozen=True)
@@ -83,16 +88,99 @@ def git_info(cwd: str | os.PathLike[str]) -> GitInfo:
     )
 
 
-def _repository(path: Path, ref: str) -> tuple[Path, str]:
-    """The repository's top folder and ``path`` relative to it (posix); ``ref`` must exist."""
-    top = _git(["rev-parse", "--show-toplevel"], path.parent)
+SAFE_DIRECTORY_HINT = "git config --global --add safe.directory"
+
+
+def _refused(result: subprocess.CompletedProcess[bytes], folder: Path) -> str:
+    """Why git refused to work in ``folder``: its own reason, with the fix for "dubious ownership"."""
+    reason = _first_line(result.stderr)
+    text = result.stderr.decode("utf-8", "replace")
+    if "dubious ownership" in text:
+        match = re.search(r"safe\.directory\s+(\S+)", text)
+        directory = match.group(1) if match else str(folder)
+        reason = reason.removeprefix("fatal: ")
+        fix = f"{SAFE_DIRECTORY_HINT} {directory}"
+        return f"git refuses the repository at {folder}: {reason}; if you trust it, run {fix}"
+    return ""
+
+
+def _top(folder: Path) -> Path:
+    """The top folder of the git working tree holding ``folder``."""
+    top = _git(["rev-parse", "--show-toplevel"], folder)
     if top.returncode != 0:
-        raise RooflineError(f"{path.parent} is not in a git repository; --roofline-compare-ref needs one")
-    root = Path(_first_line(top.stdout)).resolve()
+        refused = _refused(top, folder)
+        raise RooflineError(
+            refused or f"{folder} is not in a git repository; --roofline-compare-ref needs one"
+        )
+    return Path(_first_line(top.stdout)).resolve()
+
+
+def _verify(root: Path, ref: str) -> str:
+    """The commit ``ref`` names in the repository at ``root``."""
     verify = _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], root)
     if verify.returncode != 0:
         raise RooflineError(f"git reference {ref!r} does not exist in {root}")
-    return root, path.relative_to(root).as_posix()
+    return _first_line(verify.stdout)
+
+
+def _repository(path: Path, ref: str) -> tuple[Path, str, str]:
+    """The repository's top folder, ``path`` relative to it (posix) and the commit to read it at.
+
+    In a submodule, ``ref`` is the superproject's (the repository the user runs in): it is resolved
+    there and the commit the superproject pins for the submodule at ``ref`` is read, down through
+    nested submodules.
+    """
+    root = _top(path.parent)
+    chain = [root]
+    while True:  # the superprojects, innermost first
+        above = _git(["rev-parse", "--show-superproject-working-tree"], chain[-1])
+        superproject = _first_line(above.stdout) if above.returncode == 0 else ""
+        if not superproject:
+            break
+        chain.append(Path(superproject).resolve())
+    commit = _verify(chain[-1], ref)
+    outward = list(reversed(chain))
+    for outer, inner in zip(outward, outward[1:], strict=False):
+        sub = inner.relative_to(outer).as_posix()
+        listed = _git(["ls-tree", "-z", commit, "--", sub], outer)
+        entry = listed.stdout.split(b"\0", 1)[0].decode("utf-8", "replace")
+        mode_kind_sha = entry.split("\t", 1)[0].split(" ")
+        if listed.returncode != 0 or len(mode_kind_sha) != 3 or mode_kind_sha[1] != "commit":
+            raise NotAtRef(f"submodule {sub} does not exist at git reference {ref!r} of {outer}")
+        pinned = mode_kind_sha[2]
+        present = _git(["cat-file", "-e", f"{pinned}^{{commit}}"], inner)
+        if present.returncode != 0:
+            raise RooflineError(
+                f"submodule {sub} is pinned to {pinned[:12]} at git reference {ref!r}, a commit its clone "
+                f"lacks; fetch it (git -C {inner} fetch origin {pinned}, or git submodule update --init)"
+            )
+        commit = pinned
+    return root, path.relative_to(root).as_posix(), commit
+
+
+def _renamed_from(root: Path, commit: str, relative: str) -> str | None:
+    """The path ``relative`` had at ``commit`` when git's rename detection finds it renamed since."""
+    diff = _git(["diff", "-M", "--name-status", "-z", "--diff-filter=R", commit, "--"], root)
+    if diff.returncode != 0:
+        return None
+    fields = diff.stdout.decode("utf-8", "replace").split("\0")
+    for index in range(0, len(fields) - 2, 3):
+        if fields[index].startswith("R") and fields[index + 2] == relative:
+            return fields[index + 1]
+    return None
+
+
+def _at_ref(root: Path, commit: str, relative: str, ref: str) -> str:
+    """The path of ``relative`` at ``commit``: itself, or its name before a rename; else NotAtRef."""
+    listed = _git(["ls-tree", "-z", commit, "--", relative], root)
+    if listed.returncode == 0 and listed.stdout:
+        return relative
+    renamed = _renamed_from(root, commit, relative)
+    if renamed is not None:
+        return renamed
+    raise NotAtRef(
+        f"{relative} is new at git reference {ref!r} (absent there, no rename found): nothing to compare"
+    )
 
 
 def read_at_ref(path: str | os.PathLike[str], ref: str) -> bytes:
@@ -101,8 +189,8 @@ def read_at_ref(path: str | os.PathLike[str], ref: str) -> bytes:
     Raises:
         RooflineError: not in a git repository, unknown reference, or the file is absent there.
     """
-    root, relative = _repository(Path(path).resolve(), ref)
-    shown = _git(["show", f"{ref}:{relative}"], root)
+    root, relative, commit = _repository(Path(path).resolve(), ref)
+    shown = _git(["show", f"{commit}:{relative}"], root)
     if shown.returncode != 0:
         raise RooflineError(f"{relative} does not exist at git reference {ref!r}")
     return shown.stdout
@@ -129,11 +217,12 @@ def model_at_ref(path: str | os.PathLike[str], ref: str) -> Path:
     import onnx
 
     source = Path(path).resolve()
-    root, relative = _repository(source, ref)
+    root, relative, commit = _repository(source, ref)
+    relative = _at_ref(root, commit, relative, ref)
     folder = Path(tempfile.mkdtemp(prefix="roofline-ref-"))  # 0700
     atexit.register(shutil.rmtree, folder, True)
     model_file = folder / source.name
-    _copy_blob(root, ref, relative, model_file, what=relative)
+    _copy_blob(root, commit, relative, model_file, what=relative, shown=ref)
     try:
         model = onnx.load(str(model_file), load_external_data=False)
     except Exception:
@@ -146,7 +235,8 @@ def model_at_ref(path: str | os.PathLike[str], ref: str) -> Path:
                 "inside the model's folder; re-export the model with its data next to it"
             )
         data_path = posixpath.join(base, location) if base else location
-        _copy_blob(root, ref, data_path, folder / location, what=f"{data_path} (external data of {relative})")
+        what = f"{data_path} (external data of {relative})"
+        _copy_blob(root, commit, data_path, folder / location, what=what, shown=ref)
     return model_file
 
 
@@ -190,9 +280,11 @@ def _tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
             graphs.extend(attribute.graphs)
 
 
-def _copy_blob(root: Path, ref: str, relative: str, target: Path, what: str) -> None:
-    """Copy the regular file ``relative`` at ``ref`` to ``target`` through git's checkout filters."""
-    listed = _git(["ls-tree", "-z", ref, "--", relative], root)
+def _copy_blob(root: Path, commit: str, relative: str, target: Path, what: str, shown: str) -> None:
+    """Copy the regular file ``relative`` at ``commit`` (the user's ref ``shown``) to ``target``
+    through git's checkout filters."""
+    ref = shown
+    listed = _git(["ls-tree", "-z", commit, "--", relative], root)
     entry = listed.stdout.split(b"\0", 1)[0].decode("utf-8", "replace")
     if listed.returncode != 0 or not entry:
         raise RooflineError(f"{what} does not exist at git reference {ref!r}")
@@ -205,7 +297,7 @@ def _copy_blob(root: Path, ref: str, relative: str, target: Path, what: str) -> 
     try:
         with open(target, "wb") as handle:
             done = subprocess.run(
-                ["git", "cat-file", "--filters", f"{ref}:{relative}"],
+                ["git", "cat-file", "--filters", f"{commit}:{relative}"],
                 cwd=root,
                 stdout=handle,
                 stderr=subprocess.PIPE,

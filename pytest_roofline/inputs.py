@@ -67,9 +67,8 @@ def dims_from_inputs(
         ShapeError: an array's dtype, rank or a fixed dim differs from the model, or one symbolic
             dim gets two different sizes.
     """
-    from onnx import helper
 
-    from pytest_roofline.model import graph_inputs
+    from pytest_roofline.model import graph_inputs, input_dtype
 
     batch: int | None = None
     dims: dict[str, int] = {}
@@ -77,8 +76,7 @@ def dims_from_inputs(
         array = arrays[vi.name]
         declared = list(vi.type.tensor_type.shape.dim)
         expected = [d.dim_param or (d.dim_value if d.dim_value > 0 else "?") for d in declared]
-        elem_type = vi.type.tensor_type.elem_type
-        want = np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)) if elem_type else array.dtype
+        want = input_dtype(vi)
         if want != array.dtype:
             got = f"{array.dtype.name} {list(array.shape)}"
             raise ShapeError(f"input {vi.name!r} expects {want.name} {expected}, got {got}")

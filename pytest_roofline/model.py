@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,12 +29,12 @@ __all__ = [
     "bind_input_shapes",
     "check_input_memory",
     "graph_inputs",
+    "input_dtype",
     "input_memory_limit",
     "load_model",
     "make_inputs",
     "model_hash",
     "needs_batch",
-    "parse_byte_size",
     "subgraphs",
     "walk_nodes",
 ]
@@ -47,17 +46,6 @@ ModelSource = str | os.PathLike | onnx.ModelProto
 MAX_DIM = 2**31 - 1
 #: Environment variable overriding the input-memory limit: bytes (``8G``, ``512MiB``, ``2e9``) or ``0``.
 INPUT_LIMIT_ENV = "ROOFLINE_MAX_INPUT_BYTES"
-_UNITS = {
-    "": 1,
-    "k": 10**3,
-    "m": 10**6,
-    "g": 10**9,
-    "t": 10**12,
-    "ki": 2**10,
-    "mi": 2**20,
-    "gi": 2**30,
-    "ti": 2**40,
-}
 
 
 @dataclass(frozen=True)
@@ -257,7 +245,9 @@ def input_memory_limit() -> int | None:
     """
     text = os.environ.get(INPUT_LIMIT_ENV, "").strip()
     if text:
-        limit = parse_byte_size(text)
+        from pytest_roofline.files import parse_size
+
+        limit = parse_size(text)
         if limit is None:
             raise OptionError(
                 f"{INPUT_LIMIT_ENV}={text!r}: expected bytes such as 8G, 512MiB or 2e9 (0: no limit)"
@@ -265,12 +255,6 @@ def input_memory_limit() -> int | None:
         return limit or None
     available = _available_memory()
     return None if available is None else available // 2
-
-
-def parse_byte_size(text: str) -> int | None:
-    """Bytes written as ``8G``, ``512MiB``, ``2e9`` or ``1024`` (None: not a size)."""
-    match = re.fullmatch(r"([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([kKmMgGtT]i?)?[bB]?", text.strip())
-    return None if match is None else int(float(match[1]) * _UNITS[(match[2] or "").lower()])
 
 
 def _available_memory() -> int | None:
@@ -334,6 +318,31 @@ def _itemsize(elem_type: int) -> int:
         return 4
 
 
+def input_dtype(vi: onnx.ValueInfoProto) -> np.dtype:
+    """The numpy dtype of tensor input ``vi``.
+
+    Raises:
+        ShapeError: a type roofline cannot feed (string, float8, UNDEFINED, ...), naming the input.
+    """
+    elem_type = vi.type.tensor_type.elem_type
+    try:
+        type_name = onnx.TensorProto.DataType.Name(elem_type)
+    except ValueError:
+        type_name = f"type {elem_type}"
+    if elem_type == onnx.TensorProto.UNDEFINED:
+        raise ShapeError(f"input {vi.name!r} has no element type (UNDEFINED) in the model; declare its type")
+    try:
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+    except Exception:
+        dtype = np.dtype(object)
+    if dtype.kind not in "biufc" and dtype.name != "bfloat16":
+        raise ShapeError(
+            f"input {vi.name!r} is a {type_name.lower()} tensor, which roofline cannot feed "
+            "(numeric and bool inputs only)"
+        )
+    return dtype
+
+
 def make_inputs(
     model: onnx.ModelProto, shapes: Mapping[str, tuple[int, ...]], seed: int = 0
 ) -> dict[str, np.ndarray]:
@@ -346,13 +355,16 @@ def make_inputs(
         ShapeError: the inputs would not fit in memory (:func:`check_input_memory`); nothing was
             allocated.
     """
+    for vi in graph_inputs(model):
+        if vi.name in shapes:
+            input_dtype(vi)  # refuse a type it cannot feed before allocating anything
     check_input_memory(model, shapes)
     rng = np.random.default_rng(seed)
     arrays: dict[str, np.ndarray] = {}
     for vi in graph_inputs(model):
         if vi.name not in shapes:
             continue  # not a tensor input (see bind_input_shapes)
-        dtype = onnx.helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)
+        dtype = input_dtype(vi)
         shape = shapes[vi.name]
         if np.issubdtype(dtype, np.floating):
             arrays[vi.name] = rng.standard_normal(shape).astype(dtype)

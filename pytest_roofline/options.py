@@ -44,6 +44,10 @@ def parse_percent(text: str | float) -> float:
     return value / 100.0
 
 
+#: The longest budget or timeout accepted (a week): beyond it a wait cannot even be scheduled.
+MAX_SECONDS = 7 * 86400.0
+
+
 def _seconds(text: str | float, what: str, example: str) -> float:
     """A positive, finite number of seconds, or a one-line usage error naming ``what``."""
     try:
@@ -52,6 +56,10 @@ def _seconds(text: str | float, what: str, example: str) -> float:
         raise argparse.ArgumentTypeError(f"expected seconds such as {example}, got {text!r}") from None
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"{what} must be a positive number of seconds, got {text!r}")
+    if value > MAX_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"{what} {text} is out of range (at most {MAX_SECONDS:.0f} s, a week)"
+        )
     return value
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.errors import RooflineError
-from pytest_roofline.schema import SchemaError, as_mapping, loads, migrate, read_list
+from pytest_roofline.files import read_document
+from pytest_roofline.schema import SchemaError, as_mapping, check_kind, loads, migrate, read_list
 
 if TYPE_CHECKING:
     from pytest_roofline.gate.baseline import BaselineEntry, HistoryPoint
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MIGRATIONS",
+    "RESULTS_KIND",
     "RESULTS_SCHEMA_VERSION",
     "ProfileRecord",
     "RunResults",
@@ -35,6 +37,8 @@ __all__ = [
 ]
 
 RESULTS_SCHEMA_VERSION = 2
+#: The ``kind`` of a run-results document (beside its ``schema_version``).
+RESULTS_KIND = "results"
 TOOL = "pytest-roofline"
 
 
@@ -143,6 +147,7 @@ class RunResults:
     def to_dict(self, include_samples: bool = True) -> dict[str, Any]:
         """JSON-ready dict (non-finite numbers are left to the writer: see report.finite)."""
         data: dict[str, Any] = {
+            "kind": RESULTS_KIND,
             "schema_version": RESULTS_SCHEMA_VERSION,
             "tool": self.tool,
             "version": self.version or _version(),
@@ -229,7 +234,7 @@ def load_results(path: str | Path) -> RunResults:
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_document(path)
     except FileNotFoundError:
         raise RooflineError(
             f"results file {path}: no such file; write one with pytest --roofline-report={path}"
@@ -238,6 +243,8 @@ def load_results(path: str | Path) -> RunResults:
         raise RooflineError(f"results file {path} cannot be read ({exc})") from None
     try:
         data = loads(text)
+        if isinstance(data, dict):
+            check_kind(data, RESULTS_KIND, "a results file")
         if not isinstance(data, dict) or not isinstance(data.get("results"), list):
             raise SchemaError(
                 "not a pytest-roofline results file (no 'results' list); "

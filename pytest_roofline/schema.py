@@ -22,6 +22,7 @@ __all__ = [
     "NewerSchema",
     "SchemaError",
     "as_mapping",
+    "check_kind",
     "dumps",
     "loads",
     "migrate",
@@ -122,6 +123,21 @@ def migrate(
         data = steps[version](dict(data))
         data["schema_version"] = version
     return data, original
+
+
+def check_kind(data: Mapping[str, Any], kind: str, what: str) -> None:
+    """Raise SchemaError when ``data`` is another kind of this tool's documents than ``kind``.
+
+    Documents written before ``kind`` existed are told apart by their keys (a baseline file has
+    ``entries``, a results file a ``results`` list).
+    """
+    found = data.get("kind")
+    if found is None:
+        found = (
+            "baseline" if "entries" in data else "results" if isinstance(data.get("results"), list) else None
+        )
+    if found is not None and found != kind:
+        raise SchemaError(f"it is a {found} document of pytest-roofline, not {what}")
 
 
 # --- typed field readers ------------------------------------------------------------------------

@@ -69,6 +69,14 @@ def relative_to_root(path: Path, rootdir: Path) -> str:
         return path.resolve().as_posix()
 
 
+#: Said after a paired run asked to update: it compared with the reference and recorded nothing.
+PAIRED_UPDATE_NOTE = (
+    "roofline: --roofline-update records no baseline in paired mode: --roofline-compare-ref compares "
+    "each model with its file at the reference and stores nothing (its verdicts still count); run "
+    "without --roofline-compare-ref to record baselines"
+)
+
+
 class RooflineSession:
     """State of one pytest run (one per process; the xdist controller merges workers').
 
@@ -215,9 +223,14 @@ class RooflineSession:
                     raise
             if baseline is None and not self.settings.update:
                 other_device = self._other_device(key, node.nodeid)
-        reference = None
+        reference, new_at_ref = None, ""
         if self.settings.compare_ref and not self.settings.disable:  # a bad ref fails before measuring
-            reference = self._reference_spec(model_path, batch_size, dims or {})
+            from pytest_roofline.gitref import NotAtRef
+
+            try:
+                reference = self._reference_spec(model_path, batch_size, dims or {})
+            except NotAtRef as exc:  # a model the change adds: measured, nothing to compare
+                new_at_ref = str(exc)
         return GateRequest(
             test=node.nodeid,
             key=key,
@@ -233,6 +246,7 @@ class RooflineSession:
             metrics=test.metrics,
             baseline=baseline,
             reference=reference,
+            new_at_ref=new_at_ref,
             commit=self.git().commit if not self.settings.disable else None,
             trips=dict(trips) if trips else None,
             prepared=prepared,
@@ -390,7 +404,7 @@ class RooflineSession:
         from pytest_roofline.gate.verdict import verdict_table
 
         messages = self.failures.setdefault(record.test, [])
-        if self.settings.update:  # the run's figures are being accepted
+        if self.settings.update and not self.settings.compare_ref:  # the run's figures are being accepted
             return
         prof = record.profile
         for verdict in record.verdicts:
@@ -404,6 +418,8 @@ class RooflineSession:
                 messages.append("\n".join([head, *table]))
             elif self.settings.strict and verdict.status in ("inconclusive", "incomparable"):
                 messages.append("\n".join([f"{head} [--roofline-strict]", *table]))
+            elif self.settings.strict and verdict.status == "new" and verdict.mode == "paired":
+                messages.append(f"{head} [--roofline-strict]")
             elif self.settings.strict and verdict.status == "new":
                 messages.append(
                     printable(
@@ -484,10 +500,9 @@ class RooflineSession:
         if not self.is_worker and self.settings.reports:
             from pytest_roofline.report import write_reports
 
-            try:
-                self.reports_written = write_reports(results, list(self.settings.reports))
-            except (RooflineError, OSError) as exc:
-                self.errors.append(str(exc))
+            failed: list[str] = []  # one line per report not written; the others are still written
+            self.reports_written = write_reports(results, list(self.settings.reports), failed)
+            self.errors.extend(failed)
         return results
 
     def git(self) -> GitInfo:
@@ -589,4 +604,6 @@ class RooflineSession:
             baseline_files=[str(p) for p in self.written],
         )
         notes = [f"roofline: {n}" for n in self.store.notes] if self._store is not None else []
+        if self.settings.update and self.settings.compare_ref and not self.settings.disable:
+            notes.append(PAIRED_UPDATE_NOTE)
         return lines + notes + [f"roofline error: {e}" for e in self.errors]

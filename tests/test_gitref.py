@@ -211,3 +211,68 @@ def test_locations_are_found_in_subgraphs_and_attributes() -> None:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
     )
     assert external_data_locations(helper.make_model(graph)) == {"inner.bin", "const.bin"}
+
+
+def test_dubious_ownership_passes_gits_reason_and_the_fix(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = repo / "weighted.onnx"
+    save_external(weighted_model(1.0), model, "weighted.data")
+    commit(repo)
+    monkeypatch.setenv("GIT_TEST_ASSUME_DIFFERENT_OWNER", "1")  # git's own switch for this refusal
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", "/dev/null")  # no safe.directory of this machine's
+    with pytest.raises(RooflineError) as caught:
+        model_at_ref(model, "HEAD")
+    text = str(caught.value)
+    assert "detected dubious ownership in repository" in text and "not in a git repository" not in text
+    assert f"git config --global --add safe.directory {repo}" in text and "\n" not in text
+
+
+def test_a_model_in_a_submodule_is_read_at_the_commit_the_superproject_pins(tmp_path: Path) -> None:
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    git(sub, "init", "-q")
+    versions, commits = [], []
+    for scale in (1.0, 2.0, 3.0):  # the submodule's own history: three versions of the model
+        save_external(weighted_model(scale), sub / "m.onnx", "m.data")
+        commit(sub, f"v{scale}")
+        versions.append(outputs(sub / "m.onnx"))
+        commits.append(git(sub, "rev-parse", "HEAD").decode().strip())
+    top = tmp_path / "top"
+    top.mkdir()
+    git(top, "init", "-q")
+    git(top, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "models")
+    git(top, "-C", "models", "checkout", "-q", commits[0])  # the superproject first pins the oldest
+    commit(top, "pin v1")
+    git(top, "tag", "release")  # a name only the superproject has
+    git(top, "-C", "models", "checkout", "-q", commits[2])
+    commit(top, "pin v3")
+    model = top / "models" / "m.onnx"
+    # HEAD~1 of the superproject pins v1; HEAD~1 of the submodule's own history is v2
+    np.testing.assert_array_equal(outputs(model_at_ref(model, "HEAD~1")), versions[0])
+    np.testing.assert_array_equal(outputs(model_at_ref(model, "release")), versions[0])
+    np.testing.assert_array_equal(outputs(model_at_ref(model, "HEAD")), versions[2])
+
+
+def test_a_submodule_commit_its_clone_lacks_is_refused_in_one_line(tmp_path: Path) -> None:
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    git(sub, "init", "-q")
+    save_external(weighted_model(1.0), sub / "m.onnx", "m.data")
+    commit(sub, "v1")
+    top = tmp_path / "top"
+    top.mkdir()
+    git(top, "init", "-q")
+    git(top, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "models")
+    commit(top, "pin v1")
+    clone = top / "models"
+    save_external(weighted_model(2.0), clone / "m.onnx", "m.data")
+    commit(clone, "v2, never pushed")
+    commit(top, "pin v2")
+    git(clone, "reset", "-q", "--hard", "HEAD~1")
+    git(clone, "reflog", "expire", "--expire=now", "--all")
+    git(clone, "gc", "-q", "--prune=now")  # the pinned commit is gone from the clone
+    with pytest.raises(RooflineError) as caught:
+        model_at_ref(clone / "m.onnx", "HEAD")
+    text = str(caught.value)
+    assert "submodule models is pinned to" in text and "a commit its clone lacks" in text and "\n" not in text

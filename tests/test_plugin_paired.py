@@ -51,14 +51,31 @@ def test_unknown_ref_is_a_one_line_error(repo):
     )
 
 
-def test_model_absent_at_ref(repo):
+def test_a_model_new_at_the_ref_is_new_and_passes_unless_strict(repo):
     relu_chain(repo.path / "new.onnx", 2)
     repo.makepyfile(test_perf="def test_model(model_profile):\n    model_profile('new.onnx')\n")
+    result = repo.runpytest(*FAKE, "--roofline-compare-ref", "HEAD", "--roofline-report", "r.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*test_perf.py::test_model*new*"])
+    import json
+
+    verdict = json.loads((repo.path / "r.json").read_text())["results"][0]["verdict"]
+    assert verdict["status"] == "new" and verdict["mode"] == "paired"
+    assert "new.onnx is new at git reference 'HEAD' (absent there, no rename found)" in verdict["message"]
+    assert not (repo.path / ".roofline").exists()  # paired mode records no baseline
     fails_with(
         repo,
-        [*FAKE, "--roofline-compare-ref", "HEAD"],
-        "*roofline: new.onnx does not exist at git reference 'HEAD'*",
+        [*FAKE, "--roofline-compare-ref", "HEAD", "--roofline-strict"],
+        "*roofline new: new (batch 1) latency: new.onnx is new at git reference 'HEAD'*[--roofline-strict]*",
     )
+
+
+def test_a_model_renamed_since_the_ref_is_compared_with_its_old_name(repo):
+    _git(repo.path, "mv", "chain.onnx", "renamed.onnx")
+    repo.makepyfile(test_perf="def test_model(model_profile):\n    model_profile('renamed.onnx')\n")
+    result = repo.runpytest(*FAKE, "--roofline-compare-ref", "HEAD")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*test_perf.py::test_model*pass*x1.000*"])
 
 
 def test_not_a_git_repository(pytester, monkeypatch, tmp_path_factory):
@@ -71,3 +88,12 @@ def test_not_a_git_repository(pytester, monkeypatch, tmp_path_factory):
         [*FAKE, "--roofline-compare-ref", "HEAD"],
         "*roofline: * is not in a git repository*",
     )
+
+
+def test_update_in_paired_mode_says_it_records_nothing_and_still_judges(repo):
+    pytest.importorskip("xdist")
+    relu_chain(repo.path / "chain.onnx", 5)  # slower than at HEAD: +20%
+    result = repo.runpytest_subprocess(*FAKE, "-n", "2", "--roofline-update", "--roofline-compare-ref=HEAD")
+    result.assert_outcomes(failed=1)  # --roofline-update accepts nothing here: the regression stands
+    result.stdout.fnmatch_lines(["*roofline: --roofline-update records no baseline in paired mode*"])
+    assert not (repo.path / ".roofline").exists()

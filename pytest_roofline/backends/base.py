@@ -27,12 +27,15 @@ __all__ = [
     "BackendSession",
     "KernelProfile",
     "KernelRecord",
+    "MAX_THREADS",
     "available_backends",
     "get_backend",
     "importable",
 ]
 
 ENTRY_POINT_GROUP = "pytest_roofline.backends"
+#: The most threads a backend option may ask for (far beyond any machine: a typo past it is refused).
+MAX_THREADS = 4096
 
 BUILTIN_BACKENDS: dict[str, str] = {
     "onnxruntime": "pytest_roofline.backends.onnxruntime:OnnxRuntimeBackend",

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from pytest_roofline.backends.base import Backend, BackendSession, KernelProfile, importable
+from pytest_roofline.backends.base import MAX_THREADS, Backend, BackendSession, KernelProfile, importable
 from pytest_roofline.bounded import on_timeout
 from pytest_roofline.errors import BackendError, OptionError, ShapeError
 
@@ -84,7 +84,7 @@ def use_global_pool(intra_op_threads: int, inter_op_threads: int = 0) -> None:
     _GLOBAL_POOL = True
 
 
-def _non_negative_int(key: str, value: str) -> int:
+def _non_negative_int(key: str, value: str, maximum: int = MAX_THREADS) -> int:
     try:
         number = int(value)
     except ValueError:
@@ -93,6 +93,8 @@ def _non_negative_int(key: str, value: str) -> int:
         raise OptionError(
             f"onnxruntime option {key}={value!r} must be a non-negative integer (0 = ORT default)"
         )
+    if number > maximum:
+        raise OptionError(f"onnxruntime option {key}={value} is out of range (at most {maximum})")
     return number
 
 
@@ -351,7 +353,13 @@ class OnnxRuntimeSession(BackendSession):
         model.ir_version = min(model.ir_version, 8)
         onnx.checker.check_model(model)
         try:
-            cast = ort.InferenceSession(model.SerializeToString(), providers=self.backend.provider_list())
+            options = ort.SessionOptions()
+            options.log_severity_level = 4
+            if _GLOBAL_POOL:  # a process with a global pool allows no session a pool of its own
+                options.use_per_session_threads = False
+            cast = ort.InferenceSession(
+                model.SerializeToString(), options, providers=self.backend.provider_list()
+            )
             binding = cast.io_binding()
             binding.bind_cpu_input("x", array)
             try:  # memory owned by the value itself, not by the helper session's arena

@@ -21,7 +21,7 @@ from pytest_roofline.errors import BackendError, OptionError
 from pytest_roofline.model import load_model
 
 from .attribution import EPILOGUE_OPS, GraphIndex, enclosing_nodes
-from .base import Backend, BackendSession, KernelProfile, KernelRecord, importable
+from .base import MAX_THREADS, Backend, BackendSession, KernelProfile, KernelRecord, importable
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping
@@ -309,8 +309,10 @@ class OpenVinoBackend(Backend):
         for key, prop in (("threads", "INFERENCE_NUM_THREADS"), ("streams", "NUM_STREAMS")):
             if key in self.options:
                 value = self.options[key]
-                if not value.isdigit() or int(value) < 1:
-                    raise OptionError(f"openvino option {key}={value!r} must be a positive integer")
+                if not value.isdigit() or not 1 <= int(value) <= MAX_THREADS:
+                    raise OptionError(
+                        f"openvino option {key}={value!r} must be a positive integer up to {MAX_THREADS}"
+                    )
                 config[prop] = int(value)
         return config
 

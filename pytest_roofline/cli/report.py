@@ -7,7 +7,7 @@ import importlib
 import sys
 from pathlib import Path
 
-from pytest_roofline.errors import OptionError
+from pytest_roofline.errors import OptionError, RooflineError
 from pytest_roofline.report import format_of
 from pytest_roofline.results import load_results
 
@@ -72,13 +72,18 @@ def run(args: argparse.Namespace) -> int:
     results = load_results(args.results)
     html_out = next((o for o in args.output if _module_for(o, args.format) == "html"), None)
     artifact = args.artifact or (Path(html_out).name if html_out else None)
-    for out in args.output:
+    failed = 0
+    for out in args.output:  # one that cannot be written does not stop the others
         name = _module_for(out, args.format)
         module = importlib.import_module(f"pytest_roofline.report.{name}")
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        if name == "markdown":
-            module.write(results, Path(out), artifact=artifact)
-        else:
-            module.write(results, Path(out))
+        try:
+            if name == "markdown":
+                module.write(results, Path(out), artifact=artifact)
+            else:
+                module.write(results, Path(out))
+        except RooflineError as exc:
+            sys.stderr.write(f"roofline: error: {exc}\n")
+            failed += 1
+            continue
         sys.stdout.write(f"{name} report written to {out}\n")
-    return 0
+    return 2 if failed else 0

@@ -13,16 +13,26 @@ where the user's tests open sessions of their own.  A backend that wants it says
 (:meth:`~pytest_roofline.backends.base.Backend.shared_pool_threads`) and its sampling runs in one
 helper process per thread count, started on first use and kept for the run.  The helper does
 nothing but open sessions, time them and send the samples back; decisions stay in this process.
+
+The helper is a plain ``python -I -c`` child that imports only this package (never the user's
+``__main__``: ``multiprocessing``'s spawn re-ran a script that calls ``pytest.main()`` without an
+``if __name__ == "__main__"`` guard, and the second pytest session waited for the measure lock the
+first one held).  It talks over its stdin and a copy of its stdout, and dies with its parent: a
+closed stdin (the parent ended) or a watchdog that sees another parent pid ends it, so a pytest
+killed by SIGKILL or CI cancellation leaves no helper behind.  No resource tracker is started.
 """
 
 from __future__ import annotations
 
 import atexit
-import multiprocessing
+import os
+import pickle
+import struct
+import subprocess
+import sys
+import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from pytest_roofline.errors import BackendError
 
@@ -32,27 +42,73 @@ if TYPE_CHECKING:
 __all__ = ["IsolatedSampler", "sampler_for"]
 
 _SAMPLERS: dict[tuple[int, int], IsolatedSampler] = {}
+#: Seconds between the helper's checks that its parent is still alive.
+WATCHDOG_PERIOD = 0.5
+_HEADER = struct.Struct("!Q")
+_BOOT = "import sys; sys.path[:0] = {path!r}; from pytest_roofline.gate.isolated import serve; serve()"
 
 
-def _init(intra_op_threads: int, inter_op_threads: int) -> None:
-    """In the helper: every onnxruntime session shares one global pool of this size."""
+def _send(stream: IO[bytes], message: Any) -> None:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(data)) + data)
+    stream.flush()
+
+
+def _receive(stream: IO[bytes]) -> Any:
+    """The next message, or raises EOFError when the other side has gone."""
+    header = stream.read(_HEADER.size)
+    if len(header) < _HEADER.size:
+        raise EOFError
+    size = _HEADER.unpack(header)[0]
+    data = stream.read(size)
+    if len(data) < size:
+        raise EOFError
+    return pickle.loads(data)
+
+
+def _watch_parent(parent: int) -> None:
+    """In the helper: end the process as soon as its parent is gone (reparented: another ppid)."""
+    import time
+
+    while os.getppid() == parent:
+        time.sleep(WATCHDOG_PERIOD)
+    os._exit(1)
+
+
+def serve() -> None:
+    """The helper's main loop: ``argv`` = intra-op threads, inter-op threads, parent pid."""
+    import signal
+
+    intra, inter, parent = (int(a) for a in sys.argv[1:4])
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it ends us
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="roofline-watchdog").start()
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # what native code prints cannot corrupt the replies
+    requests = sys.stdin.buffer
     from pytest_roofline.backends.onnxruntime import use_global_pool
-
-    use_global_pool(intra_op_threads, inter_op_threads)
-
-
-def _ready() -> bool:
-    """Imports what sampling needs, so the helper is warm before the first batch."""
-    import pytest_roofline.backends.onnxruntime  # noqa: F401
-    import pytest_roofline.measure  # noqa: F401
-
-    return True
-
-
-def _sample(openers: Sequence[Callable[[], Any]], kwargs: dict[str, Any]) -> list[list[list[float]]]:
     from pytest_roofline.measure import sample_interleaved
 
-    return sample_interleaved(list(openers), **kwargs)
+    use_global_pool(intra, inter)  # every onnxruntime session of the helper shares one pool
+    _send(replies, ("ready", None))
+    while True:
+        try:
+            openers, kwargs = _receive(requests)
+        except EOFError:
+            os._exit(0)
+        try:
+            reply: tuple[str, Any] = ("ok", sample_interleaved(list(openers), **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - sent back to be raised in the parent
+            reply = ("error", _portable(exc))
+        _send(replies, reply)
+
+
+def _portable(exc: BaseException) -> BaseException:
+    """``exc`` when it pickles, else a RuntimeError with its message."""
+    try:
+        pickle.loads(pickle.dumps(exc))
+    except Exception:  # noqa: BLE001
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+    return exc
 
 
 class IsolatedSampler:
@@ -62,11 +118,13 @@ class IsolatedSampler:
     """
 
     def __init__(self, intra_op_threads: int, inter_op_threads: int = 0) -> None:
-        context = multiprocessing.get_context("spawn")  # a fresh interpreter: no pool made yet
-        self._pool = ProcessPoolExecutor(
-            1, mp_context=context, initializer=_init, initargs=(intra_op_threads, inter_op_threads)
-        )
-        self._warm = self._pool.submit(_ready)  # starts the helper now, beside the profiling run
+        path = [p for p in sys.path if isinstance(p, str)]
+        command = [sys.executable, "-I", "-c", _BOOT.format(path=path)]
+        command += [str(intra_op_threads), str(inter_op_threads), str(os.getpid())]
+        # starts the helper now, beside the profiling run; -I: no cwd, no PYTHON* variables
+        self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self._lock = threading.Lock()
+        self._ready = False
         self.broken = False
 
     def __call__(
@@ -82,27 +140,43 @@ class IsolatedSampler:
 
         on_timeout(self.kill)  # a bounded measurement past its timeout ends the helper
         kwargs = {"sessions": sessions, "rounds": rounds, "iterations": iterations, "warmup": warmup}
-        try:
-            return self._pool.submit(_sample, list(openers), kwargs).result()
-        except BrokenProcessPool:
-            self.broken = True
-            raise BackendError(
-                "the measuring helper process ended before it finished (stopped or crashed)"
-            ) from None
+        process = self._process
+        assert process.stdin is not None and process.stdout is not None
+        with self._lock:
+            try:
+                if not self._ready:
+                    _receive(process.stdout)
+                    self._ready = True
+                _send(process.stdin, (list(openers), kwargs))
+                status, value = _receive(process.stdout)
+            except (EOFError, OSError):
+                self.broken = True
+                raise BackendError(
+                    "the measuring helper process ended before it finished (stopped or crashed)"
+                ) from None
+        if status == "error":
+            raise value
+        return value
 
     def pids(self) -> list[int]:
         """The helper's process ids (its CPU time is the measurement's own, not other load)."""
-        return [p.pid for p in getattr(self._pool, "_processes", {}).values() if p.pid is not None]
+        return [self._process.pid] if self._process.poll() is None else []
 
     def kill(self) -> None:
         """End the helper now (its work is lost; the next measurement starts a new one)."""
         self.broken = True
-        for process in list(getattr(self._pool, "_processes", {}).values()):
-            process.kill()
+        self._process.kill()
 
     def close(self) -> None:
-        """Stop the helper."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Stop the helper: its stdin closes and it exits."""
+        self.broken = True
+        try:
+            if self._process.stdin is not None:
+                self._process.stdin.close()
+            self._process.wait(2)
+        except (OSError, subprocess.TimeoutExpired):
+            self._process.kill()
+            self._process.wait(2)
 
 
 def sampler_for(backend: Backend) -> IsolatedSampler | None:
@@ -114,6 +188,8 @@ def sampler_for(backend: Backend) -> IsolatedSampler | None:
     key = (threads, inter)
     sampler = _SAMPLERS.get(key)
     if sampler is None or sampler.broken:
+        if sampler is not None:
+            sampler.close()
         sampler = _SAMPLERS[key] = IsolatedSampler(threads, inter)
     return sampler
 

@@ -197,14 +197,14 @@ def store_limit() -> int | None:
     Raises:
         OptionError: the variable is neither a size nor ``off``.
     """
-    from pytest_roofline.model import parse_byte_size
+    from pytest_roofline.files import parse_size
 
     text = os.environ.get(MAX_BYTES_ENV, "").strip()
     if not text:
         return DEFAULT_MAX_BYTES
     if text.lower() in ("off", "none", "unlimited"):
         return None
-    limit = parse_byte_size(text)
+    limit = parse_size(text)
     if limit is None:
         raise OptionError(
             f"{MAX_BYTES_ENV}={text!r}: expected bytes such as 2G, 500MiB or 0, or off (no bound)"

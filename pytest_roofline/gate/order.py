@@ -105,8 +105,8 @@ def route(request: GateRequest, prepared: PreparedModel) -> Route:
     """Where this run goes in the decision order (module docstring)."""
     identity = current_identity(request, prepared)
     baseline = request.baseline
-    if baseline is None or baseline.identity is None or request.reference is not None:
-        return Route("stored", identity)
+    if baseline is None or baseline.identity is None or request.reference is not None or request.new_at_ref:
+        return Route("stored", identity)  # paired mode (--roofline-compare-ref) decides by itself
     if request.retime:  # the user asked for the timed comparison: nothing to explain
         return Route("stored", identity)
     changes = baseline.identity.changes(identity)

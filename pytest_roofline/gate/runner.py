@@ -63,6 +63,7 @@ class GateRequest:
     metrics: tuple[str, ...] = ("latency",)
     baseline: BaselineEntry | None = None
     reference: ModelSpec | None = None  # paired mode: the model at the git reference
+    new_at_ref: str = ""  # paired mode, the model absent at the reference: why (measured, not compared)
     commit: str | None = None
     trips: Mapping[str, int] | None = field(default=None, hash=False)  # Loop trip counts to bind
     prepared: PreparedModel | None = field(default=None, hash=False)  # the model already loaded and bound
@@ -155,7 +156,13 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
     from pytest_roofline.gate.judge import incomparable
     from pytest_roofline.gate.layers import layer_deltas, layer_verdicts
     from pytest_roofline.gate.order import route, short_latency
-    from pytest_roofline.gate.sampling import GateDesign, paired_decider, run_gate, stored_decider
+    from pytest_roofline.gate.sampling import (
+        GateDesign,
+        paired_decider,
+        profiled_run_seconds,
+        run_gate,
+        stored_decider,
+    )
     from pytest_roofline.gate.verdict import new_verdict
     from pytest_roofline.measure import SessionOpener
     from pytest_roofline.profile import build_layers
@@ -178,7 +185,7 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
         return _unchanged(request, prepared, layer_run, way)
     if way.kind == "paired":
         request = dataclasses.replace(request, reference=way.reference)
-    design = GateDesign(budget=request.budget)
+    design = GateDesign(budget=request.budget, run_estimate=profiled_run_seconds(layer_run.kernels))
     single = engine.single_thread() if request.reference is None else None
     figure_engine = single or engine  # the figure the gate judges; the configured one is kept beside
     current = current_conditions(engine, PROBE_NAME, "one-thread" if single is not None else "configured")
@@ -228,7 +235,11 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
                     tolerance,
                     before.control_p25 if before else None,
                 ),
-                CONFIGURED_DESIGN,
+                dataclasses.replace(  # what is left of the budget
+                    CONFIGURED_DESIGN,
+                    budget=max(request.budget - run.seconds, 1e-9),
+                    run_estimate=design.run_estimate,
+                ),
                 sampler=sampler,
                 watch_load=engine.wall_clock,
             )
@@ -263,7 +274,11 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
         change = _change(request, prepared, layer_run.roofline, verdict, summary, profile)
         verdict = dataclasses.replace(verdict, explanation=change.text)
     entry = None
-    if request.reference is None and run.figures and not run.load.disturbed:
+    if request.new_at_ref:  # paired mode records no baseline: a verdict `new`, nothing compared
+        verdict = dataclasses.replace(
+            new_verdict(run.figures, tolerance=tolerance, message=request.new_at_ref), mode="paired"
+        )
+    elif request.reference is None and run.figures and not run.load.disturbed:
         alone = short_latency(prepared).p25  # what a later unchanged run measures, for its drift
         entry = _entry(request, profile, run, blocks, current, summary, configured_run, way.identity, alone)
     elif request.reference is None and run.figures:  # a busy moment's figure would mislead every later run

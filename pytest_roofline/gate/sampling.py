@@ -22,7 +22,7 @@ from pytest_roofline.device.load import MachineLoad, between, snapshot
 from pytest_roofline.gate.verdict import Verdict, compare, needs_more, session_ratios
 
 if TYPE_CHECKING:
-    from pytest_roofline.backends.base import BackendSession
+    from pytest_roofline.backends.base import BackendSession, KernelProfile
 
 __all__ = [
     "CONTROL_DRIFT_WEIGHT",
@@ -31,6 +31,8 @@ __all__ = [
     "GateRun",
     "control_drift_noise",
     "disturbance",
+    "fit_to_budget",
+    "profiled_run_seconds",
     "paired_decider",
     "run_gate",
     "stored_decider",
@@ -60,6 +62,58 @@ class GateDesign:
     warmup: int = 3
     budget: float = 10.0  # seconds of measuring before an inconclusive answer stands
     max_batches: int = 8
+    run_estimate: float | None = (
+        None  # seconds one run of the subject takes: fits the first batch to the budget
+    )
+
+
+#: The fewest sessions and rounds a batch cut to the budget keeps (two sessions: a spread to judge).
+MIN_SESSIONS, MIN_ROUNDS, FEW_ROUNDS = 2, 1, 3
+
+
+def profiled_run_seconds(kernels: KernelProfile) -> float | None:
+    """One run's time from a profiled run: its kernels' median times summed (None without any)."""
+    times = [float(np.median(k.times)) for k in kernels.kernels if k.times]
+    return sum(times) if times and kernels.timing == "device" else None
+
+
+def fit_to_budget(design: GateDesign) -> tuple[GateDesign, str | None]:
+    """``design`` with its first batch cut to fit the budget, given the subject's run time, and
+    the verdict's note when it was cut (None when the whole batch fits, or no estimate is known).
+
+    A round runs the subject and the control (about as long: the probe is fitted to the model, the
+    reference is the model at another commit).  Rounds are cut to a few first, then sessions to
+    two, then rounds and warm-up to one and none.
+    """
+    estimate = design.run_estimate
+    if estimate is None or not math.isfinite(estimate) or estimate <= 0:
+        return design, None
+    per_round = 2 * design.iterations * estimate
+
+    sessions, rounds, warmup = design.sessions, design.rounds, design.warmup
+
+    def over() -> bool:
+        return sessions * (rounds + warmup) * per_round > design.budget
+
+    if not over():
+        return design, None
+    warmup = min(warmup, 1)
+    while rounds > FEW_ROUNDS and over():
+        rounds -= 1
+    while sessions > MIN_SESSIONS and over():
+        sessions -= 1
+    while rounds > MIN_ROUNDS and over():
+        rounds -= 1
+    if over():
+        warmup = 0
+    from pytest_roofline.fmt import fmt_seconds
+
+    note = (
+        f"the {design.budget:g} s budget allowed {sessions} sessions x {rounds} rounds of a model "
+        f"taking about {fmt_seconds(estimate)} a run, fewer samples than the decision needs "
+        f"({design.sessions} x {design.rounds}); raise --roofline-budget for a sharper verdict"
+    )
+    return replace(design, sessions=sessions, rounds=rounds, warmup=warmup), note
 
 
 @dataclass(frozen=True)
@@ -107,6 +161,7 @@ def run_gate(
 
         sampler = sample_interleaved
     start = time.perf_counter()
+    design, cut = fit_to_budget(design)
     batches: list[_Batch] = []
     verdict = None
     helpers: Callable[[], list[int]] = getattr(sampler, "pids", list)  # a helper samples: its CPU is ours
@@ -125,6 +180,8 @@ def run_gate(
         if decide is None:
             break
         verdict = decide(session_ratios(subject, control), _p25(subject), _p25(control), load)
+        if cut is not None:
+            verdict = replace(verdict, reasons=(*verdict.reasons, cut))
         elapsed = time.perf_counter() - start
         if (not needs_more(verdict) and not load.disturbed) or elapsed * (count + 1) / count > design.budget:
             break

@@ -19,11 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from pytest_roofline.errors import BaselineError
-from pytest_roofline.files import atomic_write_text, file_lock, lock_path
+from pytest_roofline.files import atomic_write_text, file_lock, lock_path, read_document
 from pytest_roofline.gate.baseline import MIGRATIONS, SCHEMA_VERSION, BaselineEntry, module_of
-from pytest_roofline.schema import NewerSchema, SchemaError, dumps, loads, migrate
+from pytest_roofline.schema import NewerSchema, SchemaError, check_kind, dumps, loads, migrate
 
-__all__ = ["BaselineFile", "BaselineStore"]
+__all__ = ["BASELINE_KIND", "BaselineFile", "BaselineStore"]
+
+#: The ``kind`` of a baseline file (beside its ``schema_version``).
+BASELINE_KIND = "baseline"
 
 LOCK_TIMEOUT = 120.0
 CORRUPT_SUFFIX = ".corrupt"
@@ -90,7 +93,7 @@ class BaselineStore:
         """
         self.check_directory()
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_document(path)
         except FileNotFoundError:
             return BaselineFile(path)
         except (OSError, UnicodeDecodeError) as exc:
@@ -99,6 +102,7 @@ class BaselineStore:
             data = loads(text)
             if not isinstance(data, dict):
                 raise SchemaError(f"the document is a {type(data).__name__}, not an object")
+            check_kind(data, BASELINE_KIND, "a baseline file")
             data, version = migrate(data, MIGRATIONS, SCHEMA_VERSION, f"baseline file {path}")
             entries = data.get("entries", {})
             if not isinstance(entries, dict):
@@ -190,7 +194,7 @@ class BaselineStore:
     def _newer(path: Path) -> bool:
         """Whether ``path`` was written by a newer pytest-roofline (never rewritten by this one)."""
         try:
-            data = loads(path.read_text(encoding="utf-8"))
+            data = loads(read_document(path))
             version = data.get("schema_version") if isinstance(data, dict) else None
             return isinstance(version, int) and version > SCHEMA_VERSION
         except (OSError, UnicodeDecodeError, SchemaError):
@@ -261,6 +265,7 @@ class BaselineStore:
     @staticmethod
     def _dump(path: Path, entries: Mapping[str, Any]) -> None:
         data = {
+            "kind": BASELINE_KIND,
             "schema_version": SCHEMA_VERSION,
             "tool": "pytest-roofline",
             "entries": {

@@ -189,6 +189,6 @@ def render(results: RunResults) -> str:
 
 def write(results: RunResults, path: Path) -> None:
     """Write the pytest-benchmark JSON to ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(results), encoding="utf-8")
+    from pytest_roofline.report import save_report
+
+    save_report(Path(path), render(results), "benchmark_json")

@@ -93,6 +93,6 @@ def render(results: RunResults) -> str:
 
 def write(results: RunResults, path: Path) -> None:
     """Write the CSV to ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(results), encoding="utf-8", newline="")
+    from pytest_roofline.report import save_report
+
+    save_report(Path(path), render(results), "csv", newline="")

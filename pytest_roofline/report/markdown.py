@@ -101,6 +101,6 @@ def render(results: RunResults, artifact: str | None = None, worst: int = 5) -> 
 
 def write(results: RunResults, path: Path, artifact: str | None = None) -> None:
     """Write the Markdown summary to ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(results, artifact), encoding="utf-8")
+    from pytest_roofline.report import save_report
+
+    save_report(Path(path), render(results, artifact), "markdown")

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.device import CpuInfo, cpu_info
 from pytest_roofline.errors import BackendError, OptionError, RooflineError
-from pytest_roofline.files import atomic_write_json
+from pytest_roofline.files import atomic_write_json, read_document
 from pytest_roofline.roofline.roofs import CacheLevel, DeviceRoofline, Probe, roofline_data_problem
 
 if TYPE_CHECKING:
@@ -55,6 +55,7 @@ CACHE_ENV = "ROOFLINE_CACHE_DIR"
 CALIBRATION_VERSION = 2  # bump when probes change meaning: old cache files then miss
 # 2: model-shaped probes (weights prepacked), 2048 only on >= 8 threads, threads in the key,
 #    measured boost clock, cache levels with their capacity (issue 21)
+CALIBRATION_KIND = "calibration"  # the cache file's `kind` (files written before it have none)
 LOCK_TIMEOUT = 600.0  # seconds to wait for another process's calibration
 SPOT_TOLERANCE = 0.15  # a spot-checked probe further than this from its cached figure: re-measure
 SPOT_SECONDS = 0.04  # timed budget of each spot-check probe (MIN_SAMPLES runs at least)
@@ -166,7 +167,9 @@ def calibrate(
             roofline = _measure(backend, fingerprint, wanted, quick, progress)
             try:
                 atomic_write_json(
-                    path, {"fingerprint": fingerprint, "roofline": roofline.to_dict()}, indent=1
+                    path,
+                    {"kind": CALIBRATION_KIND, "fingerprint": fingerprint, "roofline": roofline.to_dict()},
+                    indent=1,
                 )
             except OSError as exc:
                 _say_once(
@@ -552,13 +555,15 @@ def _read_cache(path: Path, fingerprint: dict[str, Any]) -> tuple[DeviceRoofline
     a zero, negative, NaN or string roof, or a missing key, makes the file corrupt.
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_document(path)
     except OSError:
         return None, None
     try:
         data = json.loads(text)
         if not isinstance(data, dict) or not isinstance(data.get("fingerprint"), dict):
             return None, "no fingerprint"
+        if data.get("kind", CALIBRATION_KIND) != CALIBRATION_KIND:  # files before `kind` have none
+            return None, f"a {str(data['kind'])[:40]} document, not a calibration"
         if data["fingerprint"] != fingerprint:
             return None, None  # a hash collision or an older layout: measure anew
         problem = roofline_data_problem(data.get("roofline"))
