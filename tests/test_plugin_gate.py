@@ -240,3 +240,32 @@ def test_rows_of_one_test_at_other_dims_never_look_alike(pytester, monkeypatch, 
     assert main(["baseline", "show", "--baseline-dir", str(pytester.path / ".roofline")]) == 0
     shown = capsys.readouterr().out
     assert "s.onnx b1 seq=8" in shown and "s.onnx b1 seq=16" in shown
+
+
+def test_update_summary_says_what_was_written_and_markdown_counts_pytest_outcomes(project):
+    """Issue 24 items 4-5: after --roofline-update no "accept them with --roofline-update"; the
+    Markdown summary counts failed tests (with or without a gate verdict) beside the verdicts."""
+    project.makepyfile(
+        test_more="""
+        def test_asserts(model_profile):
+            model_profile("chain.onnx")
+            assert False, "the test's own assertion"
+
+        def test_no_model(model_profile):
+            model_profile("missing.onnx")
+        """
+    )
+    project.runpytest(*FAKE, "-k", "test_perf")
+    update = ("--roofline-option=unit=2e-4", "--roofline-update", "--roofline-report=s.md")
+    updated = project.runpytest(*FAKE, *update)
+    out = updated.stdout.str()
+    assert "accept them with --roofline-update" not in out
+    updated.stdout.fnmatch_lines(
+        ["ACCEPTED test_perf.py::test_model :: chain b2 — latency: written as the baseline under this run's*"]
+    )
+    summary = (project.path / "s.md").read_text()
+    assert "accept them with --roofline-update" not in summary
+    assert "Baselines accepted (`--roofline-update`)" in summary
+    assert "Tests: 2 failed, 2 passed." in summary
+    assert "`test_more.py::test_asserts` failed (gate: NEW)" in summary
+    assert "`test_more.py::test_no_model` failed (no gate verdict)" in summary
