@@ -235,6 +235,7 @@ def test_every_verdict_readable_and_the_table_fits_the_window(pw, tmp_path, widt
     1050-px window with its median column in view; screenshots at /tmp/roofline-verdicts-<width>.png."""
     pytest.importorskip("jinja2")
     from pytest_roofline.gate.verdict import STATUSES
+    from pytest_roofline.report.view import status_word
 
     items = []
     for index, status in enumerate(STATUSES):
@@ -243,13 +244,22 @@ def test_every_verdict_readable_and_the_table_fits_the_window(pw, tmp_path, widt
         test = f"tests/perf/test_exported_models_perf.py::test_{name}_latency[onnxruntime-b8-seq=128]"
         items.append(result(profile, status, test=test))
     items[0]["outcome"] = "failed"
+    not_compared = result(
+        model_profile(6, seed=9, name="skipped"), "not-compared", test="tests/test_x.py::test_gpu"
+    )
+    not_compared["outcome"] = "skipped"
+    results = results_of(run_results(*items, not_compared))
     path = tmp_path / "verdicts.html"
-    html.write(results_of(run_results(*items)), path)
+    html.write(results, path)
     with open_report(pw, path, tmp_path / "chromium-profile", width=width) as (tab, requests, errors):
         assert errors == [] and requests == []
         badges = tab.evaluate(BADGE_CONTRAST)
         shown = {text for text, *_ in badges}
-        assert {status.upper() for status in STATUSES} <= shown
+        assert {status_word(record) for record in results.records} <= shown
+        assert {status.upper() for status in STATUSES if status != "not-compared"} | {
+            "PASSED",
+            "SKIPPED",
+        } <= shown
         low = [(text, colour, back, round(ratio, 2)) for text, colour, back, ratio in badges if ratio < 4.5]
         assert low == [], f"badges below WCAG AA 4.5:1: {low}"
         assert tab.evaluate("document.documentElement.scrollWidth") <= width
