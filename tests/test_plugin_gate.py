@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -269,3 +270,17 @@ def test_update_summary_says_what_was_written_and_markdown_counts_pytest_outcome
     assert "Tests: 2 failed, 2 passed." in summary
     assert "`test_more.py::test_asserts` failed (gate: NEW)" in summary
     assert "`test_more.py::test_no_model` failed (no gate verdict)" in summary
+
+
+def test_notes_during_the_run_leave_the_progress_line_whole(project):
+    """Issue 24 item 8: the first calibration's notes broke `test_perf.py ..` mid-file."""
+    result = project.runpytest(*FAKE)
+    result.assert_outcomes(passed=2)
+    lines = result.stdout.lines
+    progress = [i for i, line in enumerate(lines) if line.startswith("test_perf.py ")]
+    assert len(progress) == 1, lines
+    assert re.match(r"test_perf\.py \.\. +\[100%\]$", lines[progress[0]])
+    calibrating = next(i for i, line in enumerate(lines) if line.startswith("roofline: calibrating fake"))
+    section = next(i for i, line in enumerate(lines) if re.match(r"-+ roofline -+$", line))
+    assert progress[0] < section < calibrating  # shown in the roofline section, after the progress
+    assert any(line.startswith("roofline: calibrated in ") for line in lines[calibrating:])
