@@ -49,3 +49,22 @@ def test_after_update_the_summary_says_what_was_written():
     # without --roofline-update the advice stands
     advised = summary_lines(plain.with_records([entry_record]))
     assert "accept them with --roofline-update" in "\n".join(advised)
+
+
+def test_the_examples_readme_shows_the_summary_a_run_prints():
+    """Issue 24 item 2: examples/README.md showed another table than a run prints, and the README
+    must not show a remedy that repeats the suite's own pytest.ini setting."""
+    from pathlib import Path
+
+    from pytest_roofline.gate.verdict import STATUSES
+
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    readme = (examples / "README.md").read_text(encoding="utf-8")
+    assert "intra_op_threads=1" in (examples / "pytest.ini").read_text(encoding="utf-8")
+    assert "or set --roofline-option=intra_op_threads=1" not in readme
+    block = readme.split("Run it from the repository root:", 1)[1].split("```\n", 3)[2]
+    lines = block.splitlines()
+    header = next(line for line in lines if line.startswith("test "))
+    assert header.split() == ["test", "model", "median", "efficiency", "verdict", "vs", "baseline"]
+    rows = [line.split() for line in lines if line.startswith("test_") and " :: " not in line]
+    assert rows and all(row[-2] in STATUSES and row[2].startswith("b") for row in rows)  # "edgenet b1"
