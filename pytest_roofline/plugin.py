@@ -28,6 +28,8 @@ MARKER = (
 )
 LIST_OPTIONS = ("option", "report")
 BENCHMARK_STORAGE = pytest.StashKey["Path | None"]()
+#: the plugin's notes written while a test file's progress line was open: shown in the summary
+DEFERRED_NOTES = pytest.StashKey[list[str]]()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -72,10 +74,16 @@ def pytest_configure(config: pytest.Config) -> None:
 
         return config.hook.pytest_roofline_device_class(fingerprint=fingerprint) or default(fingerprint)
 
+    deferred = config.stash[DEFERRED_NOTES] = []
+
     def write_line(line: str) -> None:
+        """A note now, or in the roofline summary when it would cut a file's progress line."""
         reporter = config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.ensure_newline()
+        if reporter is None:
+            return
+        if getattr(reporter, "currentfspath", None) is not None:
+            deferred.append(line)
+        else:
             reporter.write_line(line)
 
     from pytest_roofline.roofline.progress import terminal_progress
@@ -168,7 +176,7 @@ class RooflinePlugin:
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         """One line per profiled model, verdict reasons, stale entries, files written."""
-        lines = self.session.summary()
+        lines = [*self.config.stash.get(DEFERRED_NOTES, []), *self.session.summary()]
         if lines:
             terminalreporter.write_sep("-", "roofline")
             for line in lines:

@@ -125,6 +125,9 @@ class RunResults:
     artifacts: dict[str, str] = field(default_factory=dict, hash=False)
     project: str | None = None
     tool: str = TOOL
+    outcomes: dict[str, str] = field(default_factory=dict, hash=False)  # every test's pytest outcome
+    accepted: bool = False  # run with --roofline-update: its figures became the baselines
+    baselines_written: tuple[str, ...] = ()
 
     @classmethod
     def of_profiles(cls, profiles: Sequence[ModelProfile], label: str = "roofline profile") -> RunResults:
@@ -164,6 +167,12 @@ class RunResults:
             data["artifacts"] = dict(self.artifacts)
         if self.project:
             data["project"] = self.project
+        if self.outcomes:
+            data["outcomes"] = dict(sorted(self.outcomes.items()))
+        if self.accepted:
+            data["accepted"] = True
+        if self.baselines_written:
+            data["baselines_written"] = list(self.baselines_written)
         return data
 
     @classmethod
@@ -190,6 +199,11 @@ class RunResults:
             artifacts={str(k): str(v) for k, v in as_mapping(artifacts, "'artifacts'").items() if v},
             project=data.get("project"),
             tool=str(data.get("tool") or TOOL),
+            outcomes={
+                str(k): str(v) for k, v in as_mapping(data.get("outcomes") or {}, "'outcomes'").items()
+            },
+            accepted=bool(data.get("accepted", False)),
+            baselines_written=tuple(str(p) for p in read_list(data, "baselines_written")),
         )
 
     def with_records(self, records: Sequence[ProfileRecord]) -> RunResults:

@@ -529,6 +529,9 @@ class RooflineSession:
             commit=info.commit,
             branch=info.branch,
             dirty=info.dirty,
+            outcomes=dict(self.outcomes),
+            accepted=self.settings.update and not self.is_worker,
+            baselines_written=tuple(str(p) for p in self.written),
         )
 
     def _write_baselines(self) -> None:

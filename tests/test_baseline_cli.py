@@ -44,7 +44,7 @@ def test_show_table_and_json(results, capsys):
 def test_diff_flags_regressions_with_exit_1(results, capsys):
     assert main(["baseline", "diff", str(results)]) == 1
     out = capsys.readouterr().out
-    assert out.count("regression") == 2
+    assert sum(line.startswith("regression ") for line in out.splitlines()) == 4  # as recorded, re-judged
     assert "x1.500" in out and "95% CI" in out
     assert main(["baseline", "diff", str(results), "--tolerance", "60"]) == 0
 
@@ -82,3 +82,34 @@ def test_errors_are_one_line(results, tmp_path, capsys):
     assert main(["baseline", "show"]) == 2
     err = capsys.readouterr().err
     assert "test_perf.json is corrupt" in err and len(err.strip().splitlines()) == 1
+
+
+def test_diff_shows_the_runs_verdicts_and_rejudges_at_the_runs_tolerance(
+    pytester, monkeypatch, tmp_path_factory, capsys
+):
+    """Issue 24 item 3: a run at a marker's 60 % passed +50 %; `baseline diff` re-judged it at 5 %."""
+    monkeypatch.setenv("ROOFLINE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    relu_chain(pytester.path / "chain.onnx", 3)
+    marked = (
+        "import pytest\n\n@pytest.mark.roofline(tolerance=60)\n" + TESTS.split("\n\n")[0].lstrip("\n") + "\n"
+    )
+    pytester.makepyfile(test_perf=marked)
+    pytester.runpytest(*FAKE).assert_outcomes(passed=1)
+    relu_chain(pytester.path / "chain.onnx", 4)
+    pytester.runpytest(*FAKE, "--roofline-report", "r.json").assert_outcomes(passed=1)
+    monkeypatch.chdir(pytester.path)
+    recorded = json.loads((pytester.path / "r.json").read_text())["results"][0]["verdict"]
+    assert recorded["tolerance"] == pytest.approx(0.60)
+    ci = f"{recorded['ci'][0]:.3f}-{recorded['ci'][1]:.3f}"
+
+    assert main(["baseline", "diff", "r.json"]) == 0
+    out = capsys.readouterr().out
+    first, rejudged = out.split("re-judged against the baselines in", 1)
+    assert "the run's verdicts, as recorded in r.json" in first
+    assert recorded["status"] in first and ci in first and "60%" in first
+    assert "at each result's own tolerance (the run's)" in rejudged
+    assert f"{recorded['status']} " in rejudged and ci in rejudged and "60%" in rejudged  # same data, same CI
+
+    assert main(["baseline", "diff", "r.json", "--tolerance", "5"]) == 1  # a re-judgement says its settings
+    out = capsys.readouterr().out
+    assert "at 5% tolerance" in out and "regression" in out.split("re-judged", 1)[1]

@@ -131,3 +131,32 @@ def test_bad_input_is_one_line_and_exit_2(
     assert main(["diff", *(arg.format(**paths) for arg in argv)]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def _exported_names(model: onnx.ModelProto) -> onnx.ModelProto:
+    """conv_net's scoped names as a long torch export writes them, no node directly in a block."""
+    for node in model.graph.node:
+        parts = node.name.strip("/").split("/")
+        if node.name.startswith("/stage") and len(parts) == 3:
+            parts.insert(2, "act" if "Relu" in parts[2] else "residual_add")
+        if node.name.startswith("/stage"):
+            module = parts[1].replace("stage", "features.")
+            node.name = f"/features/{module}/{'/'.join(parts[2:])}_of_the_inverted_residual_block"
+    return model
+
+
+def test_node_names_are_never_cut_and_a_block_is_named_by_its_first_and_last_node(
+    tmp_path: Path, empty_cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 24 item 8: names were cut in the middle to 30 characters; a block read only "features"."""
+    old, new = tmp_path / "old.onnx", tmp_path / "new.onnx"
+    onnx.save(_exported_names(conv_net(scoped=True)), str(old))
+    onnx.save(_exported_names(conv_net(Variant(blocks=(2, 3)), scoped=True)), str(new))
+    assert main(["diff", str(old), str(new)]) == 0
+    out = capsys.readouterr().out
+    first = "/features/features.1.2/conv1/Conv_of_the_inverted_residual_block"
+    last = "/features/features.1.2/act/Relu_1_of_the_inverted_residual_block"
+    assert f"features.1.2 ({first}..{last})" in out
+    assert "..." not in out.replace(f"{first}..{last}", "")  # nothing ellipsized in the middle
+    for name in (first, last, "/features/features.1.2/residual_add/Add_of_the_inverted_residual_block"):
+        assert f" {name} " in out

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import filelock
 import onnx
@@ -142,3 +143,21 @@ def test_a_roofline_profile_run_leaves_no_lock_file(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert any(cache.rglob("calibration-*.json"))  # it did calibrate, under a lock
     assert sorted(p.name for p in (*temp.rglob("*.lock"), *cache.rglob("*.lock"))) == []
+
+
+def test_the_ci_recipes_outputs_are_git_ignored_and_the_baselines_are_not():
+    """Issue 24 item 8: the recipe's `roofline/` and `.roofline-cache/` showed up in `git status`."""
+    root = Path(__file__).resolve().parents[1]
+    recipe = (root / ".github" / "workflows" / "perf-example.yml").read_text(encoding="utf-8")
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    for folder in ("roofline/", ".roofline-cache/"):
+        assert f"#   {folder}" in recipe and f"\n{folder}\n" in readme
+    if not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    ignored = subprocess.run(
+        ["git", "check-ignore", "roofline/summary.md", ".roofline-cache/x.json", ".roofline/test_a.json"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    assert ignored == ["roofline/summary.md", ".roofline-cache/x.json"]

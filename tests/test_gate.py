@@ -10,6 +10,7 @@ from pytest_roofline.gate import (
     Verdict,
     bootstrap_ratio_ci,
     compare,
+    judge_ratio,
     session_ratios,
     verdict_table,
 )
@@ -135,3 +136,69 @@ def test_new_baseline_with_noisy_sessions_asks_for_more_samples():
     assert noisy.noise > 0.025 and needs_more(noisy)
     assert needs_more(compare(_sessions(25.0, 0.2, seed=1), _sessions(25.0, 0.2), tolerance=0.05))
     assert not needs_more(compare(_sessions(25.0, 0.002, seed=1), _sessions(25.0, 0.002), tolerance=0.05))
+
+
+# -- the decision rule, one clause per test (docs/plugin.md, "Decision"; issue 24 item 7) ---------
+
+
+def test_rule_regression_ratio_above_tolerance_ci_above_one_noise_within():
+    # a paired 3 % tolerance: ratio +4.6 %, CI 1.022-1.070 (noise ±2.3 %) is a regression
+    assert judge_ratio(1.046, (1.022, 1.070), 0.023, 0.03) == "regression"
+
+
+def test_rule_regression_whole_ci_above_tolerance_however_noisy():
+    assert judge_ratio(1.6, (1.2, 2.0), 0.25, 0.05) == "regression"
+
+
+def test_rule_ratio_above_tolerance_but_ci_reaching_one_is_inconclusive():
+    assert judge_ratio(1.04, (0.995, 1.085), 0.043, 0.03) == "inconclusive"
+
+
+def test_rule_ci_above_one_with_noise_above_tolerance_is_inconclusive():
+    # the issue's figures, CI 1.013-1.079 at 3 %: the interval is ±3.2 %, wider than the tolerance
+    assert judge_ratio(1.046, (1.013, 1.079), 0.0316, 0.03) == "inconclusive"
+
+
+def test_rule_significant_slowdown_within_tolerance_is_not_a_regression():
+    assert judge_ratio(1.02, (1.01, 1.03), 0.01, 0.05) == "pass"
+
+
+def test_rule_improved_needs_ratio_below_tolerance_and_ci_below_one():
+    assert judge_ratio(0.90, (0.88, 0.92), 0.02, 0.05) == "improved"
+    assert judge_ratio(0.96, (0.93, 0.99), 0.03, 0.05) == "pass"  # faster, within the tolerance
+
+
+def test_rule_pass_needs_the_slowdown_beyond_tolerance_ruled_out():
+    assert judge_ratio(1.0, (0.98, 1.02), 0.02, 0.05) == "pass"
+    # 1.03 + 1.645/1.96 * 0.03 * 1.03 = 1.056 > 1.05: a slowdown beyond 5 % is not ruled out
+    assert judge_ratio(1.03, (1.0, 1.06), 0.03, 0.05) == "inconclusive"
+
+
+def test_stored_paired_and_rejudgement_decide_by_the_one_rule(monkeypatch):
+    import pytest_roofline.gate.verdict as verdict_module
+
+    calls = []
+
+    def spy(ratio, ci, noise, tolerance):
+        calls.append(tolerance)
+        return "inconclusive"
+
+    monkeypatch.setattr(verdict_module, "judge_ratio", spy)
+    fast = _sessions(10.0, 0.001)
+    assert compare(_sessions(20.0, 0.001), fast, tolerance=0.05).status == "inconclusive"
+    assert compare([2.0, 2.0, 2.0], None, tolerance=0.03, mode="paired").status == "inconclusive"
+    assert calls == [0.05, 0.03]
+
+
+def test_docs_state_the_rule_once():
+    """README points to the one statement of the rule in docs/plugin.md instead of its own."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    plugin = (root / "docs" / "plugin.md").read_text(encoding="utf-8")
+    assert "interval lies above `1 + tolerance`" not in readme
+    assert "docs/plugin.md#decision" in readme
+    rule = plugin.split("### Decision", 1)[1]
+    assert "the ratio is above `1 + tol` and the CI above 1, with the noise within the tolerance" in rule
+    assert "or the whole CI above `1 + tol`, however noisy" in rule

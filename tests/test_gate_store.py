@@ -159,3 +159,28 @@ def test_conditions_compare_across_settings_and_releases_but_not_across_probes_o
     assert base.differences(figure) == ["gate figure at the configured threads → at one thread"]
     extra = Conditions("1.32.0", {**base.settings, "session.intra_op.allow_spinning": "0"}, "probe-v3")
     assert base.changes(extra) == ["session.intra_op.allow_spinning (unset) → 0"]
+
+
+def test_a_rewritten_baseline_is_reviewable_one_line_per_layer_and_reads_back(tmp_path):
+    """Issue 24 item 8: 259 KB for four models, most of it per-layer records indented over 7+ lines
+    each with 16-digit times; the examples' committed files (old layout) are read and rewritten."""
+    examples = Path(__file__).resolve().parents[1] / "examples" / ".roofline"
+    committed = BaselineStore(examples).all_entries()
+    assert committed  # the committed files of the earlier layout still read
+    store = BaselineStore(tmp_path)
+    store.write(list(committed.values()), force=True)
+    before = sum(p.stat().st_size for p in examples.glob("*.json"))
+    after = sum(p.stat().st_size for p in tmp_path.rglob("*.json"))
+    assert after < 0.75 * before
+    layers = sum(len(e.layers) for e in committed.values())
+    text = "".join(p.read_text() for p in tmp_path.rglob("*.json"))
+    assert text.count('"op_type"') == layers and len(text.splitlines()) < 2 * layers + 1500
+    one_line = [line for line in text.splitlines() if '"op_type"' in line]
+    assert all(line.rstrip(",").endswith("}") and '"time"' in line for line in one_line)
+    again = BaselineStore(tmp_path).all_entries()
+    assert again.keys() == committed.keys()
+    for key, entry in committed.items():
+        for name, layer in entry.layers.items():
+            reread = again[key].layers[name]
+            assert reread.nodes == layer.nodes and reread.op_type == layer.op_type
+            assert reread.time == pytest.approx(layer.time, rel=1e-3)

@@ -47,7 +47,7 @@ def pw():
 
 
 @contextlib.contextmanager
-def open_report(pw, path: Path, profile_dir: Path):
+def open_report(pw, path: Path, profile_dir: Path, width: int = 1400):
     """``path`` opened from file:// in headless Chromium, every non-file request aborted and recorded.
 
     Yields (page, requests, errors): the requests attempted and the console/page errors seen.
@@ -64,7 +64,7 @@ def open_report(pw, path: Path, profile_dir: Path):
             "--disable-background-networking",
             "--no-first-run",
         ],
-        viewport={"width": 1400, "height": 1000},
+        viewport={"width": width, "height": 1000},
     )
     context.set_offline(True)
 
@@ -237,3 +237,58 @@ def test_degenerate_results_render_without_errors(pw, tmp_path) -> None:
         assert tab.locator("section#r3 .legend text", has_text="other").count() == 1
         charts = tab.locator("[data-chart]")
         assert all(charts.nth(i).locator("svg").count() == 1 for i in range(charts.count()))
+
+
+#: (badge text, colour, background, contrast) of every badge on the page, from computed styles
+BADGE_CONTRAST = """() => {
+  const rgb = s => s.match(/[\\d.]+/g).slice(0, 3).map(Number);
+  const lin = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+  const lum = c => { const [r, g, b] = c.map(lin); return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+  return Array.from(document.querySelectorAll('.badge')).map(el => {
+    const style = getComputedStyle(el);
+    const [a, b] = [lum(rgb(style.color)), lum(rgb(style.backgroundColor))];
+    const contrast = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+    return [el.textContent.trim(), style.color, style.backgroundColor, contrast];
+  });
+}"""
+
+
+@pytest.mark.parametrize("width", [1050, 1600])
+def test_every_verdict_readable_and_the_table_fits_the_window(pw, tmp_path, width) -> None:
+    """Issue 24 item 6: every verdict's badge meets WCAG AA (4.5:1) and the results table fits a
+    1050-px window with its median column in view; screenshots at /tmp/roofline-verdicts-<width>.png."""
+    pytest.importorskip("jinja2")
+    from pytest_roofline.gate.verdict import STATUSES
+    from pytest_roofline.report.view import status_word
+
+    items = []
+    for index, status in enumerate(STATUSES):
+        name = status.replace("-", "_")
+        profile = model_profile(6, seed=index, name=f"model_{name}_int8_sweep")
+        test = f"tests/perf/test_exported_models_perf.py::test_{name}_latency[onnxruntime-b8-seq=128]"
+        items.append(result(profile, status, test=test))
+    items[0]["outcome"] = "failed"
+    not_compared = result(
+        model_profile(6, seed=9, name="skipped"), "not-compared", test="tests/test_x.py::test_gpu"
+    )
+    not_compared["outcome"] = "skipped"
+    results = results_of(run_results(*items, not_compared))
+    path = tmp_path / "verdicts.html"
+    html.write(results, path)
+    with open_report(pw, path, tmp_path / "chromium-profile", width=width) as (tab, requests, errors):
+        assert errors == [] and requests == []
+        badges = tab.evaluate(BADGE_CONTRAST)
+        shown = {text for text, *_ in badges}
+        assert {status_word(record) for record in results.records} <= shown
+        assert {status.upper() for status in STATUSES if status != "not-compared"} | {
+            "PASSED",
+            "SKIPPED",
+        } <= shown
+        low = [(text, colour, back, round(ratio, 2)) for text, colour, back, ratio in badges if ratio < 4.5]
+        assert low == [], f"badges below WCAG AA 4.5:1: {low}"
+        assert tab.evaluate("document.documentElement.scrollWidth") <= width
+        median = tab.locator("table.overview th", has_text="Median").first.bounding_box()
+        table = tab.locator("table.overview").bounding_box()
+        assert median is not None and table is not None
+        assert median["x"] + median["width"] <= width and table["x"] + table["width"] <= width
+        tab.locator("table.overview").screenshot(path=f"/tmp/roofline-verdicts-{width}.png")

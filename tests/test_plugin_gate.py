@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -282,3 +283,46 @@ def test_another_backend_build_compares_stored_figures_naming_it(project):
     found = json.loads((project.path / "r.json").read_text())["results"][0]["verdict"]
     assert found["mode"] == "stored" and found["status"] not in ("unchanged", "incomparable")
     assert "(across a change: backend fake 0.9.0 → fake " in found["message"]
+
+
+def test_update_summary_says_what_was_written_and_markdown_counts_pytest_outcomes(project):
+    """Issue 24 items 4-5: after --roofline-update no "accept them with --roofline-update"; the
+    Markdown summary counts failed tests (with or without a gate verdict) beside the verdicts."""
+    project.makepyfile(
+        test_more="""
+        def test_asserts(model_profile):
+            model_profile("chain.onnx")
+            assert False, "the test's own assertion"
+
+        def test_no_model(model_profile):
+            model_profile("missing.onnx")
+        """
+    )
+    project.runpytest(*FAKE, "-k", "test_perf")
+    update = ("--roofline-option=unit=2e-4", "--roofline-update", "--roofline-report=s.md")
+    updated = project.runpytest(*FAKE, *update)
+    out = updated.stdout.str()
+    assert "accept them with --roofline-update" not in out
+    updated.stdout.fnmatch_lines(
+        ["ACCEPTED test_perf.py::test_model :: chain b2 — latency: written as the baseline under this run's*"]
+    )
+    summary = (project.path / "s.md").read_text()
+    assert "accept them with --roofline-update" not in summary
+    assert "Baselines accepted (`--roofline-update`)" in summary
+    assert "Tests: 2 failed, 2 passed." in summary
+    assert "`test_more.py::test_asserts` failed (gate: NEW)" in summary
+    assert "`test_more.py::test_no_model` failed (no gate verdict)" in summary
+
+
+def test_notes_during_the_run_leave_the_progress_line_whole(project):
+    """Issue 24 item 8: the first calibration's notes broke `test_perf.py ..` mid-file."""
+    result = project.runpytest(*FAKE)
+    result.assert_outcomes(passed=2)
+    lines = result.stdout.lines
+    progress = [i for i, line in enumerate(lines) if line.startswith("test_perf.py ")]
+    assert len(progress) == 1, lines
+    assert re.match(r"test_perf\.py \.\. +\[100%\]$", lines[progress[0]])
+    calibrating = next(i for i, line in enumerate(lines) if line.startswith("roofline: calibrating fake"))
+    section = next(i for i, line in enumerate(lines) if re.match(r"-+ roofline -+$", line))
+    assert progress[0] < section < calibrating  # shown in the roofline section, after the progress
+    assert any(line.startswith("roofline: calibrated in ") for line in lines[calibrating:])

@@ -137,3 +137,43 @@ def test_the_chart_has_one_memory_roof_per_level_and_each_layer_its_level() -> N
     js = page[page.index("function drawRoofline") :]
     # the script draws a dashed line per cache level beside the DRAM roof and outlines points by level
     assert "levelColour[c[0]]" in js and "memoryRoof(c[0], c[1]" in js and '"data-level"' in js
+
+
+def test_profile_only_report_shows_the_headroom_the_terminal_says_and_no_tolerance() -> None:
+    """Issue 24 item 6: `roofline profile --html` said "Headroom 0 s" and "tolerance 0.0 %"."""
+    from dataclasses import replace
+
+    from _report_data import device_roofline
+
+    from pytest_roofline.fmt import fmt_seconds
+    from pytest_roofline.profile import apply_roofline
+    from pytest_roofline.results import RunResults
+
+    profile = model_profile(12, name="resnet")
+    slow_roofs = replace(device_roofline(), peak_flops={"float32": 5e9}, peak_bandwidth=1e9)
+    first = apply_roofline(replace(profile.layers[0], roofline_fraction=None), slow_roofs)
+    impossible = replace(profile, layers=(first, *profile.layers[1:]))  # one layer above its roof
+    for shown in (profile, impossible):
+        assert shown.headroom > 0
+        page = html.render(RunResults.of_profiles([shown]))
+        headroom = re.search(r'Headroom</div><div class="v">([^<]*)<', page)
+        assert headroom and headroom.group(1) == fmt_seconds(shown.headroom)
+        assert "tolerance" not in page and "Against baseline" not in page
+    assert impossible.roofline_check.status == "invalid"
+    assert "(roofline invalid: an estimate)" in html.render(RunResults.of_profiles([impossible]))
+
+
+def test_inconclusive_badge_text_is_not_painted_in_its_background_colour() -> None:
+    """A later `.warn { color }` rule painted the badge's text the colour of its background."""
+    from pytest_roofline.report.html import _static
+
+    css = _static("report.css")
+    rules = re.findall(r"([^{}]+)\{([^}]*)\}", css)
+    colour = None
+    for selector, body in rules:  # the last rule of equal or higher specificity wins
+        selectors = [s.strip() for s in selector.split(",")]
+        if any(s in (".badge", ".warn", ".badge.warn") for s in selectors):
+            match = re.search(r"(?:^|;)\s*color:\s*([^;]+)", body)
+            if match:
+                colour = match.group(1).strip()
+    assert colour == "#fff"

@@ -19,7 +19,7 @@ def test_verdict_table_regressions_first_with_worst_layers() -> None:
     assert "regressed: latency 1.12x the baseline" in text
     assert "| layer_0/conv |" in text and "1.500x" in text  # the one layer that grew
     assert text.rstrip().endswith("roofline-report.html")
-    assert "3 result(s): 2 pass, 1 regression." in text
+    assert "Tests: 1 failed, 2 passed. Gate verdicts: 2 pass, 1 regression." in text
 
 
 def test_status_words_not_emoji_and_cells_are_safe() -> None:
@@ -33,4 +33,52 @@ def test_status_words_not_emoji_and_cells_are_safe() -> None:
 
 def test_no_results_and_no_artifact() -> None:
     text = markdown.render(results_of({"schema_version": 1, "results": [], "stale": ["k1"]}))
-    assert "0 result(s): none." in text and "1 baseline entr" in text and "Full report" not in text
+    assert "Tests: none. Gate verdicts: none." in text
+    assert "1 baseline entr" in text and "Full report" not in text
+
+
+def test_failing_tests_are_counted_and_listed_first() -> None:
+    """Issue 24: "3 result(s): 3 inconclusive" for a run whose tests failed."""
+    items = [
+        result(model_profile(4, seed=i, name=name), "inconclusive", test=f"tests/test_m.py::test_{name}")
+        for i, name in enumerate(("ok", "asserts", "layer"))
+    ]
+    items[1]["outcome"] = "failed"  # an assertion after the gate
+    items[2]["outcome"] = "failed"  # a wrong layer name
+    document = run_results(*items)
+    document["outcomes"] = {
+        "tests/test_m.py::test_ok": "passed",
+        "tests/test_m.py::test_asserts": "failed",
+        "tests/test_m.py::test_layer": "failed",
+        "tests/test_m.py::test_missing_at_ref": "error",  # failed before any model was profiled
+        "tests/test_m.py::test_gpu": "skipped",
+    }
+    text = markdown.render(results_of(document))
+    assert "Tests: 2 failed, 1 error, 1 passed, 1 skipped. Gate verdicts: 3 inconclusive." in text
+    listed = text.split("test(s) failed:**", 1)[1].split("\n\n", 1)[0]
+    assert "`tests/test_m.py::test_missing_at_ref` error (no gate verdict)" in listed
+    assert "`tests/test_m.py::test_asserts` failed (gate: INCONCLUSIVE)" in listed
+    assert text.index("test(s) failed") < text.index("| Status |")  # failures before the table
+    rows = [line for line in text.splitlines() if line.startswith("| INCONCLUSIVE")]
+    assert [row.split("|")[3].strip() for row in rows] == ["failed", "failed", "passed"]
+
+
+def test_after_update_the_summary_says_what_was_written() -> None:
+    from dataclasses import replace
+
+    from _baselines import make_entry
+
+    item = result(model_profile(4, name="edgenet"), "incomparable")
+    item["verdict"].update(
+        message="latency: baseline recorded under other conditions (intra_op_threads 0 → 1); "
+        "accept them with --roofline-update",
+        reasons=["intra_op_threads 0 → 1"],
+    )
+    document = run_results(item)
+    document.update(accepted=True, baselines_written=[".roofline/test_perf.json"])
+    results = results_of(document)
+    results = results.with_records([replace(results.records[0], entry=make_entry())])
+    text = markdown.render(results)
+    assert "accept them with --roofline-update" not in text
+    assert "this run's figures were written to `.roofline/test_perf.json`" in text
+    assert "accepted: latency: written as the baseline under this run's conditions" in text

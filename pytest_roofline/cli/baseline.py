@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 
 from pytest_roofline.cli.common import add_format_argument
-from pytest_roofline.fmt import fmt_seconds_fixed, printable, text_table
+from pytest_roofline.fmt import fmt_pct, fmt_seconds_fixed, printable, text_table
 from pytest_roofline.gate.baseline import BaselineEntry
 from pytest_roofline.gate.store import BaselineStore
+from pytest_roofline.gate.verdict import Verdict
 from pytest_roofline.options import parse_percent
 from pytest_roofline.results import RunResults, load_results
 
@@ -44,15 +45,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     common(show)
 
     diff = verbs.add_parser(
-        "diff", help="compare a results JSON with stored baselines (exit 1 on regression)"
+        "diff",
+        help="the run's verdicts, and a re-judgement against stored baselines (exit 1 on regression)",
     )
     diff.add_argument("results", metavar="RESULTS.json")
     diff.add_argument(
         "--tolerance",
         type=parse_percent,
-        default=0.05,
+        default=None,
         metavar="PERCENT",
-        help="allowed slowdown in percent (default 5)",
+        help="re-judge at this allowed slowdown in percent (default: each result's own, as the run judged)",
     )
     common(diff)
 
@@ -128,33 +130,68 @@ def _show(args: argparse.Namespace, store: BaselineStore) -> int:
 
 
 def _diff(args: argparse.Namespace, store: BaselineStore) -> int:
+    """The run's own verdicts as recorded, then a re-judgement against the stored baselines, said
+    to be one and with which settings (issue 24: a report of a run shows that run's verdicts)."""
     from pytest_roofline.gate.judge import compare_entries
     from pytest_roofline.gate.verdict import verdict_table
 
+    results = load_results(args.results)
+    records = [record for record in results.records if record.entry is not None]
+    if not records:
+        print("no stored-mode figures in the results (paired or disabled runs store nothing)")
+        return 0
+    header = ("status", "test", "model", "ratio", "95% CI", "tolerance")
+    recorded = [(r.verdict.status, r.test, _label(r.entry), *_figures(r.verdict)) for r in records if r.entry]
+    when = ", ".join(x for x in (results.created, (results.commit or "")[:10]) if x)
+    print(
+        printable(f"the run's verdicts, as recorded in {args.results}" + (f" ({when})" if when else "") + ":")
+    )
+    for line in text_table(header, recorded, left=3):
+        print(printable(line))
     rows, details, regressions = [], [], 0
-    for entry in _entries(load_results(args.results)):
+    for record in records:
+        entry = record.entry
+        assert entry is not None
         stored = store.get(entry.key, entry.test)
         if stored is None:
-            rows.append(("new", entry.test, _label(entry), "-", "-"))
+            rows.append(("new", entry.test, _label(entry), "-", "-", "-"))
             continue
-        verdict = compare_entries(stored, entry, args.tolerance)
-        ci = f"{verdict.ci[0]:.3f}-{verdict.ci[1]:.3f}" if verdict.ci else "-"
-        ratio = f"x{verdict.ratio:.3f}" if verdict.ratio is not None else "-"
-        rows.append((verdict.status, entry.test, _label(entry), ratio, ci))
+        tolerance = record.verdict.tolerance if args.tolerance is None else args.tolerance
+        verdict = compare_entries(stored, entry, tolerance)
+        rows.append((verdict.status, entry.test, _label(entry), *_figures(verdict)))
         if verdict.status == "regression":
             regressions += 1
             details.append(f"{entry.test} :: {_label(entry)}: {verdict.message}")
             details.extend(f"    {line}" for line in verdict_table(verdict))
         elif verdict.status in ("inconclusive", "incomparable"):
             details.append(f"{entry.test} :: {_label(entry)}: {verdict.message}")
-    if not rows:
-        print("no stored-mode figures in the results (paired or disabled runs store nothing)")
-        return 0
-    for line in text_table(("status", "test", "model", "ratio", "95% CI"), rows, left=3):
-        print(line)
+    at = (
+        "each result's own tolerance (the run's)"
+        if args.tolerance is None
+        else f"{_pct(args.tolerance)} tolerance"
+    )
+    print(
+        printable(
+            f"re-judged against the baselines in {store.directory} now, at {at}, from the figures the run "
+            "recorded (the run's load check and configured-threads check are not repeated):"
+        )
+    )
+    for line in text_table(header, rows, left=3):
+        print(printable(line))
     for line in details:
         print(printable(line))
     return 1 if regressions else 0
+
+
+def _figures(verdict: Verdict) -> tuple[str, str, str]:
+    """Ratio, CI and tolerance cells of a verdict."""
+    ratio = f"x{verdict.ratio:.3f}" if verdict.ratio is not None else "-"
+    ci = f"{verdict.ci[0]:.3f}-{verdict.ci[1]:.3f}" if verdict.ci else "-"
+    return ratio, ci, _pct(verdict.tolerance)
+
+
+def _pct(value: float) -> str:
+    return fmt_pct(value, 2, trim=True)
 
 
 def _prune(args: argparse.Namespace, store: BaselineStore) -> int:

@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 __all__ = ["add_parser", "format_table", "run"]
 
 WIDTH = 100  # the table fits a terminal this wide
-NAME_WIDTH = 30
 SHORT = {"op attributes": "attrs", "output shape": "out", "input shape": "in", "weights": "w"}
 
 
@@ -208,7 +207,7 @@ def format_table(
         rows = [
             (
                 block.kind,
-                _clip(block.name, NAME_WIDTH),
+                block.name,  # whole: a name cut in the middle names nothing
                 _clip(block.ops, 24),
                 f"{block.flops_before / 1e6:.2f}",
                 f"{block.flops_after / 1e6:.2f}",
@@ -230,7 +229,7 @@ def format_table(
             node_rows.append(
                 (
                     {"added": "+", "removed": "-"}.get(change.kind, "~"),
-                    _clip(change.name, NAME_WIDTH),
+                    change.name,
                     _clip(change.op_type, 12),
                     _clip(",".join(SHORT.get(w, w) for w in change.what) or change.kind, 16),
                     f"{(change.flops_after - change.flops_before) / 1e6:+.2f}",

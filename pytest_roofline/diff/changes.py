@@ -491,7 +491,12 @@ def _block(changes: list[NodeChange]) -> Block:
 
 
 def _block_name(changes: list[NodeChange]) -> str:
-    """The scope the nodes share (nodes without a scope ignored), else ``first..last``."""
+    """The scope the nodes share (nodes without a scope ignored), else ``first..last``.
+
+    A shared scope that only contains the block (``features``, the nodes all in its sub-modules
+    ``features.17`` and ``features.18``) does not name it: ``features (first..last)``.
+    """
+    span = changes[0].name if len(changes) == 1 else f"{changes[0].name}..{changes[-1].name}"
     scopes = [c.scope.split(".") for c in changes if c.scope]
     if scopes and len(scopes) * 2 >= len(changes):
         common: list[str] = []
@@ -500,10 +505,10 @@ def _block_name(changes: list[NodeChange]) -> str:
                 break
             common.append(parts[0])
         if common:
+            if len(changes) > 1 and all(len(parts) > len(common) for parts in scopes):
+                return f"{'.'.join(common)} ({span})"
             return ".".join(common)
-    if len(changes) == 1:
-        return changes[0].name
-    return f"{changes[0].name}..{changes[-1].name}"
+    return span
 
 
 def _signed_pct(value: float) -> str:

@@ -147,8 +147,14 @@ class LayerRecord:
     serves: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (kind and serves only when they say something)."""
-        data: dict[str, Any] = {"time": self.time, "fraction": self.fraction, "op_type": self.op_type}
+        """JSON-ready dict (kind and serves only when they say something).
+
+        The time keeps 4 significant digits and the fraction 3 decimals: finer figures are noise
+        (layer times move by percents between runs) and make a re-recorded baseline's diff unreadable.
+        """
+        time = None if self.time is None else float(f"{self.time:.4g}")
+        fraction = None if self.fraction is None else round(self.fraction, 3)
+        data: dict[str, Any] = {"time": time, "fraction": fraction, "op_type": self.op_type}
         data["nodes"] = list(self.nodes)
         if self.kind != "compute":
             data["kind"] = self.kind

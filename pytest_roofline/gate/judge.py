@@ -28,8 +28,10 @@ def incomparable(differences: Sequence[str], figures: Sequence[float], tolerance
 
 
 def compare_entries(stored: BaselineEntry, current: BaselineEntry, tolerance: float) -> Verdict:
-    """``current``'s figures against ``stored``'s, after the same conditions check as the plugin."""
+    """``current``'s figures against ``stored``'s, after the same conditions check as the plugin,
+    with the CI widened by the control probe's drift between the two as the run widened it."""
     from pytest_roofline.gate.layers import layer_deltas
+    from pytest_roofline.gate.sampling import control_drift_noise
 
     differences = stored.conditions.differences(current.conditions)
     if differences:
@@ -39,6 +41,7 @@ def compare_entries(stored: BaselineEntry, current: BaselineEntry, tolerance: fl
         stored.sessions,
         tolerance=tolerance,
         raw={"baseline": stored.latency.gate_p25, "current": current.latency.gate_p25},
+        extra_noise=control_drift_noise(current.control.p25, stored.control.p25),
     )
     deltas = layer_deltas(stored.layers, {k: v.time for k, v in current.layers.items() if v.time})
     return dataclasses.replace(

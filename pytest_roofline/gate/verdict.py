@@ -10,13 +10,8 @@ Two modes share one decision rule:
 
 The confidence interval of the ratio is a deterministic percentile bootstrap over sessions,
 widened by a between-process ``drift`` floor (sessions inside one process share drift that only
-a new process reveals; see docs/plugin.md, "The gate").  Verdicts (``tol`` is the tolerance, e.g. 0.05):
-
-* ``regression``: the CI lies above ``1 + tol``; or the ratio exceeds ``1 + tol`` and the CI
-  lies above 1 while the noise is within the tolerance.
-* ``inconclusive``: the noise (CI half-width) exceeds the tolerance, or the ratio exceeds
-  ``1 + tol`` without the CI excluding 1.  Callers sample more sessions first.
-* ``improved``: ratio below ``1 - tol`` with the CI below 1.  ``pass`` otherwise.
+a new process reveals; see docs/plugin.md, "The gate").  The verdict is :func:`judge_ratio`'s, the
+one place the rule is written.
 """
 
 from __future__ import annotations
@@ -37,6 +32,7 @@ __all__ = [
     "Verdict",
     "bootstrap_ratio_ci",
     "compare",
+    "judge_ratio",
     "needs_more",
     "new_verdict",
     "session_ratios",
@@ -251,24 +247,22 @@ def compare(
     noise = half / ratio
     limit = 1.0 + tolerance
     what = "time" if mode == "stored" else "time vs reference"
-    if low > limit:
-        status, why = "regression", f"{what} +{_pct(ratio - 1)} exceeds the {_pct(tolerance)} tolerance"
+    status = judge_ratio(ratio, (low, high), noise, tolerance)
+    if status == "regression":
+        why = f"{what} +{_pct(ratio - 1)} exceeds the {_pct(tolerance)} tolerance"
+    elif status == "improved":
+        why = f"{what} {_pct(ratio - 1)} (faster)"
+    elif status == "pass":
+        why = f"ratio {ratio:.3f} within {_pct(tolerance)} (noise ±{_pct(noise)})"
     elif noise > tolerance:
-        status, why = "inconclusive", f"noise ±{_pct(noise)} is above the {_pct(tolerance)} tolerance"
-    elif ratio > limit and low > 1.0:
-        status, why = "regression", f"{what} +{_pct(ratio - 1)} exceeds the {_pct(tolerance)} tolerance"
+        why = f"noise ±{_pct(noise)} is above the {_pct(tolerance)} tolerance"
     elif ratio > limit:
-        status, why = "inconclusive", f"{what} +{_pct(ratio - 1)} but within noise ±{_pct(noise)}"
-    elif ratio < 1.0 - tolerance and high < 1.0:
-        status, why = "improved", f"{what} {_pct(ratio - 1)} (faster)"
-    elif ratio + half * ONE_SIDED > limit:  # a pass rules a slowdown beyond the tolerance out
-        status = "inconclusive"
+        why = f"{what} +{_pct(ratio - 1)} but within noise ±{_pct(noise)}"
+    else:
         why = (
             f"ratio {ratio:.3f}, but a slowdown beyond the {_pct(tolerance)} tolerance is not ruled out "
             f"(95% bound {ratio + half * ONE_SIDED:.3f}, noise ±{_pct(noise)})"
         )
-    else:
-        status, why = "pass", f"ratio {ratio:.3f} within {_pct(tolerance)} (noise ±{_pct(noise)})"
     if disturbance and status in ("regression", "improved"):
         status, why = "inconclusive", f"{why}, but {disturbance}"
     return Verdict(
@@ -286,6 +280,33 @@ def compare(
         layers=tuple(layers),
         sessions=len(current),
     )
+
+
+def judge_ratio(ratio: float, ci: tuple[float, float], noise: float, tolerance: float) -> str:
+    """The gate's decision rule: the one place it is written (docs/plugin.md, "Decision").
+
+    ``ratio`` is new / old, ``ci`` its widened 95 % interval, ``noise`` the interval's half-width
+    relative to the ratio, ``tolerance`` the allowed slowdown (0.05).  Stored mode, paired mode,
+    layer metrics and ``roofline baseline diff``'s re-judgement all decide here:
+
+    * ``regression``: the ratio is above ``1 + tol`` and the CI above 1, with the noise within the
+      tolerance; or the whole CI above ``1 + tol``, however noisy;
+    * ``inconclusive``: otherwise, when the noise is above the tolerance;
+    * ``improved``: the ratio below ``1 - tol`` and the CI below 1;
+    * ``pass``: the one-sided 95 % bound ``ratio + 1.645 σ`` is within ``1 + tol``;
+    * ``inconclusive``: anything else (a slowdown beyond the tolerance neither shown nor ruled out).
+    """
+    low, high = ci
+    limit = 1.0 + tolerance
+    if ratio > limit and low > 1.0 and (noise <= tolerance or low > limit):
+        return "regression"
+    if noise > tolerance:
+        return "inconclusive"
+    if ratio < 1.0 - tolerance and high < 1.0:
+        return "improved"
+    if ratio + noise * ratio * ONE_SIDED > limit:
+        return "inconclusive"
+    return "pass"
 
 
 def new_verdict(

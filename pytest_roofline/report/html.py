@@ -119,6 +119,7 @@ def _what_if(profile: ModelProfile, by_op: Sequence[OpTypeSummary]) -> dict[str,
 def _result_view(index: int, record: ProfileRecord, session_roof: DeviceRoofline | None) -> dict[str, Any]:
     profile, verdict = record.profile, record.verdict
     roofline_warning = warning_line(profile)
+    headroom = profile.headroom  # before an invalid roofline's fractions are hidden: what the terminal says
     if profile.roofline_check.status == "invalid":  # impossible figures are not shown as fact
         unroofed = tuple(dataclasses.replace(la, roofline_fraction=None) for la in profile.layers)
         profile = dataclasses.replace(profile, layers=unroofed)
@@ -176,6 +177,8 @@ def _result_view(index: int, record: ProfileRecord, session_roof: DeviceRoofline
         "extra_verdicts": record.extra_verdicts,
         "change": _change_view(record),
         "roofline_warning": roofline_warning,
+        "headroom": headroom,
+        "compared": verdict.status not in ("", "not-compared") or verdict.ratio is not None,
     }
 
 

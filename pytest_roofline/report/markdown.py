@@ -10,17 +10,35 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.fmt import fmt_pct, fmt_ratio, fmt_seconds
-from pytest_roofline.report.view import status_word, worst_layers
+from pytest_roofline.report.view import accepted_message, status_word, was_accepted, worst_layers
 from pytest_roofline.roofline.sanity import warning_line
 
 if TYPE_CHECKING:
     from pytest_roofline.gate.verdict import Verdict
-    from pytest_roofline.results import RunResults
+    from pytest_roofline.results import ProfileRecord, RunResults
 
 __all__ = ["render", "write"]
 
 _ORDER = {"REGRESSION": 0, "FAILED": 0, "ERROR": 0, "INCONCLUSIVE": 1, "INCOMPARABLE": 1}
 _SAID = {"REGRESSION": "regressed", "INCONCLUSIVE": "was inconclusive", "INCOMPARABLE": "is incomparable"}
+_FAILED = ("failed", "error")
+#: pytest outcomes in the order a summary names them: what needs looking at first
+_OUTCOME_ORDER = {"failed": 0, "error": 1, "skipped": 3}
+
+
+def _outcomes(results: RunResults) -> dict[str, str]:
+    """Every test's pytest outcome: the run's record of them, else what its results carry."""
+    if results.outcomes:
+        return dict(results.outcomes)
+    return {record.test: record.outcome for record in results.records}
+
+
+def _outcome_line(outcomes: dict[str, str]) -> str:
+    counts: dict[str, int] = {}
+    for outcome in outcomes.values():
+        counts[outcome] = counts.get(outcome, 0) + 1
+    ordered = sorted(counts.items(), key=lambda kv: (_OUTCOME_ORDER.get(kv[0], 2), kv[0]))
+    return ", ".join(f"{n} {outcome}" for outcome, n in ordered)
 
 
 def _cell(text: Any) -> str:
@@ -41,27 +59,43 @@ def render(results: RunResults, artifact: str | None = None, worst: int = 5) -> 
         worst: layers listed per regressed result.
     """
     records = list(results.records)
+    outcomes = _outcomes(results)
     counts: dict[str, int] = {}
     for record in records:
-        counts[status_word(record)] = counts.get(status_word(record), 0) + 1
-    summary = ", ".join(f"{n} {word.lower()}" for word, n in sorted(counts.items(), key=lambda kv: kv[0]))
+        counts[record.verdict.status] = counts.get(record.verdict.status, 0) + 1
+    verdicts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items(), key=lambda kv: kv[0]))
     commit = (results.commit or "")[:10]
     lines = [
         "### pytest-roofline" + (f" · `{commit}`" if commit else ""),
         "",
-        f"{len(records)} result(s): {summary or 'none'}.",
+        f"Tests: {_outcome_line(outcomes) or 'none'}. Gate verdicts: {verdicts or 'none'}.",
         "",
     ]
+    failed = sorted(test for test, outcome in outcomes.items() if outcome in _FAILED)
+    if failed:
+        verdict_of = {record.test: status_word(record) for record in records}
+        lines.append(f"**{len(failed)} test(s) failed:**")
+        lines += [
+            f"- `{_cell(test)}` {outcomes[test]}"
+            + (f" (gate: {verdict_of[test]})" if test in verdict_of else " (no gate verdict)")
+            for test in failed
+        ]
+        lines.append("")
+    if results.accepted:
+        written = ", ".join(f"`{_cell(path)}`" for path in results.baselines_written) or "nothing"
+        lines += [f"Baselines accepted (`--roofline-update`): this run's figures were written to {written}."]
+        lines.append("")
     if records:
         lines += [
-            "| Status | Test | Model | Batch | Median | Ratio | Ratio 95% CI | Efficiency |",
-            "| --- | --- | --- | ---: | ---: | ---: | --- | ---: |",
+            "| Status | Test | Outcome | Model | Batch | Median | Ratio | Ratio 95% CI | Efficiency |",
+            "| --- | --- | --- | --- | ---: | ---: | ---: | --- | ---: |",
         ]
-        for record in sorted(records, key=lambda r: _ORDER.get(status_word(r), 2)):
+        for record in sorted(records, key=_row_order):
             profile, verdict = record.profile, record.verdict
             cells = (
                 status_word(record),
                 _cell(record.test),
+                record.outcome,
                 _cell(profile.model_name),
                 profile.batch,
                 fmt_seconds(profile.latency.median),
@@ -75,8 +109,11 @@ def render(results: RunResults, artifact: str | None = None, worst: int = 5) -> 
     lines += [f"- **{_cell(record.test)}**: {_cell(w)}" for record, w in warned if w]
     if any(w for _, w in warned):
         lines.append("")
-    for record in records:
+    for record in sorted(records, key=_row_order):
         status = status_word(record)
+        if was_accepted(results, record):
+            lines += [f"**{_cell(record.test)}** accepted: {_cell(accepted_message(record.verdict))}", ""]
+            continue
         if status not in _SAID:
             continue
         message = record.verdict.message
@@ -97,6 +134,11 @@ def render(results: RunResults, artifact: str | None = None, worst: int = 5) -> 
     if link:
         lines += [f"Full report (roofline charts, per-layer tables, history): {_cell(link)}", ""]
     return "\n".join(lines)
+
+
+def _row_order(record: ProfileRecord) -> tuple[int, int]:
+    """Failed tests first, then regressions, then the undecided, then the rest."""
+    return (0 if record.outcome in _FAILED else 1, _ORDER.get(status_word(record), 2))
 
 
 def write(results: RunResults, path: Path, artifact: str | None = None) -> None:

@@ -18,12 +18,17 @@ if TYPE_CHECKING:
     from pytest_roofline.profile import ModelProfile
     from pytest_roofline.results import ProfileRecord, RunResults
 
-__all__ = ["INCONCLUSIVE_REMEDY", "model_label", "summary_lines", "verdict_reason"]
+__all__ = ["inconclusive_remedy", "model_label", "summary_lines", "verdict_reason"]
 
-INCONCLUSIVE_REMEDY = (
-    "measure on a quieter runner, raise --roofline-budget or the tolerance, "
-    "or set --roofline-option=intra_op_threads=1"
-)
+
+def inconclusive_remedy(profile: ModelProfile | None = None) -> str:
+    """What to do about an inconclusive verdict; the one-thread option only where it is not set."""
+    remedy = "measure on a quieter runner, raise --roofline-budget or the tolerance"
+    if profile is None or profile.backend != "onnxruntime":
+        return remedy
+    if str(profile.options.get("intra_op_threads", "")).strip() == "1":
+        return remedy
+    return f"{remedy}, or set --roofline-option=intra_op_threads=1"
 
 
 def model_label(profile: ModelProfile) -> str:
@@ -32,12 +37,16 @@ def model_label(profile: ModelProfile) -> str:
     return f"{profile.model_name} b{profile.batch}{dims}"
 
 
-def verdict_reason(verdict: Verdict) -> str | None:
-    """Why a verdict is not a plain pass, in one line; None for pass and new."""
+def verdict_reason(verdict: Verdict, profile: ModelProfile | None = None) -> str | None:
+    """Why a verdict is not a plain pass, in one line; None for pass and new.
+
+    ``profile`` (the run's, with its backend options) keeps the remedy from advising an option
+    that is already set.
+    """
     if verdict.status in ("pass", "new"):
         return None
     if verdict.status == "inconclusive":
-        return f"{verdict.message}; {INCONCLUSIVE_REMEDY}"
+        return f"{verdict.message}; {inconclusive_remedy(profile)}"
     if verdict.status in ("regression", "improved") and verdict.ci is not None and verdict.ratio is not None:
         return (
             f"{verdict.message} (ratio {verdict.ratio:.3f}, 95% CI {verdict.ci[0]:.3f}-{verdict.ci[1]:.3f})"
@@ -65,6 +74,7 @@ def summary_lines(
 ) -> list[str]:
     """One line per profiled model, verdict reasons and tables, spans, stale entries, files written."""
     from pytest_roofline.gate.verdict import verdict_table
+    from pytest_roofline.report.view import accepted_message, was_accepted
     from pytest_roofline.roofline.sanity import warning_line
 
     lines: list[str] = []
@@ -77,8 +87,10 @@ def summary_lines(
         warning = warning_line(record.profile, label=label)
         if warning:
             reasons.append(warning)
-        for verdict in record.verdicts:
-            why = verdict_reason(verdict)
+        accepted = was_accepted(results, record)  # --roofline-update: say what was written
+        reasons.extend(f"ACCEPTED {label} — {accepted_message(v)}" for v in record.verdicts if accepted)
+        for verdict in () if accepted else record.verdicts:
+            why = verdict_reason(verdict, record.profile)
             notes = [] if verdict.status == "incomparable" else list(verdict.reasons)
             if why is None and not notes:
                 continue

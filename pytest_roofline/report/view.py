@@ -13,11 +13,20 @@ from typing import TYPE_CHECKING, Any
 from pytest_roofline.fmt import is_finite
 
 if TYPE_CHECKING:
-    from pytest_roofline.gate.verdict import LayerDelta
+    from pytest_roofline.gate.verdict import LayerDelta, Verdict
     from pytest_roofline.profile import Layer
-    from pytest_roofline.results import ProfileRecord
+    from pytest_roofline.results import ProfileRecord, RunResults
 
-__all__ = ["FLOP_CONVENTION", "layer_headroom", "result_label", "status_word", "sweeps", "worst_layers"]
+__all__ = [
+    "FLOP_CONVENTION",
+    "accepted_message",
+    "layer_headroom",
+    "result_label",
+    "status_word",
+    "sweeps",
+    "was_accepted",
+    "worst_layers",
+]
 
 FLOP_CONVENTION = "FLOPs count 2 per multiply-accumulate (MAC); MACs are reported alongside."
 
@@ -28,6 +37,25 @@ def status_word(record: ProfileRecord) -> str:
     if status and status != "not-compared":
         return status.upper()
     return (record.outcome or "not-compared").upper()
+
+
+def was_accepted(results: RunResults, record: ProfileRecord) -> bool:
+    """Whether ``--roofline-update`` wrote this record's figures as its baseline."""
+    return results.accepted and record.entry is not None and record.outcome != "skipped"
+
+
+def accepted_message(verdict: Verdict) -> str:
+    """After ``--roofline-update``: what was written in place of the verdict's former baseline."""
+    if verdict.status == "incomparable":
+        former = "; ".join(verdict.reasons) or "other conditions"
+        return (
+            f"{verdict.metric}: written as the baseline under this run's conditions "
+            f"(the former baseline's: {former})"
+        )
+    if verdict.status == "new":
+        return f"{verdict.metric}: written as the first baseline"
+    ratio = f" x{verdict.ratio:.3f}" if verdict.ratio is not None else ""
+    return f"{verdict.metric}: written as the baseline (was {verdict.status}{ratio} against the former one)"
 
 
 def result_label(record: ProfileRecord) -> str:
