@@ -20,8 +20,10 @@ def test_b(model_profile):
 
 @pytest.fixture
 def results(pytester, monkeypatch, tmp_path_factory):
-    """A project with a first run (baselines written) and a second run's results JSON (+50%)."""
+    """A project with a first run (baselines written) and a second run's results JSON (+50%),
+    compared with the stored figures (the model store keeps nothing: no paired run)."""
     monkeypatch.setenv("ROOFLINE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    monkeypatch.setenv("ROOFLINE_MODEL_STORE_MAX_BYTES", "0")
     relu_chain(pytester.path / "chain.onnx", 3)
     pytester.makepyfile(test_perf=TESTS)
     pytester.runpytest(*FAKE).assert_outcomes(passed=2)
@@ -89,6 +91,7 @@ def test_diff_shows_the_runs_verdicts_and_rejudges_at_the_runs_tolerance(
 ):
     """Issue 24 item 3: a run at a marker's 60 % passed +50 %; `baseline diff` re-judged it at 5 %."""
     monkeypatch.setenv("ROOFLINE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    monkeypatch.setenv("ROOFLINE_MODEL_STORE_MAX_BYTES", "0")  # stored figures, not a paired run
     relu_chain(pytester.path / "chain.onnx", 3)
     marked = (
         "import pytest\n\n@pytest.mark.roofline(tolerance=60)\n" + TESTS.split("\n\n")[0].lstrip("\n") + "\n"

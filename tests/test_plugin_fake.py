@@ -60,7 +60,7 @@ def test_slower_model_fails_in_the_call_phase_with_a_table(project):
     assert result.ret == 1
     result.stdout.fnmatch_lines(
         [
-            "*roofline regression: chain (batch 2) latency: time +50% exceeds the 5% tolerance*",
+            "*roofline regression: chain (batch 2) latency: time vs reference +50% exceeds the 5% tolerance*",
             "*metric*baseline*current*ratio*95% CI*noise*tolerance*",
             "*raw seconds*",
             "FAILED test_perf.py::test_model - Failed: roofline regression*",
@@ -71,6 +71,7 @@ def test_slower_model_fails_in_the_call_phase_with_a_table(project):
     (item,) = data["results"]
     assert item["verdict"]["status"] == "regression"
     assert item["verdict"]["ratio"] == pytest.approx(1.5)
+    assert item["verdict"]["mode"] == "paired"  # the baseline's model came from the model store
     assert item["outcome"] == "failed"
     assert len(item["history"]) == 1
     # not rewritten without --roofline-update

@@ -304,7 +304,7 @@ def test_update_summary_says_what_was_written_and_markdown_counts_pytest_outcome
     out = updated.stdout.str()
     assert "accept them with --roofline-update" not in out
     updated.stdout.fnmatch_lines(
-        ["ACCEPTED test_perf.py::test_model :: chain b2 — latency: written as the baseline under this run's*"]
+        ["ACCEPTED test_perf.py::test_model :: chain b2 — latency: written as the baseline (was *"]
     )
     summary = (project.path / "s.md").read_text()
     assert "accept them with --roofline-update" not in summary

@@ -291,7 +291,8 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
             remedy = run.load.remedy()
             if remedy:
                 verdict = dataclasses.replace(verdict, reasons=(*verdict.reasons, remedy))
-    history = (*baseline.history, baseline.history_point()) if baseline else ()
+    recorded = request.baseline if way.kind == "paired" else baseline  # auto-paired: the trend still shows
+    history = (*recorded.history, recorded.history_point()) if recorded else ()
     return GateOutcome(profile, verdict, tuple(extra), entry, history, change)
 
 
