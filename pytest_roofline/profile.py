@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pytest_roofline.analysis.views import RUNTIME_VIEW_OPS
 from pytest_roofline.roofline import DeviceRoofline
 from pytest_roofline.roofline.roofs import MemoryRoof
 
@@ -386,6 +387,8 @@ def apply_roofline(
         return layer
     memory = memory or roofline.memory_roof(0, layer.bytes, None)
     bandwidth = memory.bandwidth
+    if layer.op_type in RUNTIME_VIEW_OPS:  # a view: its kernel hands out a buffer, no roof prices that
+        timed = False
     intensity = layer.intensity if layer.bytes else float("inf")
     peak = roofline.peak_flops.get(dtype or roofline.dtype, roofline.peak)
     ridge_bound = "compute" if intensity >= peak / bandwidth else "memory"
@@ -504,6 +507,8 @@ class ModelProfile:
             return f"{what} has no roofline fraction: layer not timed (folded at load time, 0 s)"
         if layer.time <= 0:
             return f"{what} has no roofline fraction: layer not timed (0 s)"
+        if layer.op_type in RUNTIME_VIEW_OPS:
+            return f"{what} has no roofline fraction: a view ({layer.op_type}) moves no data a roof can price"
         return f"{what} has no roofline fraction"
 
     def by_op_type(self) -> list[OpTypeSummary]:

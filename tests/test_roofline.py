@@ -197,3 +197,35 @@ def test_a_roofline_without_levels_places_every_layer_in_dram() -> None:
     bare = DeviceRoofline.from_dict({**old, "cache_levels": []})
     assert [lv.name for lv in bare.levels] == ["DRAM"]
     assert bare.memory_roof(0, 1024, 2048) == MemoryRoof("DRAM", 2e10)
+
+
+def test_a_view_layer_carries_no_fraction_and_says_why(roof: DeviceRoofline) -> None:
+    """A Reshape kernel hands out a buffer in microseconds: priced at its tensors' bytes it read
+    at 297 % of the L3 roof in BERT-base (issue 21); a view has no fraction, and asking names why."""
+    from pytest_roofline.errors import RooflineError
+    from pytest_roofline.profile import Layer, ModelProfile, apply_roofline
+    from pytest_roofline.stats import LatencyStats
+
+    view = apply_roofline(Layer("Reshape_359", "Reshape", ("Reshape_359",), 8e-6, 0, 786_456), roof)
+    copy = apply_roofline(Layer("Transpose_1", "Transpose", ("Transpose_1",), 80e-6, 0, 786_456), roof)
+    assert view.roofline_fraction is None and view.memory_level is not None
+    assert copy.roofline_fraction is not None
+    profile = ModelProfile(
+        model_name="bert",
+        model_path=None,
+        model_hash="",
+        backend="onnxruntime",
+        backend_version="",
+        options={},
+        batch=1,
+        input_shapes={},
+        latency=LatencyStats.from_samples([1e-4, 2e-4]),
+        layers=(view, copy),
+        attributed_fraction=1.0,
+        total_flops=0,
+        total_macs=0,
+        total_bytes=786_456,
+        roofline=roof,
+    )
+    with pytest.raises(RooflineError, match=r"a view \(Reshape\) moves no data a roof can price"):
+        assert profile.layer("Reshape_359").roofline_fraction > 0.1
