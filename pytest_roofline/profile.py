@@ -299,7 +299,9 @@ def build_layers(
             times=kernel.times,
         )
         layers.append(layer)
-        weights.append(min(weight_bytes, cost_bytes))  # a Gather reads rows, not its whole table
+        # a Gather reads rows, not its table: the rows it touches are its working set, placed by their
+        # size like activations (repeated indices, and rows read again each run, stay in cache)
+        weights.append(0 if cost_bytes < weight_bytes else weight_bytes)
     footprint = sum(weights) + max((la.bytes - w for la, w in zip(layers, weights, strict=True)), default=0)
     layers = [
         apply_roofline(la, roofline, dtype, timed, _memory_roof(roofline, la, w, footprint))
