@@ -78,3 +78,27 @@ def test_subprocess_exit_status(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and "not a valid ONNX model" in proc.stderr
+
+
+@pytest.mark.parametrize("verb", ["analyze", "diff"])
+def test_a_symbolic_batch_dim_is_bound_to_1_by_default_as_profile_does(
+    verb: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 23 item 6: `roofline analyze llama.onnx --dim seq=64` and `roofline diff old new`
+    stopped with "dim 0 'batch' is unknown"; `roofline profile` binds it to 1."""
+    path = tmp_path / "cnn.onnx"
+    onnx.save(zoo.tiny_cnn(), str(path))  # input N x 3 x 32 x 32
+    models = [str(path)] if verb == "analyze" else [str(path), str(path)]
+    assert main([verb, *models, "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    if verb == "analyze":
+        assert data["total"]["macs"] == main_macs(path, batch=1) > 0
+    else:
+        assert data["added"] == [] and data["removed"] == []
+    assert main([verb, *models, "--batch", "2", "--format", "json"]) == 0  # still bound on request
+
+
+def main_macs(path: Path, batch: int) -> int:
+    from pytest_roofline.analysis import analyze
+
+    return analyze(str(path), batch=batch).total.macs

@@ -13,7 +13,7 @@ from pytest_roofline.cli.common import (
     add_format_argument,
     add_model_arguments,
     add_trip_argument,
-    parse_batch,
+    batch_or_default,
 )
 from pytest_roofline.errors import OptionError
 from pytest_roofline.fmt import csv_cell, fmt_bytes_fixed, printable, text_table
@@ -57,7 +57,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Analyze ``args.model`` and print it in ``args.format``."""
-    batch = parse_batch(args.batch)
+    batch = batch_or_default(args.batch, [args.model], dict(args.dim))
     if args.top < 0:
         raise OptionError(f"--top must be >= 0, got {args.top}")
     result = analyze(args.model, batch=batch, dims=dict(args.dim), trips=dict(args.trip))

@@ -15,7 +15,7 @@ from pytest_roofline.cli.common import (
     INPUTS_HELP,
     add_format_argument,
     add_model_arguments,
-    parse_batch,
+    batch_or_default,
     parse_key_value,
 )
 from pytest_roofline.errors import OptionError
@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         if backend not in backends:
             raise OptionError(f"--option {backend}:{key}=... names no backend of --backends {args.backends}")
         options.setdefault(backend, {})[key] = value
-    batch = parse_batch(args.batch)
+    batch = batch_or_default(args.batch, [args.model], dict(args.dim))
     result = check_outputs(
         args.model,
         backends,

@@ -16,6 +16,7 @@ __all__ = [
     "add_shape_arguments",
     "add_trip_argument",
     "parse_batch",
+    "batch_or_default",
     "parse_key_int",
     "parse_key_value",
     "parse_trip",
@@ -114,3 +115,14 @@ def parse_batch(value: object) -> int | None:
     if not 1 <= batch <= MAX_DIM:
         raise OptionError(f"--batch needs a positive integer up to {MAX_DIM}, got {batch}")
     return batch
+
+
+def batch_or_default(value: object, models: list[str], dims: dict[str, int]) -> int | None:
+    """``--batch``, else 1 where a model's leading batch dim is symbolic and unbound (as ``roofline
+    profile`` and the ``model_profile`` fixture do), else None (the model's own)."""
+    batch = parse_batch(value)
+    if batch is not None:
+        return batch
+    from pytest_roofline.model import load_model, needs_batch
+
+    return 1 if any(needs_batch(load_model(model), dims) for model in models) else None

@@ -20,7 +20,7 @@ from pytest_roofline.cli.common import (
     add_backend_arguments,
     add_format_argument,
     add_shape_arguments,
-    parse_batch,
+    batch_or_default,
 )
 from pytest_roofline.errors import BackendUnavailable, OptionError
 from pytest_roofline.fmt import fmt_bytes_fixed, text_table
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     """Diff ``args.old`` and ``args.new``; predict, and with ``--profile`` measure, the change."""
     from pytest_roofline.diff import diff_summaries, explain_verdict, predict, summarize
 
-    batch = parse_batch(args.batch)
+    batch = batch_or_default(args.batch, [args.old, args.new], dict(args.dim))
     for name, value in (
         ("--top", args.top),
         ("--sessions", args.sessions - 1),
