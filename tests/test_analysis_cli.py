@@ -53,7 +53,7 @@ def test_csv_has_one_row_per_node(transformer_path: Path, capsys: pytest.Capture
     ("argv", "message"),
     [
         (["missing.onnx", "--batch", "1"], "no such file"),
-        (["{model}"], "'batch' is unknown"),
+        (["{model}"], "'seq' is unknown"),  # batch defaults to 1; seq has no default
         (["{model}", "--batch", "1", "--dim", "seq=4", "--dim", "nope=3"], "--dim nope"),
         (["{model}", "--batch", "x", "--dim", "seq=4"], "--batch"),
     ],
