@@ -32,7 +32,7 @@ def point(
         key=f"{test}|model.onnx|b1|onnxruntime|{device_class}",
         device_class=device_class,
         conditions="c0ffee",
-        commit=commit if commit is not None else f"{index:040x}",
+        commit=commit if commit is not None else f"{index:04d}" + "a" * 36,
         time=f"2026-01-01T00:{index // 60:02d}:{index % 60:02d}+00:00",
         value=value,
         ci=(value * 0.99, value * 1.01),

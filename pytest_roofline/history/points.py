@@ -162,6 +162,21 @@ def _sessions_ci(sessions: tuple[float, ...]) -> tuple[float, float] | None:
     return (low, high)
 
 
+def _conditions(record: ProfileRecord) -> dict[str, Any]:
+    """What the series' figures depend on, from the profile (the same with or without an entry)."""
+    from pytest_roofline.gate.conditions import settings_of
+
+    prof = record.profile
+    release = ".".join(prof.backend_version.split(".")[:2])
+    return {
+        "backend": prof.backend,
+        "backend_release": release,
+        "settings": settings_of(prof.fingerprint, prof.options),
+        # paired runs' figure is a ratio to the reference: another currency, another series
+        "figure": "ratio" if record.verdict.mode == "paired" else "normalized",
+    }
+
+
 def point_of(
     record: ProfileRecord,
     *,
@@ -170,44 +185,48 @@ def point_of(
     parent: str | None = None,
     branch: str | None = None,
 ) -> HistoryPoint | None:
-    """The history point of one measured record (None when nothing was timed: static runs)."""
-    entry = record.entry
-    if entry is None or record.outcome == "skipped":
+    """The history point of one measured record (None when nothing was timed: static runs).
+
+    The figure is the gate's own (``profile.extra["gate"]``: per-session model p25 over control
+    p25), so a run that recorded no baseline (a busy machine, a regression) is kept all the same.
+    """
+    if record.outcome == "skipped":
         return None
-    conditions = entry.conditions.to_dict()
-    sessions = tuple(entry.sessions)
-    scale = entry.figure / entry.latency.gate_p25 if entry.latency.gate_p25 > 0 else None
-    layers = {name: layer.time for name, layer in entry.layers.items() if layer.time is not None}
-    ident = {
-        "key": entry.key,
-        "commit": commit,
-        "time": time,
-        "figure": entry.figure,
-        "sessions": list(sessions),
-        "conditions": conditions,
-    }
+    prof = record.profile
+    gate = prof.extra.get("gate") if isinstance(prof.extra, Mapping) else None
+    sessions = tuple(float(f) for f in (gate or {}).get("figures") or () if _finite(f) and f > 0)
+    if not sessions:
+        return None
+    import numpy as np
+
+    value = float(np.median(sessions))
+    subject = (gate or {}).get("subject_p25")
+    scale = value / float(subject) if _finite(subject) and subject > 0 else None
+    conditions = _conditions(record)
+    device = record.entry.device_class if record.entry else record.key.rsplit("|", 1)[-1]
+    ident = {"key": record.key, "commit": commit, "time": time, "sessions": list(sessions), "c": conditions}
     return HistoryPoint(
         id=_digest(ident)[:32],
         test=record.test,
-        key=entry.key,
-        device_class=entry.device_class,
+        key=record.key,
+        device_class=device,
         conditions=_digest(conditions)[:16],
         commit=commit,
         parent=parent,
         branch=branch,
         time=time,
-        value=entry.figure,
+        value=value,
         ci=_sessions_ci(sessions),
-        median=entry.latency.median,
+        median=prof.latency.median,
         sessions=sessions,
         scale=scale,
-        layers={k: float(v) for k, v in layers.items()},
+        layers={layer.name: float(layer.time) for layer in prof.layers if _finite(layer.time)},
         verdict=record.verdict.status,
         mode=record.verdict.mode,
-        model=entry.model,
-        model_hash=entry.model_hash,
-        backend=entry.backend,
-        batch=entry.batch,
+        model=record.entry.model if record.entry else (prof.model_path or ""),
+        model_hash=prof.model_hash,
+        backend=prof.backend,
+        batch=prof.batch,
         detail=conditions,
     )
 
