@@ -103,7 +103,7 @@ def test_session_end_prints_the_change_point_this_run_confirmed(project: pytest.
         result = project.runpytest(*FAKE, f"--roofline-history={store}", "--roofline-update")
         outputs.append(result.stdout.str())
     assert "change point" not in outputs[0] + outputs[1]  # two runs after a step do not confirm it
-    assert f"change point: test_model.py::test_model: +" in outputs[2]
+    assert "change point: test_model.py::test_model: +" in outputs[2]
     assert f"since {slower[:7]}, 3 runs after" in outputs[2]
     # the next run does not announce it again
     again = project.runpytest(*FAKE, f"--roofline-history={store}", "--roofline-update")
