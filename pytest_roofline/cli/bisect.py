@@ -69,6 +69,11 @@ def run(args: argparse.Namespace) -> int:
     root = repository(Path.cwd())
     model = args.model or _model_from_history(args.test, args.store, root)
     quiet = args.format == "json"
+
+    def progress(line: str) -> None:
+        if not quiet:
+            sys.stderr.write(f"bisect: {line}\n")
+
     result = bisect(
         args.good,
         args.bad,
@@ -80,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         backend=args.backend,
         batch=args.batch,
         budget=args.budget,
-        progress=(lambda line: None) if quiet else (lambda line: sys.stderr.write(f"bisect: {line}\n")),
+        progress=progress,
     )
     if quiet:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n")

@@ -122,7 +122,7 @@ class SeriesChanges:
     layer_changes: dict[str, tuple[ChangePoint, ...]] = field(default_factory=dict, hash=False)
 
 
-def robust_noise(values: Sequence[float]) -> float:
+def robust_noise(values: Sequence[float] | np.ndarray) -> float:
     """σ of the point-to-point noise: MAD of first differences / (0.6745 √2) (steps barely move it)."""
     data = np.asarray(values, dtype=float)
     if len(data) < 3:

@@ -200,8 +200,8 @@ def point_of(
     import numpy as np
 
     value = float(np.median(sessions))
-    subject = (gate or {}).get("subject_p25")
-    scale = value / float(subject) if _finite(subject) and subject > 0 else None
+    subject: Any = (gate or {}).get("subject_p25")
+    scale = value / float(subject) if _finite(subject) and float(subject) > 0 else None
     conditions = _conditions(record)
     device = record.entry.device_class if record.entry else record.key.rsplit("|", 1)[-1]
     ident = {"key": record.key, "commit": commit, "time": time, "sessions": list(sessions), "c": conditions}

@@ -18,14 +18,11 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from pytest_roofline.errors import RooflineError
 from pytest_roofline.history.points import HistoryPoint
 from pytest_roofline.schema import SchemaError
-
-if TYPE_CHECKING:
-    import psycopg
 
 __all__ = [
     "ENV",
@@ -211,7 +208,7 @@ class PostgresStore:
         self.location = re.sub(r"//([^:/@]*):[^@/]*@", r"//\1:***@", url)  # never print a password
         psycopg = _psycopg()
         try:
-            self._conn: psycopg.Connection[Any] = psycopg.connect(url, connect_timeout=30)
+            self._conn: Any = psycopg.connect(url, connect_timeout=30)
         except psycopg.Error as exc:
             raise RooflineError(f"history {self.location}: cannot connect ({_first(exc)})") from None
         self.migrate()
