@@ -151,16 +151,17 @@ def _candidates(logs: np.ndarray, min_size: int) -> list[int]:
 
 def _bootstrap_ratio(
     before: np.ndarray, after: np.ndarray, confidence: float, seed: int
-) -> tuple[float, float, float]:
-    """Median(after) / median(before) and its percentile-bootstrap interval (seeded)."""
+) -> tuple[float, tuple[float, float], tuple[float, float]]:
+    """Median(after) / median(before), its percentile-bootstrap interval at ``confidence`` (the
+    test) and at 95 % (the reported CI), seeded."""
     ratio = float(np.median(after) / np.median(before))
     rng = np.random.default_rng(seed)
     b = rng.choice(before, size=(BOOTSTRAP, len(before)), replace=True)
     a = rng.choice(after, size=(BOOTSTRAP, len(after)), replace=True)
     ratios = np.median(a, axis=1) / np.median(b, axis=1)
     tail = (1.0 - confidence) / 2.0 * 100.0
-    low, high = np.percentile(ratios, [tail, 100.0 - tail])
-    return ratio, float(low), float(high)
+    low, high, low95, high95 = np.percentile(ratios, [tail, 100.0 - tail, 2.5, 97.5])
+    return ratio, (float(low), float(high)), (float(low95), float(high95))
 
 
 def _model_changes(hashes: Sequence[str]) -> list[int] | None:
@@ -181,7 +182,7 @@ def detect(
     """The confirmed steps of ``values`` and the steps put down to the machine.
 
     Returns ``([(index, before, after, change, ci_low, ci_high), ...], machine_indices)``; index is
-    the first point after the step, ``change`` and its interval are fractions.
+    the first point after the step, ``change`` and its 95 % interval are fractions.
     """
     data = np.asarray(values, dtype=float)
     if len(data) < 2 * min_size or not np.all(np.isfinite(data)) or np.any(data <= 0):
@@ -208,11 +209,11 @@ def detect(
         before, after = data[start:index], data[index:stop]
         if len(before) < min_size or len(after) < min_size:
             continue
-        ratio, low, high = _bootstrap_ratio(before, after, confidence, seed=index)
+        ratio, (low, high), (low95, high95) = _bootstrap_ratio(before, after, confidence, seed=index)
         if abs(ratio - 1.0) < min_change or low <= 1.0 <= high:
             continue
         confirmed.append(
-            (index, float(np.median(before)), float(np.median(after)), ratio - 1.0, low - 1.0, high - 1.0)
+            (index, float(np.median(before)), float(np.median(after)), ratio - 1.0, low95 - 1.0, high95 - 1.0)
         )
     return confirmed, machine
 
