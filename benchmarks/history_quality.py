@@ -11,13 +11,16 @@ of consecutive runs, which keeps the machine's state runs intact) it builds:
 * **false change points**: unchanged series in two settings — the model hash constant (the
   machine can never be blamed on the model), and the worst case, a new model hash at every run
   (a re-export at every commit that changes nothing) (target: ≤ 1 per 1,000 points);
-* **creep**: 5 commits of +1.5 % each; found when a change point lands inside the creep.
+* **creep**: 5 commits of +1.5 % each; found when a change point lands inside the creep;
+* **git scenario**: a repository of 20 commits of MobileNetV2, two adding blocks (about +4 % and
+  +7 %), the plugin run once per commit; ``roofline history`` must name exactly those two commits,
+  ``roofline bisect first last --threshold 3`` the first in <= ceil(log2 20) + 2 steps, < 10 min.
 
 Usage::
 
     python benchmarks/history_quality.py --record 200      # record real runs (minutes)
     python benchmarks/history_quality.py                   # analyse them
-    python benchmarks/history_quality.py --series 30       # smaller smoke run
+    python benchmarks/history_quality.py --series 30 --git-commits 8 --quick   # smoke run
 """
 
 from __future__ import annotations
@@ -29,16 +32,33 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_RUNS = HERE / "data" / "history-runs"
+ROOFLINE = str(Path(sys.executable).parent / "roofline")
 
 TEST = """
 def test_model(model_profile):
     model_profile("model.onnx")
 """
+
+
+def pytest_history(project: Path, env: dict[str, str], history: str, budget: float) -> Any:
+    """One plugin run of ``project`` into a history, its own process (the completed process)."""
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        history,
+        f"--roofline-budget={budget}",
+    ]
+    return subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, check=False)
 
 
 def record(runs: int, store: Path, budget: float) -> None:
@@ -57,23 +77,7 @@ def record(runs: int, store: Path, budget: float) -> None:
         }
         for index in range(runs):
             started = time.monotonic()
-            done = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "pytest",
-                    "-q",
-                    "-p",
-                    "no:cacheprovider",
-                    f"--roofline-history={store}",
-                    f"--roofline-budget={budget}",
-                ],
-                cwd=project,
-                env=env,
-                capture_output=True,
-                text=True,
-                check=False,
-            )
+            done = pytest_history(project, env, f"--roofline-history={store}", budget)
             status = "ok" if done.returncode == 0 else f"exit {done.returncode}"
             print(f"run {index + 1}/{runs}: {status} in {time.monotonic() - started:.1f} s", flush=True)
 
@@ -145,6 +149,110 @@ def creep(figures: np.ndarray, series: int, rng: np.random.Generator) -> float:
     return found / series
 
 
+def _git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def git_scenario(commits: int, budget: float, quick: bool) -> None:
+    """A repository of ``commits`` commits of MobileNetV2; two add blocks (about +4 % and +7 %).
+
+    The plugin runs once per commit into an embedded history; then ``roofline history`` must name
+    exactly those two commits and ``roofline bisect first last --threshold 3`` the first of them in
+    at most ceil(log2 commits) + 2 steps and under 10 minutes.
+    """
+    import json
+    import math
+    import shutil
+
+    import onnx
+
+    sys.path.insert(0, str(HERE))
+    from gate_quality import base_model, paired_slowdown, with_extra_blocks
+
+    with tempfile.TemporaryDirectory(prefix="history-git-") as tmp:
+        work, repo = Path(tmp) / "work", Path(tmp) / "repo"
+        work.mkdir()
+        repo.mkdir()
+        base = base_model(quick)  # MobileNetV2; the tiny CNN in quick mode (one block ~ +10 %)
+        onnx.save(base, str(work / "base.onnx"))
+        onnx.save(with_extra_blocks(base, 2), str(work / "probe.onnx"))
+        per_block = max((paired_slowdown(work / "base.onnx", work / "probe.onnx", threads="0") - 1) / 2, 1e-3)
+        first_blocks = max(1, round(0.04 / per_block))
+        second_blocks = first_blocks + max(1, round(0.07 / per_block))
+        print(
+            f"  one extra block: {per_block * 100:+.2f} %; steps of {first_blocks} and "
+            f"{second_blocks - first_blocks} blocks",
+            flush=True,
+        )
+        onnx.save(with_extra_blocks(base, first_blocks), str(work / "first.onnx"))
+        onnx.save(with_extra_blocks(base, second_blocks), str(work / "second.onnx"))
+        steps_at = {commits // 3: work / "first.onnx", 2 * commits // 3: work / "second.onnx"}
+        _git(repo, "init", "-q")
+        _git(repo, "config", "user.email", "bench@example.com")
+        _git(repo, "config", "user.name", "bench")
+        (repo / "test_model.py").write_text(TEST)
+        (repo / ".gitignore").write_text(".roofline/\n__pycache__/\n")
+        shas, model = [], work / "base.onnx"
+        env = {**os.environ, "ROOFLINE_CACHE_DIR": os.environ.get("ROOFLINE_CACHE_DIR", str(work / "cache"))}
+        env.pop("ROOFLINE_HISTORY", None)
+        for index in range(commits):
+            model = steps_at.get(index, model)
+            shutil.copy(model, repo / "model.onnx")
+            (repo / "CHANGES.txt").write_text(f"commit {index}\n")
+            _git(repo, "add", "-A")
+            _git(repo, "commit", "-qm", f"commit {index}")
+            shas.append(_git(repo, "rev-parse", "HEAD"))
+            pytest_history(repo, env, "--roofline-history", budget)
+            print(f"  commit {index + 1}/{commits} measured", flush=True)
+        listed = subprocess.run(
+            [ROOFLINE, "history", "--format", "json"],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        view = json.loads(listed.stdout or "{}")
+        found = [c["commit"] for s in view.get("series", []) for c in s["change_points"]]
+        expected = [shas[i] for i in sorted(steps_at)]
+        print(
+            f"roofline history names {len(found)} change point(s); the two block commits: "
+            f"{'exactly' if found == expected else 'NOT exactly'} "
+            f"(found at commits {[shas.index(c) for c in found if c in shas]}, expected {sorted(steps_at)})"
+        )
+        started = time.monotonic()
+        bisected = subprocess.run(
+            [
+                ROOFLINE,
+                "bisect",
+                shas[0],
+                shas[-1],
+                "--test",
+                "test_model.py::test_model",
+                "--threshold",
+                "3",
+                "--format",
+                "json",
+            ],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        took = time.monotonic() - started
+        result = json.loads(bisected.stdout or "{}")
+        culprit = result.get("culprit")
+        limit = math.ceil(math.log2(commits)) + 2
+        print(
+            f"roofline bisect first last --threshold 3: culprit at commit "
+            f"{shas.index(culprit) if culprit in shas else culprit} (expected {min(steps_at)}), "
+            f"{result.get('steps')} steps (limit {limit}), {took:.0f} s (limit 600)"
+            + (f"; error: {bisected.stderr.strip()}" if bisected.returncode else "")
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--record", type=int, default=0, metavar="N", help="record N real runs first")
@@ -153,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--series", type=int, default=200, help="series per figure (default 200)")
     parser.add_argument("--points", type=int, default=20000, help="unchanged points for the false rate")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--git-commits", type=int, default=20, help="commits of the git scenario (0: skip it)"
+    )
     args = parser.parse_args(argv)
     if args.record:
         record(args.record, args.runs, args.budget)
@@ -177,7 +288,9 @@ def main(argv: list[str] | None = None) -> int:
         f"creep of 5 x +1.5 % found: {creep(figures, args.series, rng) * 100:.1f} % of {args.series} series"
     )
     print(f"analysis took {time.monotonic() - started:.1f} s")
-    print("20-commit git scenario: not built in this script yet (see docs/history.md)")
+    if args.git_commits:
+        print(f"git scenario: {args.git_commits} commits, the plugin run once per commit", flush=True)
+        git_scenario(args.git_commits, args.budget, args.quick)
     return 0
 
 
