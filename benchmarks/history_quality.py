@@ -261,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--series", type=int, default=200, help="series per figure (default 200)")
     parser.add_argument("--points", type=int, default=20000, help="unchanged points for the false rate")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quick", action="store_true", help="git scenario on the tiny CNN (smoke)")
     parser.add_argument(
         "--git-commits", type=int, default=20, help="commits of the git scenario (0: skip it)"
     )

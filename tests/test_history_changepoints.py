@@ -83,7 +83,7 @@ def test_change_point_names_commit_layers_and_runs_after() -> None:
         )
         for i, p in enumerate(points)
     ]
-    found = find_changes(points)
+    found = find_changes(points, layer_series=True)
     assert len(found.changes) == 1
     change = found.changes[0]
     assert change.commit == points[18].commit and change.previous_commit == points[17].commit

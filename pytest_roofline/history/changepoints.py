@@ -245,9 +245,14 @@ def _layer_moves(points: Sequence[HistoryPoint], index: int, start: int, stop: i
 
 
 def find_changes(
-    points: Sequence[HistoryPoint], *, layers: bool = True, min_size: int = MIN_SIZE
+    points: Sequence[HistoryPoint],
+    *,
+    layers: bool = True,
+    layer_series: bool = False,
+    min_size: int = MIN_SIZE,
 ) -> SeriesChanges:
-    """The change points of one series (points in time order), of its model figure and its layers."""
+    """The change points of one series (points in time order): of its model figure, with the layers
+    that moved across each (``layers``), and of every layer's own series (``layer_series``)."""
     points = tuple(points)
     values = [p.value for p in points]
     hashes = [p.model_hash for p in points]
@@ -270,7 +275,7 @@ def find_changes(
             )
         )
     layer_changes: dict[str, tuple[ChangePoint, ...]] = {}
-    if layers:
+    if layer_series:
         names = sorted({n for p in points for n in p.layers})
         for name in names:
             present = [p for p in points if name in p.layers]

@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 
 __all__ = ["confirmed_changes", "parent_commit", "record_run"]
 
+RECENT = 200
+
 
 def parent_commit(rootdir: Path, commit: str | None) -> str | None:
     """The first parent of ``commit`` in the repository at ``rootdir`` (None when unknown)."""
@@ -40,6 +42,7 @@ def confirmed_changes(stored: list[HistoryPoint], new_ids: set[str]) -> list[str
         if not any(p.id in new_ids for p in items):
             continue
         items.sort(key=lambda p: (p.time, p.id))
+        items = items[-RECENT:]  # a step this run confirms is near its end
         now = find_changes(items)
         if not now.changes:
             continue

@@ -68,7 +68,7 @@ def build_view(points: Sequence[HistoryPoint], rootdir: Path | None, explain: bo
     """``{"series": [...]}`` as the contract says, with ``commits`` and ``layer_changes`` added."""
     series = []
     for name, items in series_of(list(points)).items():
-        found = find_changes(items)
+        found = find_changes(items, layer_series=True)
         if explain:
             found = explain_series(found, rootdir)
         first = items[0]
