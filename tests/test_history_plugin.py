@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from _history_data import postgres_url  # noqa: F401 - the session fixture
 from _plugin_helpers import FAKE, relu_chain
 
 pytest.importorskip("ruptures")
@@ -108,3 +109,31 @@ def test_session_end_prints_the_change_point_this_run_confirmed(project: pytest.
     # the next run does not announce it again
     again = project.runpytest(*FAKE, f"--roofline-history={store}", "--roofline-update")
     assert "change point" not in again.stdout.str()
+
+
+def test_plugin_writes_postgres_and_import_adds_nothing_twice(
+    project: pytest.Pytester,
+    postgres_url: str,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pytest_roofline.cli import main
+    from pytest_roofline.history.store import PostgresStore
+
+    sha = _commit(project.path, 3, "model")
+    result = project.runpytest(*FAKE, f"--roofline-history={postgres_url}", "--roofline-report=run.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["roofline: history: 1 point added to postgresql://*"])
+    store = PostgresStore(postgres_url)
+    try:
+        mine = [p for p in store.points(test="test_model.py::test_model") if p.commit == sha]
+    finally:
+        store.close()
+    assert len(mine) == 1 and mine[0].value > 0
+    monkeypatch.chdir(project.path)
+    capsys.readouterr()
+    assert main(["history", "import", "run.json", "--store", postgres_url]) == 0
+    assert capsys.readouterr().out.startswith("0 of 1 points added")
+    assert main(["history", "import", "run.json", "--store", str(project.path / "imported")]) == 0
+    assert capsys.readouterr().out.startswith("1 of 1 points added")
+    assert _points(project.path / "imported")[0]["id"] == mine[0].id
