@@ -67,6 +67,7 @@ def test_history_alone_writes_the_embedded_store(project: pytest.Pytester) -> No
     assert point["commit"] == sha and point["test"] == "test_model.py::test_model"
     assert point["value"] > 0 and point["verdict"] == "new" and point["layers"]
     assert point["parent"] is None  # the first commit has none
+    assert point["model"] == "model.onnx"  # relative to the rootdir: how git finds it at a commit
 
 
 def test_history_from_ini_and_environment(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -138,7 +138,7 @@ def _import(args: argparse.Namespace) -> int:
     from pytest_roofline.history.points import points_of
     from pytest_roofline.results import load_results
 
-    points = [p for path in args.results for p in points_of(load_results(path))]
+    points = [p for path in args.results for p in points_of(load_results(path), rootdir=Path.cwd())]
     store = _open(args)
     try:
         added = store.append(points)

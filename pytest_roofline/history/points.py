@@ -14,6 +14,7 @@ import json
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.schema import SchemaError, read_float, read_floats, read_optional_float, read_str
@@ -184,6 +185,7 @@ def point_of(
     time: str,
     parent: str | None = None,
     branch: str | None = None,
+    rootdir: Path | None = None,
 ) -> HistoryPoint | None:
     """The history point of one measured record (None when nothing was timed: static runs).
 
@@ -223,7 +225,7 @@ def point_of(
         layers={layer.name: float(layer.time) for layer in prof.layers if _finite(layer.time)},
         verdict=record.verdict.status,
         mode=record.verdict.mode,
-        model=record.entry.model if record.entry else (prof.model_path or ""),
+        model=record.entry.model if record.entry else _relative(prof.model_path or "", rootdir),
         model_hash=prof.model_hash,
         backend=prof.backend,
         batch=prof.batch,
@@ -231,7 +233,19 @@ def point_of(
     )
 
 
-def points_of(results: RunResults, parent: str | None = None) -> list[HistoryPoint]:
+def _relative(path: str, rootdir: Path | None) -> str:
+    """``path`` relative to ``rootdir`` (posix) when inside it: the key git finds it by."""
+    if not path or rootdir is None or not Path(path).is_absolute():
+        return path
+    try:
+        return Path(path).resolve().relative_to(rootdir.resolve()).as_posix()
+    except ValueError:
+        return path
+
+
+def points_of(
+    results: RunResults, parent: str | None = None, rootdir: Path | None = None
+) -> list[HistoryPoint]:
     """One point per measured record of a run (records without figures are left out)."""
     points = []
     for record in results.records:
@@ -241,6 +255,7 @@ def points_of(results: RunResults, parent: str | None = None) -> list[HistoryPoi
             time=results.created,
             parent=parent,
             branch=results.branch,
+            rootdir=rootdir,
         )
         if point is not None:
             points.append(point)

@@ -60,7 +60,7 @@ def record_run(results: RunResults, url: str | None, default_dir: Path, rootdir:
     Raises:
         RooflineError: the store cannot be opened, read or written (one line).
     """
-    points = points_of(results, parent=parent_commit(rootdir, results.commit))
+    points = points_of(results, parent=parent_commit(rootdir, results.commit), rootdir=rootdir)
     if not points:
         return []
     store = open_store(url, default_dir)
