@@ -115,3 +115,23 @@ def test_model_from_the_history_or_one_line(repo, capsys) -> None:
     root, shas = repo
     assert main(["bisect", shas[0], shas[-1], "--test", "tests/test_m.py::test_model"]) == 2
     assert "name its model with --model PATH" in capsys.readouterr().err
+
+
+def test_unknown_is_measured_again_with_more_sessions(repo, capsys, monkeypatch) -> None:
+    """Pinpoint's rule: an unknown verdict gets more repeats (twice the sessions) within the budget."""
+    from pytest_roofline.diff import paired
+    from pytest_roofline.gate.verdict import Verdict
+
+    root, shas = repo
+    asked: list[int] = []
+
+    def noisy_then_clear(old, new, backend, *, sessions, **kwargs):
+        asked.append(sessions)
+        status = "inconclusive" if sessions < 20 else "regression"
+        return Verdict(status=status, mode="paired", metric="latency", current=1.5, tolerance=0.03, ratio=1.5)
+
+    monkeypatch.setattr(paired, "measure_change", noisy_then_clear)
+    result = _bisect(capsys, shas[3], shas[4], "--model", "model.onnx", "--threshold", "3")
+    assert asked == [5, 10, 20]
+    assert result["culprit"] == shas[4]
+    assert result["verdicts"][0]["status"] == "different" and result["verdicts"][0]["sessions"] == 20
