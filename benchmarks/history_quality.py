@@ -215,6 +215,9 @@ def git_scenario(commits: int, budget: float, quick: bool) -> None:
         )
         view = json.loads(listed.stdout or "{}")
         found = [c["commit"] for s in view.get("series", []) for c in s["change_points"]]
+        for series in view.get("series", []):
+            figures = ", ".join(f"{p['value']:.4g}" for p in series["points"])
+            print(f"  series {series['key']}: {len(series['points'])} points: {figures}")
         expected = [shas[i] for i in sorted(steps_at)]
         print(
             f"roofline history names {len(found)} change point(s); the two block commits: "

@@ -122,22 +122,32 @@ class SeriesChanges:
     layer_changes: dict[str, tuple[ChangePoint, ...]] = field(default_factory=dict, hash=False)
 
 
-def robust_noise(values: Sequence[float] | np.ndarray) -> float:
-    """σ of the point-to-point noise: MAD of first differences / (0.6745 √2) (steps barely move it)."""
+def robust_noise(values: Sequence[float] | np.ndarray, skip: Sequence[int] = ()) -> float:
+    """σ of the point-to-point noise: MAD of first differences / (0.6745 √2) (steps barely move it).
+
+    ``skip``: indices whose difference to the point before is left out (where the model changed:
+    that difference holds the step), unless too few differences would be left.
+    """
     data = np.asarray(values, dtype=float)
     if len(data) < 3:
         return 0.0
     diffs = np.diff(data)
+    keep = np.ones(len(diffs), dtype=bool)
+    for index in skip:
+        if 0 < index < len(data):
+            keep[index - 1] = False
+    if keep.sum() >= 3:
+        diffs = diffs[keep]
     mad = float(np.median(np.abs(diffs - np.median(diffs))))
     return mad / (0.6745 * math.sqrt(2.0))
 
 
-def _candidates(logs: np.ndarray, min_size: int) -> list[int]:
+def _candidates(logs: np.ndarray, min_size: int, changes_at: Sequence[int] = ()) -> list[int]:
     """PELT break indices (first index after each break) with a noise-scaled penalty."""
     n = len(logs)
     if n < 2 * min_size:
         return []
-    sigma = max(robust_noise(logs), NOISE_FLOOR)
+    sigma = max(robust_noise(logs, changes_at), NOISE_FLOOR)
     try:
         import ruptures
     except ImportError:
@@ -191,7 +201,7 @@ def detect(
     changes_at = _model_changes(list(hashes)) if len(hashes) == len(data) else None
     machine: list[int] = []
     breaks: list[int] = []
-    for index in _candidates(logs, min_size):
+    for index in _candidates(logs, min_size, changes_at or ()):
         if changes_at is not None:
             near = [j for j in changes_at if abs(j - index) <= SNAP]
             if not near:
