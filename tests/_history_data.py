@@ -66,7 +66,10 @@ def _as_unprivileged(command: list[str]) -> list[str]:
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """A real PostgreSQL server for the session: initdb + pg_ctl on a temp dir, Unix socket only."""
-    initdb, pg_ctl = shutil.which("initdb"), shutil.which("pg_ctl")
+    # on PATH, else where Debian's postgresql package puts them
+    debian = ":".join(sorted(str(p) for p in Path("/usr/lib/postgresql").glob("*/bin")))
+    initdb = shutil.which("initdb") or shutil.which("initdb", path=debian)
+    pg_ctl = shutil.which("pg_ctl") or shutil.which("pg_ctl", path=debian)
     if initdb is None or pg_ctl is None:
         pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) are not on PATH")
     pytest.importorskip("psycopg", reason="psycopg 3 is not installed (the history extra)")
