@@ -165,7 +165,8 @@ class RooflineSession:
             raise OptionError(
                 f"roofline marker has no argument {unknown[0]!r} (tolerance, metrics, budget, retime)"
             )
-        retime = kwargs.get("retime", self.settings.retime)
+        # a history needs the same figure every run: the identity shortcut would leave holes
+        retime = kwargs.get("retime", self.settings.retime or self.settings.history is not None)
         if not isinstance(retime, bool):
             raise OptionError(f"roofline marker: retime must be True or False, got {retime!r}")
         try:
