@@ -41,6 +41,7 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, list[st
         shas.append(_git(root, "rev-parse", "HEAD"))
     monkeypatch.chdir(root)
     monkeypatch.delenv("ROOFLINE_HISTORY", raising=False)
+    monkeypatch.setenv("ROOFLINE_CACHE_DIR", str(tmp_path / "cache"))  # an empty model store
     return root, shas
 
 
@@ -137,3 +138,24 @@ def test_html_dashboard_is_self_contained(repo, tmp_path, capsys) -> None:
     assert "http://" not in page.replace("http://www.w3.org/2000/svg", "") and "https://" not in page
     assert "<script src" not in page and "<link" not in page
     assert repo[1][2] in page
+
+
+def test_explanation_from_the_model_store_without_git(repo, tmp_path, capsys, monkeypatch) -> None:
+    """Models the model store holds (every baseline's) explain a change point outside the repository."""
+    from pytest_roofline.gate.model_store import default_model_store
+    from pytest_roofline.model import model_hash
+
+    root, shas = repo
+    old, new = relu_chain(tmp_path / "old" / "model.onnx", 4), relu_chain(tmp_path / "new" / "model.onnx", 6)
+    store = default_model_store()
+    store.put(old)
+    store.put(new)
+    points = _history(repo, tmp_path / "unused")
+    hashes = {"old": model_hash(old), "new": model_hash(new)}
+    points = [
+        p.__class__(**{**p.__dict__, "model_hash": hashes[p.model_hash], "commit": None}) for p in points
+    ]
+    JsonLinesStore(tmp_path / "store").append(points)
+    monkeypatch.chdir(tmp_path)  # outside the repository: git cannot help
+    (change,) = _json(capsys, "--store", str(tmp_path / "store"))["series"][0]["change_points"]
+    assert change["explanation"].startswith("graph changed: +")

@@ -1,7 +1,9 @@
 """Explain a change point by the graph diff between the models either side of it.
 
-The models come from git at the recorded commits (:func:`~pytest_roofline.gitref.model_at_ref`):
-the point records the model's path relative to the rootdir.  When either is unreachable (not a
+The models come from the model store by their content hash
+(:mod:`pytest_roofline.gate.model_store`: every baseline's model), else from git at the recorded
+commits (:func:`~pytest_roofline.gitref.model_at_ref`; the point records the model's path relative
+to the rootdir).  When either is unreachable (not a
 repository, the commit not fetched, the model exported by a script and not committed), the
 explanation says so instead of guessing.
 """
@@ -20,18 +22,38 @@ __all__ = ["NOT_REACHABLE", "explain_change", "explain_series"]
 NOT_REACHABLE = "models not reachable"
 
 
+def _model(point: HistoryPoint, rootdir: Path | None) -> Path:
+    """``point``'s model: from the model store by its hash, else from git at its commit.
+
+    Raises:
+        RooflineError: neither has it (the message says what was missing).
+    """
+    missing = []
+    if point.model_hash:
+        from pytest_roofline.gate.model_store import default_model_store
+
+        try:
+            found = default_model_store().get(point.model_hash)
+        except (OSError, RooflineError):
+            found = None
+        if found is not None:
+            return found
+        missing.append("not in the model store")
+    if rootdir is None or not point.commit or not point.model:
+        raise RooflineError("; ".join([*missing, "no commit or repository recorded"]))
+    from pytest_roofline.gitref import model_at_ref
+
+    return model_at_ref(rootdir / point.model, point.commit)
+
+
 def explain_change(before: HistoryPoint, after: HistoryPoint, rootdir: Path | None) -> str:
     """The graph-diff headline between ``before``'s model and ``after``'s (or why there is none)."""
     if before.model_hash and before.model_hash == after.model_hash:
         return "same model bytes both sides: the machine or the backend, not the model"
-    if rootdir is None or not before.commit or not after.commit or not after.model:
-        return f"{NOT_REACHABLE} (no commit or repository recorded)"
     from pytest_roofline.diff import diff_models
-    from pytest_roofline.gitref import model_at_ref
 
     try:
-        old = model_at_ref(rootdir / before.model, before.commit)
-        new = model_at_ref(rootdir / after.model, after.commit)
+        old, new = _model(before, rootdir), _model(after, rootdir)
         diff = diff_models(str(old), str(new), batch=after.batch)
     except RooflineError as exc:
         return f"{NOT_REACHABLE} ({exc})"
