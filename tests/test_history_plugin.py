@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -97,18 +98,26 @@ def test_unreachable_postgres_fails_the_run_in_one_line(project: pytest.Pytester
 def test_session_end_prints_the_change_point_this_run_confirmed(project: pytest.Pytester) -> None:
     _commit(project.path, 6, "model")
     store = project.path / "hist"
+    noisy = (*FAKE, "--roofline-option=jitter=0.005", f"--roofline-history={store}", "--roofline-update")
+
+    def run() -> pytest.RunResult:
+        # the fake backend repeats its figures exactly, and a point's id hashes them with the run's
+        # time to the second: two such runs within one second are one measurement; real ones differ
+        time.sleep(1.02 - time.time() % 1)
+        return project.runpytest(*noisy)
+
     for _ in range(5):
-        project.runpytest(*FAKE, f"--roofline-history={store}", "--roofline-update")
+        run()
     slower = _commit(project.path, 8, "two more blocks")
     outputs = []
     for _ in range(3):
-        result = project.runpytest(*FAKE, f"--roofline-history={store}", "--roofline-update")
+        result = run()
         outputs.append(result.stdout.str())
     assert "change point" not in outputs[0] + outputs[1]  # two runs after a step do not confirm it
     assert "change point: test_model.py::test_model: +" in outputs[2]
     assert f"since {slower[:7]}, 3 runs after" in outputs[2]
     # the next run does not announce it again
-    again = project.runpytest(*FAKE, f"--roofline-history={store}", "--roofline-update")
+    again = run()
     assert "change point" not in again.stdout.str()
 
 

@@ -115,7 +115,7 @@ def test_postgres_round_trip_filters_and_idempotence(postgres_url: str) -> None:
         points = [point(i, 1.0 + i, test="t::a" if i % 2 else "t::b") for i in range(6)]
         assert store.append(points) == 6
         assert store.append(points) == 0
-        assert store.points() == sorted(points, key=lambda p: (p.time, p.id))
+        assert store.points() == sorted(points, key=lambda p: p.order)
         assert [p.test for p in store.points(test="t::a")] == ["t::a"] * 3
         assert store.points(device_class="nothing") == []
     finally:
@@ -165,3 +165,15 @@ def test_postgres_without_psycopg_names_the_extra(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setitem(sys.modules, "psycopg", None)
     with pytest.raises(RooflineError, match=r"pytest-roofline\[history\]"):
         open_store("postgresql://x@/db", Path("."))
+
+
+def test_runs_within_one_second_keep_their_order(tmp_path: Path) -> None:
+    """Results carry their time to the second: the time a point was stored orders runs within one."""
+    from dataclasses import replace
+
+    first = replace(point(0, 1.0, commit="e" * 40), recorded=100.5)
+    second = replace(point(1, 2.0, commit="f" * 40), time=first.time, recorded=100.9)
+    store = JsonLinesStore(tmp_path)
+    store.append([second])
+    store.append([first])
+    assert [p.value for p in store.points()] == [1.0, 2.0]

@@ -17,6 +17,8 @@ import argparse
 import json
 import os
 import sys
+import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -138,7 +140,12 @@ def _import(args: argparse.Namespace) -> int:
     from pytest_roofline.history.points import points_of
     from pytest_roofline.results import load_results
 
-    points = [p for path in args.results for p in points_of(load_results(path), rootdir=Path.cwd())]
+    stored_at = time.time()
+    points = [
+        replace(p, recorded=stored_at)
+        for path in args.results
+        for p in points_of(load_results(path), rootdir=Path.cwd())
+    ]
     store = _open(args)
     try:
         added = store.append(points)

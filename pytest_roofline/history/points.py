@@ -64,6 +64,12 @@ class HistoryPoint:
     backend: str = ""
     batch: int = 1
     detail: dict[str, Any] = field(default_factory=dict, hash=False)  # the conditions themselves
+    recorded: float = 0.0  # when it was stored (Unix seconds): orders runs within one second of ``time``
+
+    @property
+    def order(self) -> tuple[str, float, str]:
+        """Sort key of a series: the run's time, then when it was stored, then the id."""
+        return (self.time, self.recorded, self.id)
 
     @property
     def series(self) -> str:
@@ -101,6 +107,7 @@ class HistoryPoint:
             "backend": self.backend,
             "batch": self.batch,
             "detail": dict(self.detail),
+            "recorded": self.recorded,
         }
 
     @classmethod
@@ -144,6 +151,7 @@ class HistoryPoint:
             backend=read_str(data, "backend", ""),
             batch=int(data.get("batch") or 1),
             detail=dict(detail) if isinstance(detail, Mapping) else {},
+            recorded=float(read_optional_float(data, "recorded") or 0.0),
         )
 
 
@@ -263,11 +271,11 @@ def points_of(
 
 
 def series_of(points: list[HistoryPoint]) -> dict[str, list[HistoryPoint]]:
-    """Points grouped by series, each in time order (ties kept in the given order)."""
+    """Points grouped by series, each in time order."""
     grouped: dict[str, list[HistoryPoint]] = {}
     for point in points:
         grouped.setdefault(point.series, []).append(point)
-    return {name: sorted(items, key=lambda p: p.time) for name, items in sorted(grouped.items())}
+    return {name: sorted(items, key=lambda p: p.order) for name, items in sorted(grouped.items())}
 
 
 def iter_lines(points: list[HistoryPoint]) -> Iterator[str]:

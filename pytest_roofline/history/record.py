@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,7 +43,7 @@ def confirmed_changes(stored: list[HistoryPoint], new_ids: set[str]) -> list[str
     for items in series.values():
         if not any(p.id in new_ids for p in items):
             continue
-        items.sort(key=lambda p: (p.time, p.id))
+        items.sort(key=lambda p: p.order)
         items = items[-RECENT:]  # a step this run confirms is near its end
         now = find_changes(items)
         if not now.changes:
@@ -60,7 +62,11 @@ def record_run(results: RunResults, url: str | None, default_dir: Path, rootdir:
     Raises:
         RooflineError: the store cannot be opened, read or written (one line).
     """
-    points = points_of(results, parent=parent_commit(rootdir, results.commit), rootdir=rootdir)
+    stored_at = time.time()
+    points = [
+        replace(p, recorded=stored_at)
+        for p in points_of(results, parent=parent_commit(rootdir, results.commit), rootdir=rootdir)
+    ]
     if not points:
         return []
     store = open_store(url, default_dir)

@@ -164,7 +164,7 @@ class JsonLinesStore:
                 for point in self._read(path):
                     if test is None or point.test == test:
                         found.setdefault(point.id, point)
-        return sorted(found.values(), key=lambda p: (p.time, p.id))
+        return sorted(found.values(), key=lambda p: p.order)
 
     def close(self) -> None:
         """Nothing to release."""
@@ -290,7 +290,7 @@ class PostgresStore:
             self._conn.commit()
         except psycopg.Error as exc:
             raise RooflineError(f"history {self.location}: cannot read ({_first(exc)})") from None
-        return list(_parse(row[0] for row in rows))
+        return sorted(_parse(row[0] for row in rows), key=lambda p: p.order)
 
     def close(self) -> None:
         """Close the connection."""
