@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ __all__ = [
     "OPTIONS",
     "Settings",
     "backend_options",
+    "history_setting",
     "parse_bool",
     "parse_budget",
     "parse_key_value",
@@ -131,6 +133,7 @@ class Settings:
     strict: bool = False
     timeout: float = 900.0
     retime: bool = False
+    history: str | None = None  # None: no history; "": the embedded store; else its URL or folder
 
 
 #: option name → (ini key, parser, default, help)
@@ -169,7 +172,29 @@ OPTIONS: dict[str, tuple[Callable[[Any], Any], Any, str]] = {
         "seconds one measurement may take before its test fails (default 900; the backend is "
         "stopped, or abandoned in a background thread when it cannot be)",
     ),
+    "history": (
+        str,
+        None,
+        "append every measured result to a history: the embedded store (.roofline/history/) when no "
+        "URL is given, a folder, or postgresql://... (env ROOFLINE_HISTORY)",
+    ),
 }
+
+#: Values of ``roofline_history`` / ``ROOFLINE_HISTORY`` that name the embedded default store.
+HISTORY_DEFAULT = ("", "1", "on", "true", "yes", "default")
+
+
+def history_setting(option: str | None, ini: str | None, env: str | None) -> str | None:
+    """The history store asked for: the option (``""`` for ``--roofline-history`` alone), else the
+    ini key, else ``ROOFLINE_HISTORY``; ``"0"``/``off`` there turn it off; None when none asks."""
+    for value in (option, ini or None, env or None):
+        if value is None:
+            continue
+        text = str(value).strip()
+        if text.lower() in ("0", "off", "false", "no"):
+            return None
+        return "" if text.lower() in HISTORY_DEFAULT else text
+    return None
 
 
 def settings_from_config(config: pytest.Config) -> Settings:
@@ -178,6 +203,8 @@ def settings_from_config(config: pytest.Config) -> Settings:
 
     values: dict[str, Any] = {}
     for name, (parse, default, _help) in OPTIONS.items():
+        if name == "history":
+            continue
         value = config.getoption(f"roofline_{name}")
         if value in (None, [], False):
             ini = config.getini(f"roofline_{name}")
@@ -206,4 +233,9 @@ def settings_from_config(config: pytest.Config) -> Settings:
         strict=bool(values["strict"]),
         timeout=float(values["timeout"]),
         retime=bool(values["retime"]),
+        history=history_setting(
+            config.getoption("roofline_history"),
+            config.getini("roofline_history"),
+            os.environ.get("ROOFLINE_HISTORY"),
+        ),
     )

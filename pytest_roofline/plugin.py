@@ -44,7 +44,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("roofline", "roofline performance regression testing")
     for name, (parse, _default, help_text) in OPTIONS.items():
         flag = "--roofline-" + name.replace("_", "-")
-        if parse is parse_bool:
+        if name == "history":  # --roofline-history alone: the embedded store
+            group.addoption(
+                flag,
+                nargs="?",
+                const="",
+                default=None,
+                metavar="URL",
+                dest=f"roofline_{name}",
+                help=help_text,
+            )
+        elif parse is parse_bool:
             group.addoption(flag, action="store_true", default=False, dest=f"roofline_{name}", help=help_text)
         elif name in LIST_OPTIONS:
             group.addoption(

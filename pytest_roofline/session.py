@@ -110,6 +110,7 @@ class RooflineSession:
         self.reports_written: list[str] = []
         self.errors: list[str] = []
         self.last_results: RunResults | None = None
+        self.history_lines: list[str] = []
         self._git: GitInfo | None = None
         self._models: ModelStoreLike | None = None
         self._models_made = False
@@ -164,7 +165,8 @@ class RooflineSession:
             raise OptionError(
                 f"roofline marker has no argument {unknown[0]!r} (tolerance, metrics, budget, retime)"
             )
-        retime = kwargs.get("retime", self.settings.retime)
+        # a history needs the same figure every run: the identity shortcut would leave holes
+        retime = kwargs.get("retime", self.settings.retime or self.settings.history is not None)
         if not isinstance(retime, bool):
             raise OptionError(f"roofline marker: retime must be True or False, got {retime!r}")
         try:
@@ -497,6 +499,8 @@ class RooflineSession:
         if update_results is not None:
             results = update_results(results) or results
         self.last_results = results
+        if not self.is_worker and self.settings.history is not None and not self.settings.disable:
+            self._record_history(results)
         if not self.is_worker and self.settings.reports:
             from pytest_roofline.report import write_reports
 
@@ -504,6 +508,17 @@ class RooflineSession:
             self.reports_written = write_reports(results, list(self.settings.reports), failed)
             self.errors.extend(failed)
         return results
+
+    def _record_history(self, results: RunResults) -> None:
+        """Append the run to the history and keep the change points it confirmed for the summary."""
+        from pytest_roofline.history.record import record_run
+
+        try:
+            self.history_lines = record_run(
+                results, self.settings.history, self.settings.baseline_dir / "history", self.rootdir
+            )
+        except (RooflineError, OSError) as exc:
+            self.errors.append(f"history not written: {exc}")
 
     def git(self) -> GitInfo:
         """Commit, branch and dirtiness of the rootdir's repository (asked once per run)."""
@@ -609,4 +624,5 @@ class RooflineSession:
         notes = [f"roofline: {n}" for n in self.store.notes] if self._store is not None else []
         if self.settings.update and self.settings.compare_ref and not self.settings.disable:
             notes.append(PAIRED_UPDATE_NOTE)
+        notes += [f"roofline: {line}" for line in self.history_lines]
         return lines + notes + [f"roofline error: {e}" for e in self.errors]

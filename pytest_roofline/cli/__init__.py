@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = ["main"]
 
-SUBCOMMANDS = ("analyze", "profile", "calibrate", "baseline", "report", "check", "diff")
+SUBCOMMANDS = ("analyze", "profile", "calibrate", "baseline", "report", "check", "diff", "history", "bisect")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -31,7 +31,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "The format follows OUT's extension (.html, .md, .csv, .benchmark.json); a plain .json "
         "output needs --format pytest-benchmark.",
     )
-    parser.add_argument("results", metavar="RESULTS.json", help="run-results JSON file")
+    parser.add_argument(
+        "results",
+        nargs="+",
+        metavar="RESULTS.json",
+        help="run-results JSON file; or `merge A.json B.json...` to merge CI shards into one -o results JSON",
+    )
     parser.add_argument(
         "-o",
         "--output",
@@ -68,8 +73,14 @@ def _module_for(path: str, fmt: str | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Write every ``-o`` report of ``args.results``."""
-    results = load_results(args.results)
+    """Write every ``-o`` report of ``args.results`` (or merge shards: ``report merge A B -o ALL``)."""
+    if args.results[0] == "merge":
+        return _merge(args.results[1:], args.output)
+    if len(args.results) > 1:
+        raise OptionError(
+            "one RESULTS.json to render; to merge shards: roofline report merge A.json B.json -o ALL.json"
+        )
+    results = load_results(args.results[0])
     html_out = next((o for o in args.output if _module_for(o, args.format) == "html"), None)
     artifact = args.artifact or (Path(html_out).name if html_out else None)
     failed = 0
@@ -87,3 +98,14 @@ def run(args: argparse.Namespace) -> int:
             continue
         sys.stdout.write(f"{name} report written to {out}\n")
     return 2 if failed else 0
+
+
+def _merge(paths: list[str], outputs: list[str]) -> int:
+    """Write the merged results to each ``-o`` (results JSON, or a report format by extension)."""
+    from pytest_roofline.report import write_reports
+    from pytest_roofline.report.merge import merge_results
+
+    merged = merge_results(paths)
+    for out in write_reports(merged, outputs):
+        sys.stdout.write(f"{len(merged.records)} results of {len(paths)} shards written to {out}\n")
+    return 0

@@ -1,0 +1,100 @@
+"""``roofline bisect GOOD BAD --test NODEID``: the first commit whose model got slower.
+
+Paired runs in temporary git worktrees (see :mod:`pytest_roofline.history.bisect`).  The model is
+``--model PATH`` (relative to the repository's top), else the one the history recorded for the test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from pytest_roofline.errors import RooflineError
+from pytest_roofline.options import parse_percent
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``bisect``."""
+    parser = subparsers.add_parser(
+        "bisect",
+        help="find the first commit whose model is slower than GOOD's (paired runs, git worktrees)",
+        description="Walk GOOD..BAD in temporary git worktrees, time each candidate's model paired against "
+        "GOOD's (same / different / unknown, more repeats when unknown) and name the first commit slower "
+        "than GOOD by more than the threshold, with its graph diff and a command that reproduces it.",
+    )
+    parser.add_argument("good", metavar="GOOD")
+    parser.add_argument("bad", metavar="BAD")
+    parser.add_argument("--test", required=True, metavar="NODEID", help="the test whose model to bisect")
+    parser.add_argument(
+        "--model", default=None, help="model path in the repository (default: from the history)"
+    )
+    parser.add_argument("--threshold", type=parse_percent, default=0.02, metavar="PCT", help="default 2")
+    parser.add_argument(
+        "--build", default=None, metavar="CMD", help="command that makes the model at each commit"
+    )
+    parser.add_argument("--backend", default="onnxruntime")
+    parser.add_argument("--batch", type=int, default=None)
+    parser.add_argument(
+        "--budget", type=float, default=60.0, help="seconds per commit when unknown (default 60)"
+    )
+    parser.add_argument("--store", default=None, metavar="URL", help="history to find the test's model in")
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.set_defaults(run=run)
+
+
+def _model_from_history(test: str, url: str | None, root: Path) -> str:
+    from pytest_roofline.history.store import ENV, open_store
+
+    store = open_store(url or os.environ.get(ENV) or None, root / ".roofline" / "history")
+    try:
+        points = store.points(test=test)
+    finally:
+        store.close()
+    if not points:
+        raise RooflineError(f"the history holds no run of {test}: name its model with --model PATH")
+    model = points[-1].model
+    path = Path(model)
+    return path.relative_to(root).as_posix() if path.is_absolute() and path.is_relative_to(root) else model
+
+
+def run(args: argparse.Namespace) -> int:
+    """Bisect and print the culprit."""
+    from pytest_roofline.history.bisect import bisect, repository
+
+    root = repository(Path.cwd())
+    model = args.model or _model_from_history(args.test, args.store, root)
+    quiet = args.format == "json"
+
+    def progress(line: str) -> None:
+        if not quiet:
+            sys.stderr.write(f"bisect: {line}\n")
+
+    result = bisect(
+        args.good,
+        args.bad,
+        test=args.test,
+        model=model,
+        cwd=Path.cwd(),
+        threshold=args.threshold,
+        build=args.build,
+        backend=args.backend,
+        batch=args.batch,
+        budget=args.budget,
+        progress=progress,
+    )
+    if quiet:
+        sys.stdout.write(json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n")
+        return 0
+    for verdict in result.verdicts:
+        sys.stdout.write(f"{verdict.commit[:12]}  {verdict.status:9}  ratio {verdict.ratio:.3f}\n")
+    head = f"first slower commit: {result.culprit}" if result.culprit else "no slower commit"
+    sys.stdout.write(
+        f"{head} ({result.steps} steps of {result.candidates} commits, {result.seconds:.0f} s)\n"
+    )
+    sys.stdout.write(f"why: {result.explanation}\nrepro: {result.repro}\n")
+    return 0

@@ -1,0 +1,350 @@
+"""The first commit that made a model slower: paired runs in temporary git worktrees.
+
+Each candidate commit is checked out in a temporary worktree (``git worktree add --detach``; the
+user's tree is never touched), its model optionally built by ``--build CMD``, and timed paired
+against GOOD's model (:func:`~pytest_roofline.diff.paired.measure_change`: both models
+interleaved in fresh sessions, the gate's paired decision rule).  A verdict is ``same`` (a
+slowdown beyond the threshold is ruled out), ``different`` (slower beyond it, or faster), or
+``unknown`` (too noisy: measured again with twice the sessions until the budget is spent), as
+Chromium's Pinpoint says.  A candidate whose model bytes equal GOOD's is ``same`` without timing.
+
+Commit names reach git only as arguments (``--end-of-options``), never through a shell.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_roofline.errors import RooflineError
+
+__all__ = ["BisectResult", "CommitVerdict", "bisect"]
+
+BUILD_TIMEOUT = 1800
+#: the paired gate's status → bisect's (an improvement is different, but not slower)
+STATUS = {"regression": "different", "improved": "different", "pass": "same"}
+
+
+@dataclass(frozen=True)
+class CommitVerdict:
+    """One candidate's verdict against GOOD: ``same``, ``different`` or ``unknown``."""
+
+    commit: str
+    status: str
+    ratio: float
+    ci: tuple[float, float] | None = None
+    sessions: int = 0
+    slower: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """The contract's ``verdicts[]`` item (with the CI and sessions added)."""
+        return {
+            "commit": self.commit,
+            "status": self.status,
+            "ratio": self.ratio,
+            "ci": list(self.ci) if self.ci else None,
+            "sessions": self.sessions,
+        }
+
+
+@dataclass(frozen=True)
+class BisectResult:
+    """The culprit (None when BAD is not slower), each verdict, the explanation and a repro command."""
+
+    culprit: str | None
+    verdicts: tuple[CommitVerdict, ...]
+    explanation: str
+    repro: str
+    good: str
+    bad: str
+    seconds: float = 0.0
+    candidates: int = 0
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def steps(self) -> int:
+        """Commits measured or judged."""
+        return len(self.verdicts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The contract of ``roofline bisect --format json``."""
+        return {
+            "culprit": self.culprit,
+            "steps": self.steps,
+            "verdicts": [v.to_dict() for v in self.verdicts],
+            "explanation": self.explanation,
+            "repro": self.repro,
+            "good": self.good,
+            "bad": self.bad,
+            "candidates": self.candidates,
+            "seconds": self.seconds,
+        }
+
+
+def _git(args: Sequence[str], cwd: Path, timeout: float = 120) -> str:
+    try:
+        done = subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except FileNotFoundError:
+        raise RooflineError("git is not installed; roofline bisect needs git") from None
+    except subprocess.TimeoutExpired:
+        raise RooflineError(f"git {args[0]} timed out after {timeout} s") from None
+    if done.returncode != 0:
+        detail = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[0]
+        raise RooflineError(f"git {args[0]} failed: {detail}")
+    return done.stdout.strip()
+
+
+def _resolve(root: Path, ref: str) -> str:
+    try:
+        return _git(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"], root)
+    except RooflineError:
+        raise RooflineError(f"git reference {ref!r} does not exist in {root}") from None
+
+
+def repository(cwd: Path) -> Path:
+    """The top folder of the repository at ``cwd``; a dirty tree is refused (one line)."""
+    try:
+        root = Path(_git(["rev-parse", "--show-toplevel"], cwd))
+    except RooflineError:
+        raise RooflineError(f"{cwd} is not in a git repository; roofline bisect needs one") from None
+    if _git(["status", "--porcelain", "--untracked-files=no"], root):
+        raise RooflineError("the working tree has uncommitted changes: commit or stash them before bisecting")
+    return root
+
+
+def candidates(root: Path, good: str, bad: str) -> list[str]:
+    """Commits after GOOD up to BAD (oldest first, first parents, on the path from GOOD)."""
+    try:
+        _git(["merge-base", "--is-ancestor", "--end-of-options", good, bad], root)
+    except RooflineError:
+        raise RooflineError(f"GOOD {good[:12]} is not an ancestor of BAD {bad[:12]}") from None
+    listed = _git(["rev-list", "--reverse", "--first-parent", "--ancestry-path", f"{good}..{bad}"], root)
+    return listed.split()
+
+
+class _Worktrees:
+    """Temporary detached worktrees, removed at the end (``git worktree remove --force``)."""
+
+    def __init__(self, root: Path, build: str | None, progress: Callable[[str], None]) -> None:
+        self.root = root
+        self.build = shlex.split(build) if build else None
+        self.progress = progress
+        self.folder = Path(tempfile.mkdtemp(prefix="roofline-bisect-"))
+        self.made: list[Path] = []
+
+    def checkout(self, sha: str) -> Path:
+        tree = self.folder / sha[:12]
+        if tree.exists():
+            return tree
+        _git(["worktree", "add", "--detach", "--quiet", str(tree), sha], self.root, timeout=600)
+        self.made.append(tree)
+        if self.build:
+            self.progress(f"building at {sha[:12]}: {shlex.join(self.build)}")
+            try:
+                done = subprocess.run(
+                    self.build,
+                    cwd=tree,
+                    capture_output=True,
+                    text=True,
+                    timeout=BUILD_TIMEOUT,
+                    check=False,
+                    env={**os.environ, "ROOFLINE_BISECT_COMMIT": sha},
+                )
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                raise RooflineError(f"--build at {sha[:12]} could not run ({exc})") from None
+            if done.returncode != 0:
+                tail = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+                raise RooflineError(f"--build failed at {sha[:12]}: {tail}")
+        return tree
+
+    def close(self) -> None:
+        for tree in self.made:
+            subprocess.run(
+                ["git", "worktree", "remove", "--force", str(tree)],
+                cwd=self.root,
+                capture_output=True,
+                check=False,
+            )
+        shutil.rmtree(self.folder, ignore_errors=True)
+        subprocess.run(["git", "worktree", "prune"], cwd=self.root, capture_output=True, check=False)
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def bisect(
+    good: str,
+    bad: str,
+    *,
+    test: str,
+    model: str,
+    cwd: Path,
+    threshold: float = 0.02,
+    build: str | None = None,
+    backend: str = "onnxruntime",
+    options: dict[str, str] | None = None,
+    batch: int | None = None,
+    budget: float = 60.0,
+    sessions: int = 5,
+    progress: Callable[[str], None] = lambda _line: None,
+) -> BisectResult:
+    """The first commit in GOOD..BAD whose model is slower than GOOD's by more than ``threshold``.
+
+    Raises:
+        RooflineError: not a repository, a dirty tree, an unknown ref, GOOD not before BAD, a
+            failed build, a model missing at a commit.  One line each.
+    """
+    from pytest_roofline.backends.base import get_backend
+    from pytest_roofline.diff.paired import measure_change
+
+    started = time.monotonic()
+    root = repository(cwd)
+    good_sha, bad_sha = _resolve(root, good), _resolve(root, bad)
+    commits = candidates(root, good_sha, bad_sha)
+    if not commits:
+        raise RooflineError(f"no commits between GOOD {good_sha[:12]} and BAD {bad_sha[:12]}")
+    engine = get_backend(backend, options)
+    trees = _Worktrees(root, build, progress)
+    verdicts: list[CommitVerdict] = []
+    try:
+        good_model = trees.checkout(good_sha) / model
+        if not good_model.is_file():
+            raise RooflineError(
+                f"{model} does not exist at GOOD {good_sha[:12]} (pass --build CMD to make it)"
+            )
+        good_hash = _digest(good_model)
+        if batch is None:  # 1 for a symbolic batch dim, the model's own when it is static
+            from pytest_roofline.model import default_batch, load_model
+
+            batch = default_batch(load_model(str(good_model)), None)
+
+        def judge(sha: str) -> CommitVerdict:
+            path = trees.checkout(sha) / model
+            if not path.is_file():
+                raise RooflineError(f"{model} does not exist at {sha[:12]}")
+            if _digest(path) == good_hash:
+                verdict = CommitVerdict(sha, "same", 1.0, (1.0, 1.0), 0)
+            else:
+                count, deadline = sessions, time.monotonic() + budget
+                while True:
+                    began = time.monotonic()
+                    measured = measure_change(
+                        good_model, path, engine, batch=batch, sessions=count, tolerance=threshold
+                    )
+                    took = time.monotonic() - began
+                    ratio = measured.ratio if measured.ratio is not None else float("nan")
+                    status = STATUS.get(measured.status, "unknown")
+                    if status != "unknown" or count >= 8 * sessions or time.monotonic() + 2 * took > deadline:
+                        break
+                    count *= 2  # more repeats when unknown, within the budget
+                slower = ratio > 1.0 + threshold if status == "unknown" else measured.status == "regression"
+                verdict = CommitVerdict(sha, status, ratio, measured.ci, count, slower)
+            progress(f"{sha[:12]}: {verdict.status} (ratio {verdict.ratio:.3f})")
+            verdicts.append(verdict)
+            return verdict
+
+        last = judge(bad_sha)
+        if not last.slower:
+            explanation = f"BAD {bad_sha[:12]} is not slower than GOOD by more than {threshold * 100:g} %"
+            return _result(
+                None,
+                verdicts,
+                explanation,
+                good_sha,
+                bad_sha,
+                test,
+                model,
+                threshold,
+                build,
+                started,
+                len(commits),
+            )
+        low, high = -1, len(commits) - 1  # commits[high] is slower; everything <= low is not
+        while high - low > 1:
+            middle = (low + high) // 2
+            if judge(commits[middle]).slower:
+                high = middle
+            else:
+                low = middle
+        culprit = commits[high]
+        before = good_sha if high == 0 else commits[high - 1]
+        explanation = _explain(trees.checkout(before) / model, trees.checkout(culprit) / model, batch)
+        ratio = next(v.ratio for v in verdicts if v.commit == culprit)
+        text = f"{culprit[:12]} is {(ratio - 1) * 100:+.1f} % against GOOD; {explanation}"
+        return _result(
+            culprit,
+            verdicts,
+            text,
+            good_sha,
+            bad_sha,
+            test,
+            model,
+            threshold,
+            build,
+            started,
+            len(commits),
+            before,
+        )
+    finally:
+        trees.close()
+
+
+def _explain(old: Path, new: Path, batch: int | None) -> str:
+    from pytest_roofline.diff import diff_models
+
+    try:
+        return diff_models(str(old), str(new), batch=batch).headline()
+    except Exception as exc:  # the diff cannot read a model: say so, keep the verdict
+        return f"no graph diff ({type(exc).__name__}: {exc})"
+
+
+def _result(
+    culprit: str | None,
+    verdicts: list[CommitVerdict],
+    explanation: str,
+    good: str,
+    bad: str,
+    test: str,
+    model: str,
+    threshold: float,
+    build: str | None,
+    started: float,
+    count: int,
+    before: str | None = None,
+) -> BisectResult:
+    args = [
+        "roofline",
+        "bisect",
+        before or good,
+        culprit or bad,
+        "--test",
+        test,
+        "--model",
+        model,
+        "--threshold",
+        f"{threshold * 100:g}",
+    ]
+    if build:
+        args += ["--build", build]
+    return BisectResult(
+        culprit=culprit,
+        verdicts=tuple(verdicts),
+        explanation=explanation,
+        repro=shlex.join(args),
+        good=good,
+        bad=bad,
+        seconds=time.monotonic() - started,
+        candidates=count,
+    )

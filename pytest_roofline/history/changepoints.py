@@ -1,0 +1,316 @@
+"""Change points of a series: where a model (or one of its layers) became slower or faster, and stayed so.
+
+The detector works on the logarithm of the gate's control-normalized figure (so a step is a
+ratio, and the machine's speed, which moves model and probe alike, mostly cancels):
+
+1. **Candidates**: PELT (``ruptures``, l2 cost) with a penalty set from the series' own noise:
+   ``PENALTY × σ² × log n`` where σ is a robust (MAD) estimate of the point-to-point noise,
+   taken on first differences so that the steps themselves do not inflate it.  A segment has at
+   least ``min_size`` points: a step must persist to count.
+2. **Attribution to a model change**: points carry the model's content hash.  Where hashes are
+   known, a candidate within ``SNAP`` points of a change of model is moved onto it; a candidate
+   with the same model on both sides is the machine (this VM's speed jumps between two states for
+   minutes) or its environment, never the model, and is dropped (kept in ``machine_steps``).
+3. **Confirmation**: the ratio of the medians of the two segments either side (at most ``WINDOW``
+   points each) with a seeded bootstrap interval; the step is kept when its interval
+   (``CONFIDENCE``) excludes 1 and it is at least ``min_change``.
+
+Per layer the same detector runs on the layer's seconds in the figure's units
+(:meth:`~pytest_roofline.history.points.HistoryPoint.layer_values`); for each model change point
+the layers that moved are those whose median changed by more than their own noise and
+``LAYER_MOVE``, or that appeared or vanished.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from pytest_roofline.history.points import HistoryPoint
+
+__all__ = [
+    "ChangePoint",
+    "LayerMove",
+    "SeriesChanges",
+    "detect",
+    "find_changes",
+    "robust_noise",
+]
+
+PENALTY = 4.0
+MIN_SIZE = 3
+MIN_CHANGE = 0.01
+WINDOW = 20
+SNAP = 2
+CONFIDENCE = 0.99
+BOOTSTRAP = 1000
+LAYER_MOVE = 0.10
+NOISE_FLOOR = 0.002  # no figure reproduces better than 0.2 % between runs; a noiseless series is a fake
+
+
+@dataclass(frozen=True)
+class LayerMove:
+    """One layer's change across a model change point (``change`` None: appeared or vanished)."""
+
+    name: str
+    before: float
+    after: float
+    change: float | None
+
+    def describe(self) -> str:
+        """``MatMul_83 +21 %``, ``Conv_9 new``, ``Relu_2 gone``."""
+        if self.change is None:
+            return f"{self.name} {'new' if self.before == 0 else 'gone'}"
+        return f"{self.name} {self.change * 100:+.0f} %"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {"name": self.name, "before": self.before, "after": self.after, "change": self.change}
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    """A confirmed step: ``index`` is the first point after it."""
+
+    index: int
+    commit: str | None
+    before: float
+    after: float
+    change: float  # after / before - 1
+    ci: tuple[float, float] | None  # of the change
+    runs_after: int
+    previous_commit: str | None = None
+    layers: tuple[LayerMove, ...] = ()
+    explanation: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The contract's ``change_points[]`` item (``roofline history --format json``)."""
+        return {
+            "commit": self.commit,
+            "before": self.before,
+            "after": self.after,
+            "change": self.change,
+            "ci": list(self.ci) if self.ci else None,
+            "layers": [layer.describe() for layer in self.layers],
+            "explanation": self.explanation,
+            "previous_commit": self.previous_commit,
+            "runs_after": self.runs_after,
+            "layer_moves": [layer.to_dict() for layer in self.layers],
+        }
+
+    def describe(self, test: str) -> str:
+        """``test_x: +6.8 % since abc1234, 4 runs after; layer MatMul_83 +21 %``."""
+        since = (self.commit or "?")[:7]
+        text = f"{test}: {self.change * 100:+.1f} % since {since}, {self.runs_after} runs after"
+        if self.layers:
+            text += "; layer " + ", ".join(layer.describe() for layer in self.layers[:3])
+        return text
+
+
+@dataclass(frozen=True)
+class SeriesChanges:
+    """The change points of one series, of its layers, and the steps put down to the machine."""
+
+    series: str
+    points: tuple[HistoryPoint, ...]
+    changes: tuple[ChangePoint, ...]
+    machine_steps: tuple[int, ...] = ()
+    layer_changes: dict[str, tuple[ChangePoint, ...]] = field(default_factory=dict, hash=False)
+
+
+def robust_noise(values: Sequence[float] | np.ndarray, skip: Sequence[int] = ()) -> float:
+    """σ of the point-to-point noise: MAD of first differences / (0.6745 √2) (steps barely move it).
+
+    ``skip``: indices whose difference to the point before is left out (where the model changed:
+    that difference holds the step), unless too few differences would be left.
+    """
+    data = np.asarray(values, dtype=float)
+    if len(data) < 3:
+        return 0.0
+    diffs = np.diff(data)
+    keep = np.ones(len(diffs), dtype=bool)
+    for index in skip:
+        if 0 < index < len(data):
+            keep[index - 1] = False
+    if keep.sum() >= 3:
+        diffs = diffs[keep]
+    mad = float(np.median(np.abs(diffs - np.median(diffs))))
+    return mad / (0.6745 * math.sqrt(2.0))
+
+
+def _candidates(logs: np.ndarray, min_size: int, changes_at: Sequence[int] = ()) -> list[int]:
+    """PELT break indices (first index after each break) with a noise-scaled penalty."""
+    n = len(logs)
+    if n < 2 * min_size:
+        return []
+    sigma = max(robust_noise(logs, changes_at), NOISE_FLOOR)
+    try:
+        import ruptures
+    except ImportError:
+        from pytest_roofline.errors import RooflineError
+
+        raise RooflineError("change points need ruptures: pip install 'pytest-roofline[history]'") from None
+    algo = ruptures.Pelt(model="l2", min_size=min_size, jump=1).fit(logs.reshape(-1, 1))
+    breaks = algo.predict(pen=PENALTY * sigma * sigma * math.log(n))
+    return [b for b in breaks if 0 < b < n]
+
+
+def _bootstrap_ratio(
+    before: np.ndarray, after: np.ndarray, confidence: float, seed: int
+) -> tuple[float, tuple[float, float], tuple[float, float]]:
+    """Median(after) / median(before), its percentile-bootstrap interval at ``confidence`` (the
+    test) and at 95 % (the reported CI), seeded."""
+    ratio = float(np.median(after) / np.median(before))
+    rng = np.random.default_rng(seed)
+    b = rng.choice(before, size=(BOOTSTRAP, len(before)), replace=True)
+    a = rng.choice(after, size=(BOOTSTRAP, len(after)), replace=True)
+    ratios = np.median(a, axis=1) / np.median(b, axis=1)
+    tail = (1.0 - confidence) / 2.0 * 100.0
+    low, high, low95, high95 = np.percentile(ratios, [tail, 100.0 - tail, 2.5, 97.5])
+    return ratio, (float(low), float(high)), (float(low95), float(high95))
+
+
+def _model_changes(hashes: Sequence[str]) -> list[int] | None:
+    """Indices where the model hash differs from the point before; None when hashes are unknown."""
+    if not hashes or any(not h for h in hashes):
+        return None
+    return [i for i in range(1, len(hashes)) if hashes[i] != hashes[i - 1]]
+
+
+def detect(
+    values: Sequence[float],
+    hashes: Sequence[str] = (),
+    *,
+    min_size: int = MIN_SIZE,
+    min_change: float = MIN_CHANGE,
+    confidence: float = CONFIDENCE,
+) -> tuple[list[tuple[int, float, float, float, float, float]], list[int]]:
+    """The confirmed steps of ``values`` and the steps put down to the machine.
+
+    Returns ``([(index, before, after, change, ci_low, ci_high), ...], machine_indices)``; index is
+    the first point after the step, ``change`` and its 95 % interval are fractions.
+    """
+    data = np.asarray(values, dtype=float)
+    if len(data) < 2 * min_size or not np.all(np.isfinite(data)) or np.any(data <= 0):
+        return [], []
+    logs = np.log(data)
+    changes_at = _model_changes(list(hashes)) if len(hashes) == len(data) else None
+    machine: list[int] = []
+    breaks: list[int] = []
+    for index in _candidates(logs, min_size, changes_at or ()):
+        if changes_at is not None:
+            near = [j for j in changes_at if abs(j - index) <= SNAP]
+            if not near:
+                machine.append(index)
+                continue
+            index = min(near, key=lambda j: (abs(j - index), j))
+        if index not in breaks:
+            breaks.append(index)
+    breaks.sort()
+    confirmed = []
+    bounds = [0, *breaks, len(data)]
+    for k, index in enumerate(breaks):
+        start = max(bounds[k], index - WINDOW)
+        stop = min(bounds[k + 2], index + WINDOW)
+        before, after = data[start:index], data[index:stop]
+        if len(before) < min_size or len(after) < min_size:
+            continue
+        ratio, (low, high), (low95, high95) = _bootstrap_ratio(before, after, confidence, seed=index)
+        if abs(ratio - 1.0) < min_change or low <= 1.0 <= high:
+            continue
+        confirmed.append(
+            (index, float(np.median(before)), float(np.median(after)), ratio - 1.0, low95 - 1.0, high95 - 1.0)
+        )
+    return confirmed, machine
+
+
+def _layer_moves(points: Sequence[HistoryPoint], index: int, start: int, stop: int) -> tuple[LayerMove, ...]:
+    """Layers whose time moved across ``index``: beyond their own noise and :data:`LAYER_MOVE`."""
+    before_points, after_points = points[start:index], points[index:stop]
+    names = {n for p in (*before_points, *after_points) for n in p.layers}
+    moves = []
+    for name in names:
+        before = [p.layer_values()[name] for p in before_points if name in p.layers]
+        after = [p.layer_values()[name] for p in after_points if name in p.layers]
+        if not before and after:
+            moves.append(LayerMove(name, 0.0, float(np.median(after)), None))
+            continue
+        if before and not after:
+            moves.append(LayerMove(name, float(np.median(before)), 0.0, None))
+            continue
+        b, a = float(np.median(before)), float(np.median(after))
+        if b <= 0:
+            continue
+        noise = robust_noise(np.log(np.maximum([*before, *after], 1e-15)))
+        change = a / b - 1.0
+        if abs(change) >= max(LAYER_MOVE, 3.0 * noise):
+            moves.append(LayerMove(name, b, a, change))
+    total = sum(max(m.before, m.after) for m in moves) or 1.0
+    moves.sort(key=lambda m: (-abs(m.after - m.before) / total, m.name))
+    return tuple(moves)
+
+
+def find_changes(
+    points: Sequence[HistoryPoint],
+    *,
+    layers: bool = True,
+    layer_series: bool = False,
+    min_size: int = MIN_SIZE,
+) -> SeriesChanges:
+    """The change points of one series (points in time order): of its model figure, with the layers
+    that moved across each (``layers``), and of every layer's own series (``layer_series``)."""
+    points = tuple(points)
+    values = [p.value for p in points]
+    hashes = [p.model_hash for p in points]
+    found, machine = detect(values, hashes, min_size=min_size)
+    changes = []
+    bounds = [0, *[f[0] for f in found], len(points)]
+    for k, (index, before, after, change, low, high) in enumerate(found):
+        start, stop = max(bounds[k], index - WINDOW), min(bounds[k + 2], index + WINDOW)
+        changes.append(
+            ChangePoint(
+                index=index,
+                commit=points[index].commit,
+                previous_commit=points[index - 1].commit,
+                before=before,
+                after=after,
+                change=change,
+                ci=(low, high),
+                runs_after=len(points) - index,
+                layers=_layer_moves(points, index, start, stop) if layers else (),
+            )
+        )
+    layer_changes: dict[str, tuple[ChangePoint, ...]] = {}
+    if layer_series:
+        names = sorted({n for p in points for n in p.layers})
+        for name in names:
+            present = [p for p in points if name in p.layers]
+            series = [p.layer_values()[name] for p in present]
+            steps, _ = detect(
+                series, [p.model_hash for p in present], min_size=min_size, min_change=LAYER_MOVE
+            )
+            if steps:
+                layer_changes[name] = tuple(
+                    ChangePoint(
+                        index=i,
+                        commit=present[i].commit,
+                        previous_commit=present[i - 1].commit,
+                        before=b,
+                        after=a,
+                        change=c,
+                        ci=(lo, hi),
+                        runs_after=len(present) - i,
+                    )
+                    for i, b, a, c, lo, hi in steps
+                )
+    series_name = points[0].series if points else ""
+    return SeriesChanges(series_name, points, tuple(changes), tuple(machine), layer_changes)
+
+
+def with_explanation(change: ChangePoint, explanation: str) -> ChangePoint:
+    """``change`` with its graph-diff explanation."""
+    return replace(change, explanation=explanation)

@@ -1,0 +1,284 @@
+"""One measured result of one run, as the history keeps it.
+
+A :class:`HistoryPoint` is read from a :class:`~pytest_roofline.results.ProfileRecord` of a
+:class:`~pytest_roofline.results.RunResults` (the run's figures: the gate's control-normalized
+figure per session, raw latency, per-layer seconds, verdict and mode, conditions, model hash).
+Its ``id`` is a hash of what identifies the measurement (key, commit, time, figures), so importing
+the same results file twice adds nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_roofline.schema import SchemaError, read_float, read_floats, read_optional_float, read_str
+
+if TYPE_CHECKING:
+    from pytest_roofline.results import ProfileRecord, RunResults
+
+__all__ = ["POINT_VERSION", "HistoryPoint", "points_of", "series_of"]
+
+POINT_VERSION = 1
+
+
+def _digest(data: Any) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class HistoryPoint:
+    """One result of one run.
+
+    ``value`` is the figure the gate compares (the model's p25 over the control probe's, median
+    over fresh sessions; dimensionless), ``ci`` its 95 % interval over sessions; ``median`` the
+    raw median latency (seconds); ``layers`` per-layer seconds and ``scale`` the factor that puts
+    a layer's seconds in the figure's units (``value / gate_p25``: 1 / the probe's p25), so layer
+    series share the figure's immunity to the machine's speed.
+    """
+
+    id: str
+    test: str
+    key: str
+    device_class: str
+    conditions: str  # hash of the conditions (backend version, settings, control probe, figure)
+    commit: str | None
+    time: str
+    value: float
+    ci: tuple[float, float] | None = None
+    median: float | None = None
+    sessions: tuple[float, ...] = ()
+    scale: float | None = None
+    layers: dict[str, float] = field(default_factory=dict, hash=False)
+    verdict: str = ""
+    mode: str = ""
+    parent: str | None = None
+    branch: str | None = None
+    model: str = ""
+    model_hash: str = ""
+    backend: str = ""
+    batch: int = 1
+    detail: dict[str, Any] = field(default_factory=dict, hash=False)  # the conditions themselves
+    recorded: float = 0.0  # when it was stored (Unix seconds): orders runs within one second of ``time``
+
+    @property
+    def order(self) -> tuple[str, float, str]:
+        """Sort key of a series: the run's time, then when it was stored, then the id."""
+        return (self.time, self.recorded, self.id)
+
+    @property
+    def series(self) -> str:
+        """The series this point belongs to: key (test, model, shape, backend, device class) × conditions."""
+        return f"{self.key}#{self.conditions[:12]}"
+
+    def layer_values(self) -> dict[str, float]:
+        """Per-layer times in the figure's units (raw seconds when no scale was recorded)."""
+        scale = self.scale or 1.0
+        return {name: t * scale for name, t in self.layers.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (one line of the embedded store, one ``data`` of PostgreSQL)."""
+        return {
+            "v": POINT_VERSION,
+            "id": self.id,
+            "test": self.test,
+            "key": self.key,
+            "device_class": self.device_class,
+            "conditions": self.conditions,
+            "commit": self.commit,
+            "parent": self.parent,
+            "branch": self.branch,
+            "time": self.time,
+            "value": self.value,
+            "ci": list(self.ci) if self.ci else None,
+            "median": self.median,
+            "sessions": list(self.sessions),
+            "scale": self.scale,
+            "layers": dict(self.layers),
+            "verdict": self.verdict,
+            "mode": self.mode,
+            "model": self.model,
+            "model_hash": self.model_hash,
+            "backend": self.backend,
+            "batch": self.batch,
+            "detail": dict(self.detail),
+            "recorded": self.recorded,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> HistoryPoint:
+        """Strict inverse of :meth:`to_dict` (raises SchemaError)."""
+        if not isinstance(data, Mapping):
+            raise SchemaError(f"a history point must be an object, got {type(data).__name__}")
+        version = data.get("v", 1)
+        if not isinstance(version, int) or version > POINT_VERSION:
+            raise SchemaError(f"history point version {version!r} is newer than this version reads")
+        ci = data.get("ci")
+        if ci is not None and (not isinstance(ci, list) or len(ci) != 2):
+            raise SchemaError("'ci' must be [low, high] or null")
+        layers = data.get("layers") or {}
+        if not isinstance(layers, Mapping):
+            raise SchemaError("'layers' must be an object")
+        for name in ("commit", "parent", "branch"):
+            if data.get(name) is not None and not isinstance(data.get(name), str):
+                raise SchemaError(f"'{name}' must be a string or null")
+        detail = data.get("detail") or {}
+        return cls(
+            id=read_str(data, "id"),
+            test=read_str(data, "test"),
+            key=read_str(data, "key"),
+            device_class=read_str(data, "device_class", ""),
+            conditions=read_str(data, "conditions", ""),
+            commit=data.get("commit"),
+            parent=data.get("parent"),
+            branch=data.get("branch"),
+            time=read_str(data, "time", ""),
+            value=read_float(data, "value", positive=True),
+            ci=(float(ci[0]), float(ci[1])) if ci else None,
+            median=read_optional_float(data, "median"),
+            sessions=read_floats(data, "sessions", positive=True),
+            scale=read_optional_float(data, "scale"),
+            layers={str(k): float(v) for k, v in layers.items() if _finite(v)},
+            verdict=read_str(data, "verdict", ""),
+            mode=read_str(data, "mode", ""),
+            model=read_str(data, "model", ""),
+            model_hash=read_str(data, "model_hash", ""),
+            backend=read_str(data, "backend", ""),
+            batch=int(data.get("batch") or 1),
+            detail=dict(detail) if isinstance(detail, Mapping) else {},
+            recorded=float(read_optional_float(data, "recorded") or 0.0),
+        )
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _sessions_ci(sessions: tuple[float, ...]) -> tuple[float, float] | None:
+    """The 95 % interval of the median over sessions (distribution-free order statistics)."""
+    if len(sessions) < 2:
+        return None
+    import numpy as np
+
+    from pytest_roofline.stats import median_ci
+
+    low, high = median_ci(np.asarray(sessions, dtype=float))
+    return (low, high)
+
+
+def _conditions(record: ProfileRecord) -> dict[str, Any]:
+    """What the series' figures depend on, from the profile (the same with or without an entry)."""
+    from pytest_roofline.gate.conditions import settings_of
+
+    prof = record.profile
+    release = ".".join(prof.backend_version.split(".")[:2])
+    return {
+        "backend": prof.backend,
+        "backend_release": release,
+        "settings": settings_of(prof.fingerprint, prof.options),
+        # paired runs' figure is a ratio to the reference: another currency, another series
+        "figure": "ratio" if record.verdict.mode == "paired" else "normalized",
+    }
+
+
+def point_of(
+    record: ProfileRecord,
+    *,
+    commit: str | None,
+    time: str,
+    parent: str | None = None,
+    branch: str | None = None,
+    rootdir: Path | None = None,
+) -> HistoryPoint | None:
+    """The history point of one measured record (None when nothing was timed: static runs).
+
+    The figure is the gate's own (``profile.extra["gate"]``: per-session model p25 over control
+    p25), so a run that recorded no baseline (a busy machine, a regression) is kept all the same.
+    """
+    if record.outcome == "skipped":
+        return None
+    prof = record.profile
+    gate = prof.extra.get("gate") if isinstance(prof.extra, Mapping) else None
+    sessions = tuple(float(f) for f in (gate or {}).get("figures") or () if _finite(f) and f > 0)
+    if not sessions:
+        return None
+    import numpy as np
+
+    value = float(np.median(sessions))
+    subject: Any = (gate or {}).get("subject_p25")
+    scale = value / float(subject) if _finite(subject) and float(subject) > 0 else None
+    conditions = _conditions(record)
+    device = record.entry.device_class if record.entry else record.key.rsplit("|", 1)[-1]
+    ident = {"key": record.key, "commit": commit, "time": time, "sessions": list(sessions), "c": conditions}
+    return HistoryPoint(
+        id=_digest(ident)[:32],
+        test=record.test,
+        key=record.key,
+        device_class=device,
+        conditions=_digest(conditions)[:16],
+        commit=commit,
+        parent=parent,
+        branch=branch,
+        time=time,
+        value=value,
+        ci=_sessions_ci(sessions),
+        median=prof.latency.median,
+        sessions=sessions,
+        scale=scale,
+        layers={layer.name: float(layer.time) for layer in prof.layers if _finite(layer.time)},
+        verdict=record.verdict.status,
+        mode=record.verdict.mode,
+        model=record.entry.model if record.entry else _relative(prof.model_path or "", rootdir),
+        model_hash=prof.model_hash,
+        backend=prof.backend,
+        batch=prof.batch,
+        detail=conditions,
+    )
+
+
+def _relative(path: str, rootdir: Path | None) -> str:
+    """``path`` relative to ``rootdir`` (posix) when inside it: the key git finds it by."""
+    if not path or rootdir is None or not Path(path).is_absolute():
+        return path
+    try:
+        return Path(path).resolve().relative_to(rootdir.resolve()).as_posix()
+    except ValueError:
+        return path
+
+
+def points_of(
+    results: RunResults, parent: str | None = None, rootdir: Path | None = None
+) -> list[HistoryPoint]:
+    """One point per measured record of a run (records without figures are left out)."""
+    points = []
+    for record in results.records:
+        point = point_of(
+            record,
+            commit=results.commit,
+            time=results.created,
+            parent=parent,
+            branch=results.branch,
+            rootdir=rootdir,
+        )
+        if point is not None:
+            points.append(point)
+    return points
+
+
+def series_of(points: list[HistoryPoint]) -> dict[str, list[HistoryPoint]]:
+    """Points grouped by series, each in time order."""
+    grouped: dict[str, list[HistoryPoint]] = {}
+    for point in points:
+        grouped.setdefault(point.series, []).append(point)
+    return {name: sorted(items, key=lambda p: p.order) for name, items in sorted(grouped.items())}
+
+
+def iter_lines(points: list[HistoryPoint]) -> Iterator[str]:
+    """Each point as one JSON line (export, the embedded store)."""
+    for point in points:
+        yield json.dumps(point.to_dict(), sort_keys=True, allow_nan=False)

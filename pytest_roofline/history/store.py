@@ -1,0 +1,311 @@
+"""Where the history lives: the embedded JSON-lines store or PostgreSQL, behind one protocol.
+
+* **Embedded** (the default; a folder, ``.roofline/history/`` at the rootdir unless given): asv's
+  layout, one JSON-lines file per device class and commit (``<device class>/<commit>.jsonl``).
+  Branches never touch the same file, so histories of two branches merge by copying folders
+  (git, CI caches, artifacts); appends take a per-file lock and skip ids already in the file, so
+  concurrent writers lose nothing and an import repeated adds nothing.
+* **PostgreSQL** (``postgresql://...``) for a fleet of runners, through psycopg 3 (the ``history``
+  extra), imported only here.  The schema is versioned (``roofline_schema_version``) and migrated
+  forward under an advisory lock; points have a unique id and are inserted with
+  ``ON CONFLICT DO NOTHING``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from pytest_roofline.errors import RooflineError
+from pytest_roofline.history.points import HistoryPoint
+from pytest_roofline.schema import SchemaError
+
+__all__ = [
+    "ENV",
+    "EXTRA_HINT",
+    "HistoryStore",
+    "JsonLinesStore",
+    "PostgresStore",
+    "open_store",
+]
+
+ENV = "ROOFLINE_HISTORY"
+EXTRA_HINT = "pip install 'pytest-roofline[history]'"
+LOCK_TIMEOUT = 120.0
+NO_COMMIT = "no-commit"
+
+
+class HistoryStore(Protocol):
+    """What the plugin and the ``roofline history`` command need of a store."""
+
+    location: str
+
+    def append(self, points: Sequence[HistoryPoint]) -> int:
+        """Add ``points`` (ids already stored are skipped); returns how many were added."""
+        ...
+
+    def points(self, test: str | None = None, device_class: str | None = None) -> list[HistoryPoint]:
+        """Every stored point (optionally of one test or device class), in time order."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+def open_store(url: str | None, default_dir: Path) -> HistoryStore:
+    """The store ``url`` names: ``postgresql://``/``postgres://`` → PostgreSQL; ``file://PATH`` or a
+    path → the embedded store there; None or empty → the embedded store in ``default_dir``."""
+    if url and re.match(r"postgres(ql)?://", url):
+        return PostgresStore(url)
+    if not url:
+        return JsonLinesStore(default_dir)
+    path = url[len("file://") :] if url.startswith("file://") else url
+    return JsonLinesStore(Path(path).expanduser())
+
+
+def _slug(text: str) -> str:
+    """A file-name-safe form of a device class or commit (no separators, no dots first)."""
+    cleaned = re.sub(r"[^A-Za-z0-9._+-]+", "_", text).lstrip(".") or "_"
+    return cleaned[:120]
+
+
+class JsonLinesStore:
+    """The embedded store: ``<root>/<device class>/<commit>.jsonl``, one point per line."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.location = str(self.root)
+
+    def file_for(self, point: HistoryPoint) -> Path:
+        """The file that holds ``point``."""
+        return (
+            self.root / _slug(point.device_class or "unknown") / f"{_slug(point.commit or NO_COMMIT)}.jsonl"
+        )
+
+    def append(self, points: Sequence[HistoryPoint]) -> int:
+        """Append under the file's lock, skipping ids the file already holds (fsync'd)."""
+        from pytest_roofline.files import file_lock, lock_path
+
+        by_file: dict[Path, list[HistoryPoint]] = {}
+        for point in points:
+            by_file.setdefault(self.file_for(point), []).append(point)
+        added = 0
+        for path, items in sorted(by_file.items()):
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with file_lock(lock_path(path, "history"), LOCK_TIMEOUT):
+                    known = {p.id for p in self._read(path)}
+                    lines = []
+                    for point in items:
+                        if point.id not in known:
+                            known.add(point.id)
+                            lines.append(json.dumps(point.to_dict(), sort_keys=True, allow_nan=False))
+                    if lines:
+                        self._append_lines(path, lines)
+                        added += len(lines)
+            except OSError as exc:
+                raise RooflineError(f"history {path} cannot be written ({exc})") from None
+        return added
+
+    @staticmethod
+    def _append_lines(path: Path, lines: list[str]) -> None:
+        data = ("\n".join(lines) + "\n").encode()
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        try:
+            # a line torn by a crash mid-write ends without "\n": cut it (we hold the lock; the
+            # write it belonged to never completed, and its writer's retry appends it again)
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                tail = os.pread(fd, min(size, 1 << 20), max(size - (1 << 20), 0))
+                cut = tail.rfind(b"\n")
+                os.ftruncate(fd, size - len(tail) + cut + 1)  # cut = -1: the whole tail
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _read(path: Path) -> list[HistoryPoint]:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        except (OSError, UnicodeDecodeError) as exc:
+            raise RooflineError(f"history file {path} cannot be read ({exc})") from None
+        points = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                points.append(HistoryPoint.from_dict(json.loads(line)))
+            except json.JSONDecodeError:
+                if number == len(text.splitlines()) and not text.endswith("\n"):
+                    continue  # a line torn by a crash: the write it belonged to never completed
+                raise RooflineError(f"history file {path}, line {number}: not JSON") from None
+            except (SchemaError, KeyError, TypeError, ValueError) as exc:
+                raise RooflineError(f"history file {path}, line {number}: {exc}") from None
+        return points
+
+    def points(self, test: str | None = None, device_class: str | None = None) -> list[HistoryPoint]:
+        """Every point in the folder (one device class's folder when asked), in time order."""
+        if not self.root.is_dir():
+            return []
+        folders = [self.root / _slug(device_class)] if device_class else sorted(self.root.iterdir())
+        found: dict[str, HistoryPoint] = {}
+        for folder in folders:
+            if not folder.is_dir():
+                continue
+            for path in sorted(folder.glob("*.jsonl")):
+                for point in self._read(path):
+                    if test is None or point.test == test:
+                        found.setdefault(point.id, point)
+        return sorted(found.values(), key=lambda p: p.order)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+#: schema version → the statements that produce it from the version before.
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        """CREATE TABLE IF NOT EXISTS roofline_points (
+            id text PRIMARY KEY,
+            test text NOT NULL,
+            key text NOT NULL,
+            device_class text NOT NULL,
+            series text NOT NULL,
+            commit_sha text,
+            time text NOT NULL,
+            value double precision NOT NULL,
+            data jsonb NOT NULL,
+            inserted timestamptz NOT NULL DEFAULT now()
+        )""",
+        "CREATE INDEX IF NOT EXISTS roofline_points_series ON roofline_points (series, time)",
+        "CREATE INDEX IF NOT EXISTS roofline_points_test ON roofline_points (test)",
+    ),
+}
+SCHEMA_VERSION = max(MIGRATIONS)
+MIGRATION_LOCK = 0x726F6F66  # the advisory lock every migrating writer takes ("roof")
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError:
+        raise RooflineError(f"a PostgreSQL history needs psycopg 3: {EXTRA_HINT}") from None
+    return psycopg
+
+
+class PostgresStore:
+    """The PostgreSQL store (psycopg 3), migrated to :data:`SCHEMA_VERSION` when opened."""
+
+    def __init__(self, url: str) -> None:
+        self.location = re.sub(r"//([^:/@]*):[^@/]*@", r"//\1:***@", url)  # never print a password
+        psycopg = _psycopg()
+        try:
+            self._conn: Any = psycopg.connect(url, connect_timeout=30)
+        except psycopg.Error as exc:
+            raise RooflineError(f"history {self.location}: cannot connect ({_first(exc)})") from None
+        self.migrate()
+
+    def migrate(self) -> int:
+        """Bring the schema to :data:`SCHEMA_VERSION` (one writer at a time); returns the version."""
+        psycopg = _psycopg()
+        try:
+            with self._conn.transaction():
+                self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+                self._conn.execute(
+                    "CREATE TABLE IF NOT EXISTS roofline_schema_version (version integer NOT NULL)"
+                )
+                row = self._conn.execute("SELECT max(version) FROM roofline_schema_version").fetchone()
+                current = int(row[0]) if row and row[0] is not None else 0
+                if current > SCHEMA_VERSION:
+                    raise RooflineError(
+                        f"history {self.location} has schema {current}, newer than this version's "
+                        f"{SCHEMA_VERSION}; upgrade pytest-roofline"
+                    )
+                for version in range(current + 1, SCHEMA_VERSION + 1):
+                    for statement in MIGRATIONS[version]:
+                        self._conn.execute(statement)
+                    self._conn.execute(
+                        "INSERT INTO roofline_schema_version (version) VALUES (%s)", (version,)
+                    )
+        except psycopg.Error as exc:
+            raise RooflineError(
+                f"history {self.location}: cannot migrate the schema ({_first(exc)})"
+            ) from None
+        return SCHEMA_VERSION
+
+    def append(self, points: Sequence[HistoryPoint]) -> int:
+        """Insert in one transaction; an id already stored is skipped (ON CONFLICT DO NOTHING)."""
+        psycopg = _psycopg()
+        from psycopg.types.json import Jsonb
+
+        added = 0
+        try:
+            with self._conn.transaction(), self._conn.cursor() as cursor:
+                for point in points:
+                    cursor.execute(
+                        "INSERT INTO roofline_points (id, test, key, device_class, series, commit_sha, time, "
+                        "value, data) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                        "ON CONFLICT (id) DO NOTHING",
+                        (
+                            point.id,
+                            point.test,
+                            point.key,
+                            point.device_class,
+                            point.series,
+                            point.commit,
+                            point.time,
+                            point.value,
+                            Jsonb(point.to_dict()),
+                        ),
+                    )
+                    added += max(cursor.rowcount, 0)
+        except psycopg.Error as exc:
+            raise RooflineError(f"history {self.location}: cannot write ({_first(exc)})") from None
+        return added
+
+    def points(self, test: str | None = None, device_class: str | None = None) -> list[HistoryPoint]:
+        """Every stored point (filtered in SQL), in time order."""
+        psycopg = _psycopg()
+        clauses, params = [], []
+        if test is not None:
+            clauses.append("test = %s")
+            params.append(test)
+        if device_class is not None:
+            clauses.append("device_class = %s")
+            params.append(device_class)
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        try:
+            rows = self._conn.execute(
+                f"SELECT data FROM roofline_points{where} ORDER BY time, id",  # noqa: S608 - fixed clauses
+                params,
+            ).fetchall()
+            self._conn.commit()
+        except psycopg.Error as exc:
+            raise RooflineError(f"history {self.location}: cannot read ({_first(exc)})") from None
+        return sorted(_parse(row[0] for row in rows), key=lambda p: p.order)
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._conn.close()
+
+
+def _parse(items: Iterable[Any]) -> Iterable[HistoryPoint]:
+    for item in items:
+        data = json.loads(item) if isinstance(item, str) else item
+        try:
+            yield HistoryPoint.from_dict(data)
+        except (SchemaError, KeyError, TypeError, ValueError) as exc:
+            raise RooflineError(f"history: a malformed point ({exc})") from None
+
+
+def _first(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,114 @@
+"""Change points: steps at a model change are found and sized; the machine's state jumps are not."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _history_data import series
+
+from pytest_roofline.history.changepoints import detect, find_changes, robust_noise
+
+pytest.importorskip("ruptures")
+
+
+def noisy(n: int, seed: int, noise: float = 0.005) -> np.ndarray:
+    return 1.0 + np.random.default_rng(seed).normal(0.0, noise, n)
+
+
+def test_robust_noise_ignores_a_step() -> None:
+    values = noisy(60, 1, 0.01)
+    stepped = values.copy()
+    stepped[30:] *= 1.2
+    assert robust_noise(values) == pytest.approx(0.01, rel=0.4)
+    assert robust_noise(stepped) < 2 * robust_noise(values)
+    short = np.array([1.0, 1.01, 0.99, 1.3, 1.31, 1.29])  # few runs: the step's difference would weigh
+    assert robust_noise(short, skip=[3]) < robust_noise(short)
+
+
+def test_step_at_a_model_change_is_found_and_sized() -> None:
+    values = noisy(40, 2)
+    values[25:] *= 1.05
+    hashes = ["a"] * 25 + ["b"] * 15
+    steps, machine = detect(values, hashes)
+    assert [s[0] for s in steps] == [25]
+    index, before, after, change, low, high = steps[0]
+    assert change == pytest.approx(0.05, abs=0.01)
+    assert low < change < high and low > 0
+    assert machine == []
+
+
+def test_step_found_with_three_runs_after_it() -> None:
+    values = noisy(23, 3)
+    values[20:] *= 1.03
+    steps, _ = detect(values, ["a"] * 20 + ["b"] * 3)
+    assert [s[0] for s in steps] == [20]
+
+
+def test_step_near_a_model_change_snaps_onto_it() -> None:
+    values = noisy(40, 4)
+    values[21:] *= 1.06  # the series moved one run after the model changed (a slow first run)
+    steps, _ = detect(values, ["a"] * 20 + ["b"] * 20)
+    assert [s[0] for s in steps] == [20]
+
+
+def test_machine_state_jump_with_the_same_model_is_not_a_change_point() -> None:
+    """This VM's speed jumps between two states for minutes: same model both sides, no blame."""
+    values = noisy(60, 5)
+    values[20:35] *= 1.08  # the slow state for 15 runs, then back
+    steps, machine = detect(values, ["same"] * 60)
+    assert steps == []
+    assert machine  # seen, and put down to the machine
+
+
+def test_unchanged_series_with_a_new_model_hash_every_run_has_no_change_point() -> None:
+    for seed in range(10):
+        values = noisy(100, 10 + seed)
+        steps, _ = detect(values, [str(i) for i in range(100)])
+        assert steps == [], seed
+
+
+def test_without_hashes_steps_are_kept_where_found() -> None:
+    values = noisy(40, 6)
+    values[20:] *= 1.1
+    steps, _ = detect(values)
+    assert [s[0] for s in steps] == [20]
+
+
+def test_change_point_names_commit_layers_and_runs_after() -> None:
+    values = noisy(30, 7)
+    values[18:] *= 1.07
+    hashes = ["a"] * 18 + ["b"] * 12
+    points = series(values, hashes)
+    points = [
+        p.__class__(
+            **{**p.__dict__, "layers": {"MatMul_83": 0.3 * (1.21 if i >= 18 else 1.0), "Relu_1": 0.1}}
+        )
+        for i, p in enumerate(points)
+    ]
+    found = find_changes(points, layer_series=True)
+    assert len(found.changes) == 1
+    change = found.changes[0]
+    assert change.commit == points[18].commit and change.previous_commit == points[17].commit
+    assert change.runs_after == 12
+    assert [m.name for m in change.layers] == ["MatMul_83"]
+    assert change.layers[0].change == pytest.approx(0.21, abs=0.01)
+    text = change.describe("test_x")
+    assert text.startswith("test_x: +") and f"since {points[18].commit[:7]}, 12 runs after" in text
+    assert text.endswith("layer MatMul_83 +21 %")
+    assert "MatMul_83" in found.layer_changes
+
+
+def test_new_layer_is_named() -> None:
+    values = noisy(20, 8)
+    values[10:] *= 1.1
+    points = series(values, ["a"] * 10 + ["b"] * 10)
+    points = [
+        p.__class__(**{**p.__dict__, "layers": {"Conv_9": 0.2} if i >= 10 else {}})
+        for i, p in enumerate(points)
+    ]
+    change = find_changes(points).changes[0]
+    assert [m.describe() for m in change.layers] == ["Conv_9 new"]
+
+
+def test_short_series_has_no_change_point() -> None:
+    assert detect([1.0, 1.0, 2.0, 2.0]) == ([], [])

@@ -1,0 +1,149 @@
+"""The plugin appends every measured run to the history and prints the change points a run confirmed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from _history_data import postgres_url  # noqa: F401 - the session fixture
+from _plugin_helpers import FAKE, relu_chain
+
+pytest.importorskip("ruptures")
+
+TEST = """
+def test_model(model_profile):
+    model_profile("model.onnx")
+"""
+
+
+def _git(project: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=project, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def _commit(project: Path, nodes: int, message: str) -> str:
+    relu_chain(project / "model.onnx", nodes)
+    _git(project, "add", "-A")
+    _git(project, "commit", "-qm", message)
+    return _git(project, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def project(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> pytest.Pytester:
+    monkeypatch.setenv("ROOFLINE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    monkeypatch.delenv("ROOFLINE_HISTORY", raising=False)
+    pytester.makepyfile(test_model=TEST)
+    pytester.makefile(".gitignore", "\n".join([".roofline/", "__pycache__/"]))
+    _git(pytester.path, "init", "-q")
+    _git(pytester.path, "config", "user.email", "t@example.com")
+    _git(pytester.path, "config", "user.name", "t")
+    return pytester
+
+
+def _points(folder: Path) -> list[dict]:
+    return [
+        json.loads(line) for path in sorted(folder.rglob("*.jsonl")) for line in path.read_text().splitlines()
+    ]
+
+
+def test_history_off_by_default(project: pytest.Pytester) -> None:
+    _commit(project.path, 3, "model")
+    project.runpytest(*FAKE).assert_outcomes(passed=1)
+    assert not (project.path / ".roofline" / "history").exists()
+
+
+def test_history_alone_writes_the_embedded_store(project: pytest.Pytester) -> None:
+    sha = _commit(project.path, 3, "model")
+    result = project.runpytest(*FAKE, "--roofline-history")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["roofline: history: 1 point added to *.roofline/history"])
+    files = list((project.path / ".roofline" / "history").rglob("*.jsonl"))
+    assert [f.name for f in files] == [f"{sha}.jsonl"]
+    (point,) = _points(project.path / ".roofline" / "history")
+    assert point["commit"] == sha and point["test"] == "test_model.py::test_model"
+    assert point["value"] > 0 and point["verdict"] == "new" and point["layers"]
+    assert point["parent"] is None  # the first commit has none
+    assert point["model"] == "model.onnx"  # relative to the rootdir: how git finds it at a commit
+
+
+def test_history_from_ini_and_environment(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    _commit(project.path, 3, "model")
+    project.makeini("[pytest]\nroofline_history = from-ini\n")
+    project.runpytest(*FAKE).assert_outcomes(passed=1)
+    assert len(_points(project.path / "from-ini")) == 1
+    project.makeini("[pytest]\n")
+    monkeypatch.setenv("ROOFLINE_HISTORY", str(project.path / "from-env"))
+    project.runpytest(*FAKE).assert_outcomes(passed=1)
+    assert len(_points(project.path / "from-env")) == 1
+    monkeypatch.setenv("ROOFLINE_HISTORY", "off")
+    project.runpytest(*FAKE).assert_outcomes(passed=1)
+    assert len(_points(project.path / "from-env")) == 1
+
+
+def test_unreachable_postgres_fails_the_run_in_one_line(project: pytest.Pytester, tmp_path: Path) -> None:
+    pytest.importorskip("psycopg")
+    _commit(project.path, 3, "model")
+    result = project.runpytest(*FAKE, f"--roofline-history=postgresql://u@/db?host={tmp_path}")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        ["roofline error: history not written: history postgresql://*cannot connect*"]
+    )
+
+
+def test_session_end_prints_the_change_point_this_run_confirmed(project: pytest.Pytester) -> None:
+    _commit(project.path, 6, "model")
+    store = project.path / "hist"
+    noisy = (*FAKE, "--roofline-option=jitter=0.005", f"--roofline-history={store}", "--roofline-update")
+
+    def run() -> pytest.RunResult:
+        # the fake backend repeats its figures exactly, and a point's id hashes them with the run's
+        # time to the second: two such runs within one second are one measurement; real ones differ
+        time.sleep(1.02 - time.time() % 1)
+        return project.runpytest(*noisy)
+
+    for _ in range(5):
+        run()
+    slower = _commit(project.path, 8, "two more blocks")
+    outputs = []
+    for _ in range(3):
+        result = run()
+        outputs.append(result.stdout.str())
+    assert "change point" not in outputs[0] + outputs[1]  # two runs after a step do not confirm it
+    assert "change point: test_model.py::test_model: +" in outputs[2]
+    assert f"since {slower[:7]}, 3 runs after" in outputs[2]
+    # the next run does not announce it again
+    again = run()
+    assert "change point" not in again.stdout.str()
+
+
+def test_plugin_writes_postgres_and_import_adds_nothing_twice(
+    project: pytest.Pytester,
+    postgres_url: str,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pytest_roofline.cli import main
+    from pytest_roofline.history.store import PostgresStore
+
+    sha = _commit(project.path, 3, "model")
+    result = project.runpytest(*FAKE, f"--roofline-history={postgres_url}", "--roofline-report=run.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["roofline: history: 1 point added to postgresql://*"])
+    store = PostgresStore(postgres_url)
+    try:
+        mine = [p for p in store.points(test="test_model.py::test_model") if p.commit == sha]
+    finally:
+        store.close()
+    assert len(mine) == 1 and mine[0].value > 0
+    monkeypatch.chdir(project.path)
+    capsys.readouterr()
+    assert main(["history", "import", "run.json", "--store", postgres_url]) == 0
+    assert capsys.readouterr().out.startswith("0 of 1 points added")
+    assert main(["history", "import", "run.json", "--store", str(project.path / "imported")]) == 0
+    assert capsys.readouterr().out.startswith("1 of 1 points added")
+    assert _points(project.path / "imported")[0]["id"] == mine[0].id
