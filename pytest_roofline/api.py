@@ -135,6 +135,7 @@ class LayerRun:
     analysis: ModelAnalysis
     roofline: DeviceRoofline | None
     iterations: int
+    latency: LatencyStats | None = None  # a short sample of the plain session, when asked for
 
 
 def prepare(
@@ -189,8 +190,13 @@ def profile_layers(
     roofline: RooflineArg = None,
     trips: Mapping[str, int] | None = None,
     progress: Callable[[str], None] | None = None,
+    sample_latency: Callable[[Any], LatencyStats] | None = None,
 ) -> LayerRun:
-    """Profile ``prepared`` for ``iterations`` runs and analyze it (FLOPs, bytes per node)."""
+    """Profile ``prepared`` for ``iterations`` runs and analyze it (FLOPs, bytes per node).
+
+    ``sample_latency`` times the plain session the profiler runs beside (its result is the run's
+    ``latency``): a run that needs only a short sample loads the model once less.
+    """
     from pytest_roofline.analysis import analyze
 
     say = progress or (lambda message: None)
@@ -198,11 +204,12 @@ def profile_layers(
     # the backend loads the model first: its verdict on a model it rejects is the clearest error
     say(f"profiling {spec.name} on {prepared.engine.name}: {iterations} iterations")
     with prepared.open() as session:
+        latency = sample_latency(session) if sample_latency is not None else None
         kernels = session.profile(iterations)
     say(f"analyzing {spec.name}")
     source = prepared.proto if spec.path is None else spec.path
     analysis = analyze(source, batch=prepared.batch, dims=prepared.dims, trips=trips)
-    return LayerRun(kernels, analysis, resolve_roofline(roofline, prepared.engine), iterations)
+    return LayerRun(kernels, analysis, resolve_roofline(roofline, prepared.engine), iterations, latency)
 
 
 def assemble(

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_roofline.gate.identity import Change, RunIdentity
 
@@ -183,18 +183,24 @@ def _baseline_model(request: GateRequest, digest: str, commit: str | None) -> tu
 
 def short_latency(prepared: PreparedModel) -> LatencyStats:
     """A short latency sample of one fresh session at the configured settings (seconds)."""
+    with prepared.open() as session:
+        return short_sample(session)
+
+
+def short_sample(session: Any) -> LatencyStats:
+    """A short latency sample of an open backend session: 2 warm-up runs, then at least
+    :data:`SHORT_MIN_RUNS` and up to :data:`SHORT_MAX_RUNS` runs within :data:`SHORT_SECONDS`."""
     import time
 
     from pytest_roofline.stats import LatencyStats
 
-    with prepared.open() as session:
-        session.time(2)  # warm-up
-        samples: list[float] = []
-        start = time.perf_counter()
-        while len(samples) < SHORT_MIN_RUNS or (
-            len(samples) < SHORT_MAX_RUNS and time.perf_counter() - start < SHORT_SECONDS
-        ):
-            samples.extend(session.time(1))
+    session.time(2)  # warm-up
+    samples: list[float] = []
+    start = time.perf_counter()
+    while len(samples) < SHORT_MIN_RUNS or (
+        len(samples) < SHORT_MAX_RUNS and time.perf_counter() - start < SHORT_SECONDS
+    ):
+        samples.extend(session.time(1))
     return LatencyStats.from_samples(samples, sessions=[samples])
 
 

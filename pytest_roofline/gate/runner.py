@@ -155,7 +155,7 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
     from pytest_roofline.gate.isolated import sampler_for
     from pytest_roofline.gate.judge import incomparable
     from pytest_roofline.gate.layers import layer_deltas, layer_verdicts
-    from pytest_roofline.gate.order import route, short_latency
+    from pytest_roofline.gate.order import route, short_latency, short_sample
     from pytest_roofline.gate.sampling import (
         GateDesign,
         paired_decider,
@@ -179,7 +179,11 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
     way = route(request, prepared)  # identity first: nothing is timed to learn that nothing changed
     sampler = sampler_for(engine) if way.kind != "unchanged" else None  # warm when sampling begins
     layer_run = profile_layers(
-        prepared, iterations=PROFILE_ITERATIONS, roofline=roofline(), trips=request.trips
+        prepared,
+        iterations=PROFILE_ITERATIONS,
+        roofline=roofline(),
+        trips=request.trips,
+        sample_latency=short_sample if way.kind == "unchanged" else None,  # one model load less
     )
     if way.kind == "unchanged":
         return _unchanged(request, prepared, layer_run, way)
@@ -323,7 +327,7 @@ def _unchanged(request: GateRequest, prepared: PreparedModel, layer_run: LayerRu
 
     baseline = request.baseline
     assert baseline is not None
-    latency = short_latency(prepared)
+    latency = layer_run.latency or short_latency(prepared)
     before = baseline.latency.alone_p25 or baseline.latency.p25
     drift = latency.p25 / before if before > 0 and math.isfinite(latency.p25) else None
     raw = {"baseline": before, "current": latency.p25, "drift": drift}
