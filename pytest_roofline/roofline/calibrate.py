@@ -52,7 +52,8 @@ __all__ = [
 ]
 
 CACHE_ENV = "ROOFLINE_CACHE_DIR"
-CALIBRATION_VERSION = 2  # bump when probes change meaning: old cache files then miss
+CALIBRATION_VERSION = 3  # bump when probes change meaning: old cache files then miss
+# 3: a CPU's compute roof is the higher of the best probe and the FMA peak at the measured clock
 # 2: model-shaped probes (weights prepacked), 2048 only on >= 8 threads, threads in the key,
 #    measured boost clock, cache levels with their capacity (issue 21)
 CALIBRATION_KIND = "calibration"  # the cache file's `kind` (files written before it have none)
@@ -364,6 +365,8 @@ def _measure(
         "dram": max((v for k, v in spreads.items() if k not in confirmed_compute), default=0.0),
     }
     theoretical, theoretical_bandwidth, float32_mode, clock = _theory(backend, fingerprint, on_gpu)
+    if not on_gpu:  # a roof no kernel beats: the runtime's own convs outrun every GEMM probe
+        peak_flops = {dtype: max(peak, theoretical.get(dtype, 0.0)) for dtype, peak in peak_flops.items()}
     warnings_: tuple[str, ...] = ()
     if load.disturbed:
         warnings_ = (f"measured under load: {load.describe()}",)
