@@ -425,3 +425,27 @@ def test_a_cpu_compute_roof_is_at_least_its_fma_peak_at_the_measured_clock(
     theory = roofline.theoretical_peak_flops.get("float32", 0.0)
     assert roofline.peak_flops["float32"] == pytest.approx(max(best, theory))
     assert theory > 0  # x86-64 Linux: the clock is measured where cpufreq is absent
+
+
+def test_a_probe_faster_now_but_under_its_roof_keeps_the_cache(
+    cached: tuple[DeviceRoofline, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At 2 threads this VM's GEMMs read 79 or 124 GFLOP/s by the minute; with the FMA peak as the
+    compute roof (199 GFLOP/s) a fast reading threatens no roof: no 8 s re-measure per session."""
+    cached_roofline, _ = cached
+    gemm = next(p for p in cached_roofline.probes if p.kind == "compute" and p.dtype == "float32")
+    roofline = dataclasses.replace(cached_roofline, peak_flops={"float32": 2 * gemm.value})
+    load = MachineLoad(0.3, 0.01, 0.0, 1.0, 2).to_dict()
+    for ratio, kept in ((1.6, True), (2.5, False)):  # 1.6 x the probe is under the roof; 2.5 x beats it
+        monkeypatch.setattr(
+            calibration,
+            "spot_check",
+            lambda backend, roof, r=ratio: {
+                "ratios": {gemm.name: r},
+                "seconds": 0.3,
+                "load": load,
+                "off": True,
+            },
+        )
+        lines: list[str] = []
+        assert calibration._spot_check_passes(None, roofline, lines.append) is kept  # type: ignore[arg-type]
