@@ -122,7 +122,6 @@ def profile_run(
 ) -> dict[str, Any] | str:
     """``roofline profile --format json`` of one model: the parsed JSON, or the error's last line."""
     command = [*CLI, "profile", str(path), "--format", "json", "--quiet", "--backend", backend]
-    command += ["--batch", "1"]
     command += [arg for k, v in dims.items() for arg in ("--dim", f"{k}={v}")]
     command += ["--sessions", str(args.sessions), "--rounds", str(args.rounds)]
     command += ["--iterations", str(args.iterations)]
