@@ -148,8 +148,11 @@ def calibrate(
     if not force:
         cached, problem = _read_cache(path, fingerprint)
         if cached is not None:
-            if not spot_check or _spot_check_passes(backend, cached, progress):
-                return cached
+            checked = _spot_checked(backend, cached, progress) if spot_check else cached
+            if checked is not None:
+                if checked is not cached:  # a faster DRAM reading raised the roof: keep it
+                    _write_cache(path, fingerprint, checked, progress)
+                return checked
             force = True  # measure again and replace the file
         elif problem:
             _say(f"calibration cache {path} is corrupt ({problem}); re-measuring and replacing it", progress)
@@ -166,19 +169,7 @@ def calibrate(
                 if cached is not None:
                     return cached
             roofline = _measure(backend, fingerprint, wanted, quick, progress)
-            try:
-                atomic_write_json(
-                    path,
-                    {"kind": CALIBRATION_KIND, "fingerprint": fingerprint, "roofline": roofline.to_dict()},
-                    indent=1,
-                )
-            except OSError as exc:
-                _say_once(
-                    f"write:{path.parent}",
-                    f"cannot write calibration cache in {path.parent} "
-                    f"({exc.strerror or exc}); calibrated in memory only",
-                    progress,
-                )
+            _write_cache(path, fingerprint, roofline, progress)
             return roofline
     except filelock.Timeout:
         _say(
@@ -227,8 +218,35 @@ def _off(ratio: float) -> bool:
     return ratio > 0 and abs(math.log(ratio)) > math.log(1 + SPOT_TOLERANCE)
 
 
+def _write_cache(
+    path: Path, fingerprint: dict[str, Any], roofline: DeviceRoofline, progress: Progress | None
+) -> None:
+    """Write ``roofline`` as the calibration cache ``path`` (atomically); a failure is one note."""
+    try:
+        atomic_write_json(
+            path,
+            {"kind": CALIBRATION_KIND, "fingerprint": fingerprint, "roofline": roofline.to_dict()},
+            indent=1,
+        )
+    except OSError as exc:
+        _say_once(
+            f"write:{path.parent}",
+            f"cannot write calibration cache in {path.parent} ({exc.strerror or exc}); "
+            "calibrated in memory only",
+            progress,
+        )
+
+
 def _spot_check_passes(backend: Backend, roofline: DeviceRoofline, progress: Progress | None) -> bool:
-    """Whether the cached ``roofline`` stands after a spot check (see :func:`spot_check`).
+    """Whether the cached ``roofline`` stands (maybe with a raised DRAM roof) after a spot check."""
+    return _spot_checked(backend, roofline, progress) is not None
+
+
+def _spot_checked(
+    backend: Backend, roofline: DeviceRoofline, progress: Progress | None
+) -> DeviceRoofline | None:
+    """The cached ``roofline`` after a spot check (see :func:`spot_check`): kept, or with its DRAM
+    roof raised to a faster reading; None to re-measure.
 
     Figures now above the cache mean the cache was measured slow (busy, or stale) and would make
     layers read above their roofs: re-measure.  Figures now below it mean a slower moment (a busy
@@ -242,13 +260,13 @@ def _spot_check_passes(backend: Backend, roofline: DeviceRoofline, progress: Pro
         result = spot_check(backend, roofline)
     except Exception as exc:  # a spot check must never break a cached roofline
         _say(f"calibration spot check could not run ({type(exc).__name__}: {exc}); using the cache", progress)
-        return True
+        return roofline
     ratios = result["ratios"]
     shown = ", ".join(f"{name} {ratio:.2f}x" for name, ratio in ratios.items()) or "no probe to compare"
     figures = f"{shown} of the cached figures ({result['seconds']:.2f} s)"
     if not result["off"]:
         _notify(f"calibrate [spot check] {figures}: cache kept", progress)
-        return True
+        return roofline
     load = MachineLoad.from_dict(result["load"])
     if all(r < 1 for r in ratios.values() if _off(r)):
         # Slower now than the cache: a busy moment, or a memory system shared with other machines
@@ -264,7 +282,7 @@ def _spot_check_passes(backend: Backend, roofline: DeviceRoofline, progress: Pro
             "(`roofline calibrate --force` re-measures it if that lasts)",
             progress,
         )
-        return True
+        return roofline
     if roofline is not None and not _beats_a_roof(roofline, ratios):
         # a probe faster now, yet under the roof it informs (a CPU's compute roof is the FMA peak
         # when higher): the cached roofs still hold, and this VM's two speed states would otherwise
@@ -273,12 +291,20 @@ def _spot_check_passes(backend: Backend, roofline: DeviceRoofline, progress: Pro
             f"calibrate [spot check] {figures}: faster now, still under the cached roofs; cache kept",
             progress,
         )
-        return True
+        return roofline
+    raised = _with_faster_dram(roofline, ratios) if roofline is not None else None
+    if raised is not None:  # this VM's DRAM reads ±30 % by the minute: the fastest reading is the roof
+        _notify(
+            f"calibrate [spot check] {figures}: DRAM reads faster now; its roof raised to "
+            f"{raised.peak_bandwidth / 1e9:.3g} GB/s, the rest of the cache kept",
+            progress,
+        )
+        return raised
     _say(
         f"calibration spot check: {figures}, off by more than {SPOT_TOLERANCE:.0%}; re-measuring",
         progress,
     )
-    return False
+    return None
 
 
 def _beats_a_roof(roofline: DeviceRoofline, ratios: dict[str, float]) -> bool:
@@ -646,3 +672,31 @@ def _say_once(key: str, message: str, progress: Progress | None) -> None:
     if key not in _said:
         _said.add(key)
         _say(message, progress)
+
+
+def _with_faster_dram(roofline: DeviceRoofline, ratios: dict[str, float]) -> DeviceRoofline | None:
+    """``roofline`` with its DRAM roof raised to the spot check's faster stream reading, when that
+    stream is the only roof a reading beats; None otherwise (a compute roof beaten: re-measure)."""
+    import dataclasses
+
+    cached = {p.name: p for p in roofline.probes}
+    faster: dict[str, float] = {}
+    for name, ratio in ratios.items():
+        probe = cached.get(name)
+        if probe is None:
+            return None
+        if _beats_a_roof(roofline, {name: ratio}):
+            if probe.kind != "memory":
+                return None
+            faster[name] = probe.value * ratio
+    if not faster:
+        return None
+    probes = tuple(
+        dataclasses.replace(p, value=faster[p.name], seconds=p.seconds * p.value / faster[p.name])
+        if p.name in faster
+        else p
+        for p in roofline.probes
+    )
+    return dataclasses.replace(
+        roofline, peak_bandwidth=max(roofline.peak_bandwidth, *faster.values()), probes=probes
+    )
