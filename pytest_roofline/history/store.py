@@ -209,13 +209,15 @@ class PostgresStore:
         psycopg = _psycopg()
         try:
             self._conn: Any = psycopg.connect(url, connect_timeout=30)
-        except psycopg.Error as exc:
+        except Exception as exc:  # noqa: BLE001 - psycopg.Error, by module (see _is_psycopg)
+            if not _is_psycopg(exc):
+                raise
             raise RooflineError(f"history {self.location}: cannot connect ({_first(exc)})") from None
         self.migrate()
 
     def migrate(self) -> int:
         """Bring the schema to :data:`SCHEMA_VERSION` (one writer at a time); returns the version."""
-        psycopg = _psycopg()
+        _psycopg()
         try:
             with self._conn.transaction():
                 self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
@@ -235,7 +237,9 @@ class PostgresStore:
                     self._conn.execute(
                         "INSERT INTO roofline_schema_version (version) VALUES (%s)", (version,)
                     )
-        except psycopg.Error as exc:
+        except Exception as exc:  # noqa: BLE001 - psycopg.Error, by module (see _is_psycopg)
+            if not _is_psycopg(exc):
+                raise
             raise RooflineError(
                 f"history {self.location}: cannot migrate the schema ({_first(exc)})"
             ) from None
@@ -243,7 +247,7 @@ class PostgresStore:
 
     def append(self, points: Sequence[HistoryPoint]) -> int:
         """Insert in one transaction; an id already stored is skipped (ON CONFLICT DO NOTHING)."""
-        psycopg = _psycopg()
+        _psycopg()
         from psycopg.types.json import Jsonb
 
         added = 0
@@ -267,13 +271,15 @@ class PostgresStore:
                         ),
                     )
                     added += max(cursor.rowcount, 0)
-        except psycopg.Error as exc:
+        except Exception as exc:  # noqa: BLE001 - psycopg.Error, by module (see _is_psycopg)
+            if not _is_psycopg(exc):
+                raise
             raise RooflineError(f"history {self.location}: cannot write ({_first(exc)})") from None
         return added
 
     def points(self, test: str | None = None, device_class: str | None = None) -> list[HistoryPoint]:
         """Every stored point (filtered in SQL), in time order."""
-        psycopg = _psycopg()
+        _psycopg()
         clauses, params = [], []
         if test is not None:
             clauses.append("test = %s")
@@ -288,7 +294,9 @@ class PostgresStore:
                 params,
             ).fetchall()
             self._conn.commit()
-        except psycopg.Error as exc:
+        except Exception as exc:  # noqa: BLE001 - psycopg.Error, by module (see _is_psycopg)
+            if not _is_psycopg(exc):
+                raise
             raise RooflineError(f"history {self.location}: cannot read ({_first(exc)})") from None
         return sorted(_parse(row[0] for row in rows), key=lambda p: p.order)
 
@@ -309,3 +317,9 @@ def _parse(items: Iterable[Any]) -> Iterable[HistoryPoint]:
 def _first(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _is_psycopg(exc: BaseException) -> bool:
+    """Whether ``exc`` is psycopg's: matched by module, not by class, because a psycopg imported
+    again (a test that hid it from ``sys.modules``) raises classes of its first import."""
+    return type(exc).__module__.split(".")[0] in ("psycopg", "psycopg_binary", "psycopg_c")
