@@ -47,7 +47,16 @@ DEFAULT_DRIFT = {"stored": 0.015, "paired": 0.003}
 #: ``ratio + 1.645 σ`` where the CI's half-width is ``1.96 σ``.
 ONE_SIDED = 1.645 / 1.96
 
-STATUSES = ("pass", "regression", "inconclusive", "new", "improved", "not-compared", "incomparable")
+STATUSES = (
+    "pass",
+    "regression",
+    "inconclusive",
+    "new",
+    "improved",
+    "not-compared",
+    "incomparable",
+    "unchanged",
+)
 
 
 @dataclass(frozen=True)
