@@ -271,19 +271,8 @@ def find_changes(
     bounds = [0, *[f[0] for f in found], len(points)]
     for k, (index, before, after, change, low, high) in enumerate(found):
         start, stop = max(bounds[k], index - WINDOW), min(bounds[k + 2], index + WINDOW)
-        changes.append(
-            ChangePoint(
-                index=index,
-                commit=points[index].commit,
-                previous_commit=points[index - 1].commit,
-                before=before,
-                after=after,
-                change=change,
-                ci=(low, high),
-                runs_after=len(points) - index,
-                layers=_layer_moves(points, index, start, stop) if layers else (),
-            )
-        )
+        moved = _layer_moves(points, index, start, stop) if layers else ()
+        changes.append(_change_point(points, (index, before, after, change, low, high), moved))
     layer_changes: dict[str, tuple[ChangePoint, ...]] = {}
     if layer_series:
         names = sorted({n for p in points for n in p.layers})
@@ -294,19 +283,7 @@ def find_changes(
                 series, [p.model_hash for p in present], min_size=min_size, min_change=LAYER_MOVE
             )
             if steps:
-                layer_changes[name] = tuple(
-                    ChangePoint(
-                        index=i,
-                        commit=present[i].commit,
-                        previous_commit=present[i - 1].commit,
-                        before=b,
-                        after=a,
-                        change=c,
-                        ci=(lo, hi),
-                        runs_after=len(present) - i,
-                    )
-                    for i, b, a, c, lo, hi in steps
-                )
+                layer_changes[name] = tuple(_change_point(present, step) for step in steps)
     series_name = points[0].series if points else ""
     return SeriesChanges(series_name, points, tuple(changes), tuple(machine), layer_changes)
 
@@ -314,3 +291,23 @@ def find_changes(
 def with_explanation(change: ChangePoint, explanation: str) -> ChangePoint:
     """``change`` with its graph-diff explanation."""
     return replace(change, explanation=explanation)
+
+
+def _change_point(
+    points: Sequence[HistoryPoint],
+    step: tuple[int, float, float, float, float, float],
+    layers: tuple[LayerMove, ...] = (),
+) -> ChangePoint:
+    """The :class:`ChangePoint` of one step :func:`detect` found in ``points``."""
+    index, before, after, change, low, high = step
+    return ChangePoint(
+        index=index,
+        commit=points[index].commit,
+        previous_commit=points[index - 1].commit,
+        before=before,
+        after=after,
+        change=change,
+        ci=(low, high),
+        runs_after=len(points) - index,
+        layers=layers,
+    )
