@@ -13,7 +13,6 @@ Commit names reach git only as arguments (``--end-of-options``), never through a
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shlex
 import shutil
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_roofline.errors import RooflineError
+from pytest_roofline.gate.model_store import content_hash
 
 __all__ = ["BisectResult", "CommitVerdict", "bisect"]
 
@@ -180,10 +180,6 @@ class _Worktrees:
         subprocess.run(["git", "worktree", "prune"], cwd=self.root, capture_output=True, check=False)
 
 
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def bisect(
     good: str,
     bad: str,
@@ -224,7 +220,7 @@ def bisect(
             raise RooflineError(
                 f"{model} does not exist at GOOD {good_sha[:12]} (pass --build CMD to make it)"
             )
-        good_hash = _digest(good_model)
+        good_hash = content_hash(good_model)
         if batch is None:  # 1 for a symbolic batch dim, the model's own when it is static
             from pytest_roofline.model import default_batch, load_model
 
@@ -234,7 +230,7 @@ def bisect(
             path = trees.checkout(sha) / model
             if not path.is_file():
                 raise RooflineError(f"{model} does not exist at {sha[:12]}")
-            if _digest(path) == good_hash:
+            if content_hash(path) == good_hash:
                 verdict = CommitVerdict(sha, "same", 1.0, (1.0, 1.0), 0)
             else:
                 count, deadline = sessions, time.monotonic() + budget
@@ -255,11 +251,9 @@ def bisect(
             verdicts.append(verdict)
             return verdict
 
-        last = judge(bad_sha)
-        if not last.slower:
-            explanation = f"BAD {bad_sha[:12]} is not slower than GOOD by more than {threshold * 100:g} %"
+        def result(culprit: str | None, explanation: str, before: str | None = None) -> BisectResult:
             return _result(
-                None,
+                culprit,
                 verdicts,
                 explanation,
                 good_sha,
@@ -270,6 +264,13 @@ def bisect(
                 build,
                 started,
                 len(commits),
+                before,
+            )
+
+        last = judge(bad_sha)
+        if not last.slower:
+            return result(
+                None, f"BAD {bad_sha[:12]} is not slower than GOOD by more than {threshold * 100:g} %"
             )
         low, high = -1, len(commits) - 1  # commits[high] is slower; everything <= low is not
         while high - low > 1:
@@ -283,20 +284,7 @@ def bisect(
         explanation = _explain(trees.checkout(before) / model, trees.checkout(culprit) / model, batch)
         ratio = next(v.ratio for v in verdicts if v.commit == culprit)
         text = f"{culprit[:12]} is {(ratio - 1) * 100:+.1f} % against GOOD; {explanation}"
-        return _result(
-            culprit,
-            verdicts,
-            text,
-            good_sha,
-            bad_sha,
-            test,
-            model,
-            threshold,
-            build,
-            started,
-            len(commits),
-            before,
-        )
+        return result(culprit, text, before)
     finally:
         trees.close()
 
