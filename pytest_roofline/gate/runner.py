@@ -183,7 +183,9 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
         iterations=PROFILE_ITERATIONS,
         roofline=roofline(),
         trips=request.trips,
-        sample_latency=short_sample if way.kind == "unchanged" else None,  # one model load less
+        # the short sample an unchanged run reports, or a stored run records for later drifts:
+        # taken in the plain session the layer profile opens anyway (one model load less)
+        sample_latency=short_sample if request.reference is None and way.kind != "paired" else None,
     )
     if way.kind == "unchanged":
         return _unchanged(request, prepared, layer_run, way)
@@ -283,7 +285,7 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
             new_verdict(run.figures, tolerance=tolerance, message=request.new_at_ref), mode="paired"
         )
     elif request.reference is None and run.figures and not run.load.disturbed:
-        alone = short_latency(prepared).p25  # what a later unchanged run measures, for its drift
+        alone = (layer_run.latency or short_latency(prepared)).p25  # what a later unchanged run measures
         entry = _entry(request, profile, run, blocks, current, summary, configured_run, way.identity, alone)
     elif request.reference is None and run.figures:  # a busy moment's figure would mislead every later run
         refused = f"not recorded as a baseline: the machine was busy while measuring ({run.load.describe()})"
