@@ -60,7 +60,7 @@ def _project(tmp_path: Path, size: int = 64) -> dict[str, str]:
 
 
 def test_a_killed_pytest_takes_its_helper_processes_with_it(tmp_path: Path) -> None:
-    env = _project(tmp_path, size=768)  # about 0.4 s a run: still measuring when killed
+    env = _project(tmp_path, size=1024)  # about 1 s a run: still measuring when killed
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--roofline-budget=120"]
     run = subprocess.Popen(
         command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -73,7 +73,7 @@ def test_a_killed_pytest_takes_its_helper_processes_with_it(tmp_path: Path) -> N
             time.sleep(0.2)
             helpers = seen = _children(run.pid)
         assert helpers, "pytest never started a helper process"
-        time.sleep(2)  # mid-measure: the helper is sampling
+        time.sleep(0.5)  # mid-measure: the helper is sampling (a new baseline's batch can end in 2 s)
         helpers = seen = _children(run.pid)
         assert run.poll() is None, "pytest finished before it could be killed mid-measure"
         run.send_signal(signal.SIGKILL)
