@@ -220,7 +220,8 @@ def _layer_causes(profile: ModelProfile, layer: Layer) -> list[str]:
         reached = layer.bytes / layer.time / 1e9 if layer.time > 0 else 0.0
         at_roof = (
             f"the memory roof: {nodes} moved {reached:.1f} GB/s against {bandwidth / 1e9:.1f} GB/s ({level}, "
-            f"set by {_probe(roof, 'memory', bandwidth)}); a working set held in a faster cache beats it"
+            f"set by {_probe(roof, 'memory', bandwidth)}); a working set held in a faster cache beats it, "
+            "or the roofs were measured on a slower machine: `roofline calibrate --force`"
         )
         return [rule, at_roof]
     reached = layer.flops / layer.time / 1e9 if layer.time > 0 else 0.0
