@@ -202,3 +202,30 @@ def test_docs_state_the_rule_once():
     rule = plugin.split("### Decision", 1)[1]
     assert "the ratio is above `1 + tol` and the CI above 1, with the noise within the tolerance" in rule
     assert "or the whole CI above `1 + tol`, however noisy" in rule
+
+
+def test_a_noisy_ratio_has_a_positive_interval():
+    """Heavy noise once printed "ratio ... (95% CI -0.178-1.402)": the CI is formed in log space."""
+    rng = np.random.default_rng(7)
+    noisy = list(np.exp(rng.normal(0.0, 0.9, size=6)))  # sessions spread over a factor of ~10
+    for verdict in (
+        compare(noisy, None, tolerance=0.05, mode="paired", extra_noise=0.8),
+        compare(noisy, [0.4, 1.0, 2.5, 0.7], tolerance=0.05, extra_noise=0.8),
+        compare([0.61, 0.62], [1.0, 1.01], tolerance=0.05, drift=0.6),
+    ):
+        assert verdict.ci is not None and verdict.ratio is not None
+        low, high = verdict.ci
+        assert 0.0 < low <= verdict.ratio <= high
+        assert verdict.status == "inconclusive"
+        assert "-" not in f"{low:.3f}"
+
+
+def test_configured_threads_note_never_prints_a_negative_bound():
+    from pytest_roofline.gate.runner import with_configured
+
+    one_thread = compare(_sessions(1.0, 0.3, seed=1), _sessions(1.0, 0.3), tolerance=0.05)
+    configured = compare([0.7, 1.4, 0.2, 2.5], None, tolerance=0.05, mode="paired", extra_noise=0.9)
+    verdict = with_configured(one_thread, configured)
+    note = next(r for r in verdict.reasons if "at the configured threads ratio" in r)
+    low = float(note.split("95% CI ")[1].split("-")[0])
+    assert low > 0.0 and "CI -" not in note

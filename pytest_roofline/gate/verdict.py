@@ -9,9 +9,9 @@ Two modes share one decision rule:
   models measured interleaved in the same sessions; it is compared with 1.
 
 The confidence interval of the ratio is a deterministic percentile bootstrap over sessions,
-widened by a between-process ``drift`` floor (sessions inside one process share drift that only
-a new process reveals; see docs/plugin.md, "The gate").  The verdict is :func:`judge_ratio`'s, the
-one place the rule is written.
+widened in log space (so it stays positive) by a between-process ``drift`` floor (sessions inside
+one process share drift that only a new process reveals; see docs/plugin.md, "The gate").  The
+verdict is :func:`judge_ratio`'s, the one place the rule is written.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ __all__ = [
     "judge_ratio",
     "needs_more",
     "new_verdict",
+    "one_sided_bound",
     "session_ratios",
     "verdict_table",
 ]
@@ -44,7 +45,7 @@ __all__ = [
 DEFAULT_DRIFT = {"stored": 0.015, "paired": 0.003}
 
 #: A pass must rule out a slowdown beyond the tolerance at 95 % one-sided: the upper bound is
-#: ``ratio + 1.645 σ`` where the CI's half-width is ``1.96 σ``.
+#: ``ratio · exp(1.645 σ)`` where the CI's half-width is ``1.96 σ`` in log space.
 ONE_SIDED = 1.645 / 1.96
 
 STATUSES = (
@@ -251,9 +252,11 @@ def compare(
     low, high = bootstrap_ratio_ci(current, base)
     drift = DEFAULT_DRIFT[mode] if drift is None else drift
     spread = math.hypot(drift, extra_noise)
-    half = math.hypot((high - low) / 2.0, 1.96 * spread * ratio)
-    low, high = min(low, ratio - half), max(high, ratio + half)
-    noise = half / ratio
+    # widened in log space: a ratio's interval stays positive however noisy (a linear
+    # ``ratio - half`` printed "95% CI -0.178-1.402" under heavy noise)
+    half = math.hypot(math.log(high / low) / 2.0, 1.96 * spread)
+    low, high = min(low, ratio * math.exp(-half)), max(high, ratio * math.exp(half))
+    noise = half
     limit = 1.0 + tolerance
     what = "time" if mode == "stored" else "time vs reference"
     status = judge_ratio(ratio, (low, high), noise, tolerance)
@@ -270,7 +273,7 @@ def compare(
     else:
         why = (
             f"ratio {ratio:.3f}, but a slowdown beyond the {_pct(tolerance)} tolerance is not ruled out "
-            f"(95% bound {ratio + half * ONE_SIDED:.3f}, noise ±{_pct(noise)})"
+            f"(95% bound {one_sided_bound(ratio, noise):.3f}, noise ±{_pct(noise)})"
         )
     if disturbance and status in ("regression", "improved"):
         status, why = "inconclusive", f"{why}, but {disturbance}"
@@ -295,14 +298,14 @@ def judge_ratio(ratio: float, ci: tuple[float, float], noise: float, tolerance: 
     """The gate's decision rule: the one place it is written (docs/plugin.md, "Decision").
 
     ``ratio`` is new / old, ``ci`` its widened 95 % interval, ``noise`` the interval's half-width
-    relative to the ratio, ``tolerance`` the allowed slowdown (0.05).  Stored mode, paired mode,
-    layer metrics and ``roofline baseline diff``'s re-judgement all decide here:
+    in log space (relative to the ratio), ``tolerance`` the allowed slowdown (0.05).  Stored mode,
+    paired mode, layer metrics and ``roofline baseline diff``'s re-judgement all decide here:
 
     * ``regression``: the ratio is above ``1 + tol`` and the CI above 1, with the noise within the
       tolerance; or the whole CI above ``1 + tol``, however noisy;
     * ``inconclusive``: otherwise, when the noise is above the tolerance;
     * ``improved``: the ratio below ``1 - tol`` and the CI below 1;
-    * ``pass``: the one-sided 95 % bound ``ratio + 1.645 σ`` is within ``1 + tol``;
+    * ``pass``: the one-sided 95 % bound ``ratio · exp(1.645 σ)`` is within ``1 + tol``;
     * ``inconclusive``: anything else (a slowdown beyond the tolerance neither shown nor ruled out).
     """
     low, high = ci
@@ -313,9 +316,14 @@ def judge_ratio(ratio: float, ci: tuple[float, float], noise: float, tolerance: 
         return "inconclusive"
     if ratio < 1.0 - tolerance and high < 1.0:
         return "improved"
-    if ratio + noise * ratio * ONE_SIDED > limit:
+    if one_sided_bound(ratio, noise) > limit:
         return "inconclusive"
     return "pass"
+
+
+def one_sided_bound(ratio: float, noise: float) -> float:
+    """The one-sided 95 % upper bound of ``ratio`` whose relative (log) 95 % half-width is ``noise``."""
+    return ratio * math.exp(noise * ONE_SIDED)
 
 
 def new_verdict(
