@@ -56,7 +56,11 @@ def fake_sampler(subject: float, spread: float):
 def test_inconclusive_samples_more_batches_then_stops():
     sampler, calls = fake_sampler(1.0, 0.3)
     run = run_gate(
-        [None, None], paired_decider(0.02), GateDesign(sessions=5, max_batches=3, budget=60), sampler=sampler
+        [None, None],
+        paired_decider(0.02),
+        GateDesign(sessions=5, max_batches=3, budget=60),
+        sampler=sampler,
+        watch_load=False,  # the machine's real load must not drop a fake batch
     )
     assert run.verdict.status == "inconclusive"
     assert len(calls) == 3 and len(run.figures) == 15
@@ -64,7 +68,7 @@ def test_inconclusive_samples_more_batches_then_stops():
 
 def test_clear_answer_stops_after_one_batch():
     sampler, calls = fake_sampler(1.10, 0.001)
-    run = run_gate([None, None], paired_decider(0.02), GateDesign(), sampler=sampler)
+    run = run_gate([None, None], paired_decider(0.02), GateDesign(), sampler=sampler, watch_load=False)
     assert run.verdict.status == "regression" and len(calls) == 1
     assert run.verdict.raw == {"baseline": 1.0, "current": pytest.approx(1.10, rel=0.01)}
 
@@ -215,3 +219,78 @@ def test_a_layer_verdict_follows_the_gate_rules_for_drift_and_load():
     busy = MachineLoad(1.0, 0.6, 0.0, 1.5, 2)
     (disturbed,) = layer_verdicts(metric, profile, entry, control, 0.08, load=busy)
     assert disturbed.status == "inconclusive" and "busy" in disturbed.message
+
+
+def two_state_sampler(slowdown: float, seed: int = 0):
+    """A sample_interleaved stand-in for a machine with two speed states (x1 and x1.5, as this
+    VM's GEMMs read 79 or 124 GFLOP/s by the minute): each round runs both models in one state,
+    except that a fifth of the rounds switch state between the two runs.  subject = slowdown x
+    control, each within 0.5 % of its state's speed."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+
+    def sample(openers, *, sessions, rounds, iterations, warmup):
+        subject, control = [], []
+        for _ in range(sessions):
+            state = np.where(rng.random(rounds) < 0.5, 1.0, 1.5)
+            switched = rng.random(rounds) < 0.2
+            other = np.where(switched, 2.5 - state, state)
+            control.append(list(other * (1 + 0.005 * rng.standard_normal(rounds))))
+            subject.append(list(slowdown * state * (1 + 0.005 * rng.standard_normal(rounds))))
+        return [subject, control]
+
+    return sample
+
+
+def test_round_ratios_are_the_median_of_each_rounds_ratio():
+    from pytest_roofline.gate.verdict import round_ratios
+
+    subject = [[1.1, 2.2, 9.0, 5.5], [3.3, 0.0]]
+    control = [[1.0, 2.0, 1.0, 5.0], [3.0, 2.0, 7.0]]
+    # session 1: ratios 1.1, 1.1, 9.0, 1.1; session 2: the round with a zero and the unpaired one drop
+    assert round_ratios(subject, control) == pytest.approx([1.1, 1.1])
+    assert round_ratios([[1.0], []], [[2.0], [1.0]]) == [0.5]
+
+
+def test_paired_round_ratios_decide_where_the_machine_drifts_between_rounds():
+    """A 8 % slower model on a machine with two speed states: per-round ratios cancel the states
+    (regression); per-session p25 ratios, which land in one state or the other by chance, stay
+    undecided on the same kind of samples."""
+    from pytest_roofline.gate.verdict import round_ratios
+
+    design, decide = GateDesign(budget=60, max_batches=1), paired_decider(0.05)
+    for seed in range(5):
+        rounds = run_gate(
+            [None, None],
+            decide,
+            design,
+            sampler=two_state_sampler(1.08, seed),
+            watch_load=False,
+            figures=round_ratios,
+        )
+        assert rounds.verdict.status == "regression"
+        assert rounds.verdict.ratio == pytest.approx(1.08, abs=0.01)
+    for seed in (0, 1, 3, 4):  # seed 2's p25s happened to land in matching states
+        p25 = run_gate([None, None], decide, design, sampler=two_state_sampler(1.08, seed), watch_load=False)
+        assert p25.verdict.status == "inconclusive"
+
+
+def test_paired_budget_grows_with_the_models_run_time_up_to_the_cap():
+    from pytest_roofline.gate.sampling import PAIRED_BUDGET_CAP, fit_to_budget, paired_budget
+
+    design = GateDesign()
+    assert paired_budget(10.0, 0.005, 0.05, design) == 10.0  # a fast model: the budget suffices
+    assert paired_budget(10.0, None, 0.05, design) == 10.0
+    whisper, bert = paired_budget(10.0, 0.06, 0.05, design), paired_budget(10.0, 0.2, 0.05, design)
+    assert 10.0 < whisper < bert <= PAIRED_BUDGET_CAP
+    assert paired_budget(10.0, 0.3, 0.05, design) == PAIRED_BUDGET_CAP
+    assert paired_budget(10.0, 0.06, 0.03, design) > whisper  # a tighter tolerance wants more rounds
+    assert paired_budget(120.0, 0.3, 0.05, design) == 120.0  # never below the user's budget
+    # a 150 ms model's first paired batch is the whole design, not cut to a few rounds as at 10 s
+    fitted, note = fit_to_budget(
+        GateDesign(budget=paired_budget(10.0, 0.15, 0.05, design), run_estimate=0.15)
+    )
+    assert note is None and (fitted.sessions, fitted.rounds) == (4, 10)
+    fitted, note = fit_to_budget(GateDesign(budget=10.0, run_estimate=0.15))
+    assert note is not None and fitted.rounds < 10

@@ -158,12 +158,13 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
     from pytest_roofline.gate.order import route, short_latency, short_sample
     from pytest_roofline.gate.sampling import (
         GateDesign,
+        paired_budget,
         paired_decider,
         profiled_run_seconds,
         run_gate,
         stored_decider,
     )
-    from pytest_roofline.gate.verdict import new_verdict
+    from pytest_roofline.gate.verdict import new_verdict, round_ratios
     from pytest_roofline.measure import SessionOpener
     from pytest_roofline.profile import build_layers
     from pytest_roofline.stats import LatencyStats
@@ -204,12 +205,14 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
     configured_run = None
     if request.reference is not None:
         control = SessionOpener(engine, request.reference, prepared.arrays)
+        budget = paired_budget(request.budget, design.run_estimate, tolerance, design)
         run = run_gate(
             [subject, control],
             paired_decider(tolerance),
-            design,
+            dataclasses.replace(design, budget=budget),
             sampler=sampler,
             watch_load=engine.wall_clock,
+            figures=round_ratios,  # each round's old-beside-new ratio: the machine's drift cancels
         )
     else:
         figure_subject = SessionOpener(figure_engine, prepared.spec, prepared.arrays)

@@ -21,6 +21,9 @@ import numpy as np
 from pytest_roofline.device.load import MachineLoad, between, snapshot
 from pytest_roofline.gate.verdict import Verdict, compare, needs_more, session_ratios
 
+#: figures(subject samples, control samples) -> one figure per session
+Figures = Callable[[Sequence[Sequence[float]], Sequence[Sequence[float]]], list[float]]
+
 if TYPE_CHECKING:
     from pytest_roofline.backends.base import BackendSession, KernelProfile
 
@@ -32,6 +35,7 @@ __all__ = [
     "control_drift_noise",
     "disturbance",
     "fit_to_budget",
+    "paired_budget",
     "profiled_run_seconds",
     "paired_decider",
     "run_gate",
@@ -75,6 +79,33 @@ def profiled_run_seconds(kernels: KernelProfile) -> float | None:
     """One run's time from a profiled run: its kernels' median times summed (None without any)."""
     times = [float(np.median(k.times)) for k in kernels.kernels if k.times]
     return sum(times) if times and kernels.timing == "device" else None
+
+
+#: Paired rounds (old model beside new) a paired verdict wants at a 5 % tolerance: a full batch of
+#: the default design (4 sessions x 10 rounds).  The per-round ratio's noise shrinks as 1/sqrt(rounds),
+#: so a tolerance t wants ``PAIRED_ROUNDS * (0.05 / t)**2`` rounds.
+PAIRED_ROUNDS = 40
+#: The most seconds the paired sampling of a slow model may take (the budget is never lowered).
+PAIRED_BUDGET_CAP = 60.0
+#: Batches a paired budget leaves room for: a second one when the first left the verdict open.
+PAIRED_BATCHES = 2
+
+
+def paired_budget(budget: float, run_estimate: float | None, tolerance: float, design: GateDesign) -> float:
+    """The time budget of a paired run: ``budget``, raised for a slow model to what enough paired
+    rounds for a verdict at ``tolerance`` take, up to :data:`PAIRED_BUDGET_CAP`.
+
+    A fixed budget sampled models over ~30 ms a run too thinly in paired mode: a 300 ms model got
+    4 sessions x 3 rounds in 10 s, and BERT-base (+8.3 %), ViT-B/16 (+8.6 %) and Whisper (+6.7 %)
+    stayed ``inconclusive``.  A round runs both models once (``design.iterations`` each); each
+    session adds its warm-up.  Never below ``budget``, never above the cap (unless ``budget`` is).
+    """
+    if run_estimate is None or not math.isfinite(run_estimate) or run_estimate <= 0:
+        return budget
+    wanted = math.ceil(PAIRED_ROUNDS * (0.05 / max(tolerance, 0.01)) ** 2)
+    per_round = 2 * design.iterations * run_estimate
+    one_batch = (wanted + design.sessions * design.warmup) * per_round
+    return max(budget, min(PAIRED_BUDGET_CAP, PAIRED_BATCHES * one_batch))
 
 
 def fit_to_budget(design: GateDesign) -> tuple[GateDesign, str | None]:
@@ -142,6 +173,7 @@ def run_gate(
     *,
     sampler: Callable[..., list[list[list[float]]]] | None = None,
     watch_load: bool = True,
+    figures: Figures = session_ratios,
 ) -> GateRun:
     """Sample ``openers[0]`` (subject) interleaved with ``openers[1]`` (control) until decided.
 
@@ -152,6 +184,8 @@ def run_gate(
         sampler: :func:`pytest_roofline.measure.sample_interleaved` (injectable for tests).
         watch_load: read the machine's load around each batch (False for backends whose times
             are not wall-clock: the load is then reported as unknown).
+        figures: the per-session figures from the samples: ``p25 / p25`` (stored mode, against
+            a control probe), or the median of per-round ratios (paired mode, ``round_ratios``).
 
     Returns:
         The figures (subject/control per session), the load while sampling and the last verdict.
@@ -179,7 +213,7 @@ def run_gate(
         subject, control, load = _usable(batches)
         if decide is None:
             break
-        verdict = decide(session_ratios(subject, control), _p25(subject), _p25(control), load)
+        verdict = decide(figures(subject, control), _p25(subject), _p25(control), load)
         if cut is not None:
             verdict = replace(verdict, reasons=(*verdict.reasons, cut))
         elapsed = time.perf_counter() - start
@@ -187,7 +221,7 @@ def run_gate(
             break
     subject, control, load = _usable(batches)
     return GateRun(
-        figures=tuple(session_ratios(subject, control)),
+        figures=tuple(figures(subject, control)),
         subject_p25=_p25(subject),
         control_p25=_p25(control),
         seconds=time.perf_counter() - start,
