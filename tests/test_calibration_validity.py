@@ -214,6 +214,63 @@ def test_spot_check_decisions(
     assert (said in notes[0]) if said else notes == []
 
 
+def test_a_spot_check_that_kept_the_file_stands_for_later_processes(
+    cached: tuple[DeviceRoofline, Path], ort: Backend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test re-run alone paid the spot check at every start: one that kept the same file within
+    SPOT_FRESH_SECONDS stands; an older one, a rewritten file or a slower reading does not."""
+    roofline, source = cached
+    path = tmp_path / source.name
+    path.write_bytes(source.read_bytes())
+    readings = [{"gemm": 1.02}]
+    busy = [False]
+    calls: list[int] = []
+    notes: list[str] = []
+
+    def spot(backend: Any, cached_roofline: Any) -> dict[str, Any]:
+        calls.append(1)
+        ratios = readings[0]
+        off = any(abs(math.log(r)) > math.log(1.15) for r in ratios.values())
+        load = MachineLoad(0.3, 0.6 if busy[0] else 0.01, 0.0, 1.0, 2)
+        return {"ratios": ratios, "seconds": 0.3, "load": load.to_dict(), "off": off}
+
+    monkeypatch.setattr(calibration, "spot_check", spot)
+
+    def run() -> DeviceRoofline:
+        return calibrate(
+            ort, cache_dir=tmp_path, quick=True, dtypes=["float32"], spot_check=True, progress=notes.append
+        )
+
+    first = run()
+    assert len(calls) == 1
+    assert run() == first and len(calls) == 1  # fresh: not checked again
+    stamp = path.with_name(f"{path.stem}.spot.json")
+    data = json.loads(stamp.read_text())
+    data["checked"] -= calibration.SPOT_FRESH_SECONDS + 1
+    stamp.write_text(json.dumps(data))
+    run()
+    assert len(calls) == 2  # too old: checked again, and stamped again
+    run()
+    assert len(calls) == 2
+    _write(path, roofline)  # the file replaced (another process calibrated): its stamp no longer holds
+    run()
+    assert len(calls) == 3
+    readings[0] = {"gemm": 0.6}  # kept only because the device reads slower now: not a settled reading
+    stamp.unlink()
+    run()
+    run()
+    assert len(calls) == 5
+    readings[0] = {"gemm": 1.02}
+    busy[0] = True  # agreeing beside busy neighbours (a cache calibrated beside them agrees too)
+    run()
+    run()
+    assert len(calls) == 7
+    busy[0] = False
+    stamp.write_text("{not json")  # a damaged stamp is no stamp
+    run()
+    assert len(calls) == 8 and json.loads(stamp.read_text())["file"]
+
+
 def test_a_failing_spot_check_keeps_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(backend: Any, roofline: Any) -> dict[str, Any]:
         raise RuntimeError("no such kernel")

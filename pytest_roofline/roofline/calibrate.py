@@ -13,7 +13,9 @@ was measured under (:mod:`pytest_roofline.device.load`); measured under load, it
 probes get one more session and the roofline carries a warning.  Cached values are checked on
 read (a zero, negative, NaN or non-numeric roof is a corrupt cache: said, re-measured, replaced).
 ``spot_check=True`` re-runs one or two cheap probes against a cached roofline (about 0.5 s) and
-re-measures it when they are off by more than :data:`SPOT_TOLERANCE`.
+re-measures it when they are off by more than :data:`SPOT_TOLERANCE`; a spot check that kept the
+file stands for :data:`SPOT_FRESH_SECONDS` (a stamp beside it), so a test re-run alone does not pay
+it at every start.
 """
 
 from __future__ import annotations
@@ -60,6 +62,9 @@ CALIBRATION_KIND = "calibration"  # the cache file's `kind` (files written befor
 LOCK_TIMEOUT = 600.0  # seconds to wait for another process's calibration
 SPOT_TOLERANCE = 0.15  # a spot-checked probe further than this from its cached figure: re-measure
 SPOT_SECONDS = 0.04  # timed budget of each spot-check probe (MIN_SAMPLES runs at least)
+#: A spot check that kept a cache file stands this long for later processes (its stamp beside the
+#: file): a test re-run alone paid the spot check (two probe sessions, ~0.3 s) at every start.
+SPOT_FRESH_SECONDS = 600.0
 
 Progress = Callable[[str], None]
 
@@ -136,7 +141,8 @@ def calibrate(
             backend cannot run are skipped.
         quick: the same probes on fewer sizes (for tests and smoke runs); cached separately.
         spot_check: re-run one or two cheap probes against a cached roofline (about 0.5 s) and
-            re-measure when they differ by more than 15 % (see :func:`spot_check`).
+            re-measure when they differ by more than 15 % (see :func:`spot_check`); skipped when
+            one kept the same file within :data:`SPOT_FRESH_SECONDS`.
 
     Raises:
         OptionError: an unknown dtype.
@@ -148,10 +154,14 @@ def calibrate(
     if not force:
         cached, problem = _read_cache(path, fingerprint)
         if cached is not None:
-            checked = _spot_checked(backend, cached, progress) if spot_check else cached
+            if not spot_check or _spot_fresh(path):
+                return cached
+            checked, settled = _spot_verdict(backend, cached, progress)
             if checked is not None:
                 if checked is not cached:  # a faster DRAM reading raised the roof: keep it
                     _write_cache(path, fingerprint, checked, progress)
+                if settled:
+                    _stamp_spot(path)
                 return checked
             force = True  # measure again and replace the file
         elif problem:
@@ -213,6 +223,41 @@ def spot_check(backend: Backend, roofline: DeviceRoofline) -> dict[str, Any]:
     return {"ratios": ratios, "seconds": time.perf_counter() - started, "load": load.to_dict(), "off": off}
 
 
+def _spot_path(path: Path) -> Path:
+    return path.with_name(f"{path.stem}.spot.json")
+
+
+def _file_state(path: Path) -> str | None:
+    """The cache file's content digest (a few KB): another calibration's file has another one."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _stamp_spot(path: Path) -> None:
+    """Note beside the cache file ``path`` that a spot check kept it now (best effort)."""
+    state = _file_state(path)
+    if state is None:
+        return
+    try:
+        atomic_write_json(_spot_path(path), {"checked": time.time(), "file": state})
+    except (OSError, ValueError):
+        pass
+
+
+def _spot_fresh(path: Path) -> bool:
+    """Whether a spot check kept the cache file ``path``, as it is now, within
+    :data:`SPOT_FRESH_SECONDS` (a rewritten or replaced file has another state: checked again)."""
+    try:
+        stamp = json.loads(_spot_path(path).read_text(encoding="utf-8"))
+        age = time.time() - float(stamp["checked"])
+        same = stamp["file"] == _file_state(path)
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return same and 0 <= age < SPOT_FRESH_SECONDS
+
+
 def _off(ratio: float) -> bool:
     """Whether a spot-check reading (now / cached) leaves 1 ± :data:`SPOT_TOLERANCE`."""
     return ratio > 0 and abs(math.log(ratio)) > math.log(1 + SPOT_TOLERANCE)
@@ -246,7 +291,17 @@ def _spot_checked(
     backend: Backend, roofline: DeviceRoofline, progress: Progress | None
 ) -> DeviceRoofline | None:
     """The cached ``roofline`` after a spot check (see :func:`spot_check`): kept, or with its DRAM
-    roof raised to a faster reading; None to re-measure.
+    roof raised to a faster reading; None to re-measure."""
+    return _spot_verdict(backend, roofline, progress)[0]
+
+
+def _spot_verdict(
+    backend: Backend, roofline: DeviceRoofline, progress: Progress | None
+) -> tuple[DeviceRoofline | None, bool]:
+    """:func:`_spot_checked`'s roofline, and whether the reading settled the cache (it agreed, or
+    set a roof, on a quiet machine): False when it was kept only because the device read slower
+    now, the machine was busy (a cache calibrated beside the same neighbours agrees with them), or
+    the check could not run — a later process checks again rather than trust that reading.
 
     Figures now above the cache mean the cache was measured slow (busy, or stale) and would make
     layers read above their roofs: re-measure.  Figures now below it mean a slower moment (a busy
@@ -260,14 +315,15 @@ def _spot_checked(
         result = spot_check(backend, roofline)
     except Exception as exc:  # a spot check must never break a cached roofline
         _say(f"calibration spot check could not run ({type(exc).__name__}: {exc}); using the cache", progress)
-        return roofline
+        return roofline, False
     ratios = result["ratios"]
     shown = ", ".join(f"{name} {ratio:.2f}x" for name, ratio in ratios.items()) or "no probe to compare"
     figures = f"{shown} of the cached figures ({result['seconds']:.2f} s)"
+    load = MachineLoad.from_dict(result["load"])
+    quiet = not load.disturbed  # a reading beside busy neighbours settles nothing for later runs
     if not result["off"]:
         _notify(f"calibrate [spot check] {figures}: cache kept", progress)
-        return roofline
-    load = MachineLoad.from_dict(result["load"])
+        return roofline, quiet
     if all(r < 1 for r in ratios.values() if _off(r)):
         # Slower now than the cache: a busy moment, or a memory system shared with other machines
         # (this VM's DRAM figure moves by ±30 % between minutes).  A cache measured in a faster
@@ -282,7 +338,7 @@ def _spot_checked(
             "(`roofline calibrate --force` re-measures it if that lasts)",
             progress,
         )
-        return roofline
+        return roofline, False
     if roofline is not None and not _beats_a_roof(roofline, ratios):
         # a probe faster now, yet under the roof it informs (a CPU's compute roof is the FMA peak
         # when higher): the cached roofs still hold, and this VM's two speed states would otherwise
@@ -291,7 +347,7 @@ def _spot_checked(
             f"calibrate [spot check] {figures}: faster now, still under the cached roofs; cache kept",
             progress,
         )
-        return roofline
+        return roofline, quiet
     raised = _with_faster_dram(roofline, ratios) if roofline is not None else None
     if raised is not None:  # this VM's DRAM reads ±30 % by the minute: the fastest reading is the roof
         _notify(
@@ -299,12 +355,12 @@ def _spot_checked(
             f"{raised.peak_bandwidth / 1e9:.3g} GB/s, the rest of the cache kept",
             progress,
         )
-        return raised
+        return raised, quiet
     _say(
         f"calibration spot check: {figures}, off by more than {SPOT_TOLERANCE:.0%}; re-measuring",
         progress,
     )
-    return None
+    return None, False
 
 
 def _beats_a_roof(roofline: DeviceRoofline, ratios: dict[str, float]) -> bool:
