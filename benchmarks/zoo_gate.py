@@ -20,6 +20,7 @@ Usage::
     python benchmarks/zoo_gate.py                       # the whole zoo, 2 runs each
     python benchmarks/zoo_gate.py --models bert,resnet50 --runs 3
     python benchmarks/zoo_gate.py --quick               # 3 models, 1 run each: a smoke run
+    python benchmarks/zoo_gate.py --models vit_b16,bert_base,whisper_tiny --runs 1 --changed-runs 3
 """
 
 from __future__ import annotations
@@ -282,8 +283,9 @@ def unchanged_runs(trial: Trial, runs: int) -> None:
             print(f"    {name}: {' '.join(seen)}")
 
 
-def changed_runs(trial: Trial) -> tuple[Run, dict[str, Path]]:
-    """Slower variants (true slowdown measured first) and re-saved copies, one suite run each."""
+def changed_runs(trial: Trial, repeats: int = 1) -> tuple[Run, dict[str, Path]]:
+    """Slower variants (true slowdown measured first; ``repeats`` suite runs) and re-saved copies
+    (one suite run).  Returns the first slower run and the slower variants' paths."""
     assert trial.record is not None
     slower: dict[str, Path] = {}
     resaved: dict[str, Path] = {}
@@ -303,25 +305,31 @@ def changed_runs(trial: Trial) -> tuple[Run, dict[str, Path]]:
         print(f"  {name:<28} {truth[name]:+.2%}  (baseline median {median * 1e3:.2f} ms)", flush=True)
 
     put_models(trial.project, slower)
-    slow = suite_run(trial.project)
+    slow_runs = [suite_run(trial.project) for _ in range(repeats)]
+    slow = slow_runs[0]
     put_models(trial.project, resaved)
     same_graph = suite_run(trial.project)
     put_models(trial.project, trial.originals)
 
     should = sorted(n for n, t in truth.items() if t >= CATCH_FROM)
-    caught = Counter(slow.statuses.get(n, "error") for n in should)
+    caught = Counter(r.statuses.get(n, "error") for r in slow_runs for n in should)
     passed = caught["pass"] + caught["unchanged"]
-    other = len(should) - caught["regression"] - caught["inconclusive"] - passed
-    print(f"\nslower variants with a true slowdown >= {CATCH_FROM:.1%}: {len(should)} of {len(truth)}")
+    other = len(should) * repeats - caught["regression"] - caught["inconclusive"] - passed
+    print(
+        f"\nslower variants with a true slowdown >= {CATCH_FROM:.1%}: {len(should)} of {len(truth)}"
+        f" ({repeats} suite run{'s' if repeats > 1 else ''})"
+    )
     print(
         f"  caught as regression {caught['regression']}, inconclusive {caught['inconclusive']}, "
         f"pass {passed}, other {other}  (target >= 95 % regression, none pass)"
     )
     for name in sorted(truth):
         mark = "" if name in should else "  (below the bar: not counted)"
-        print(f"    {name:<28} {truth[name]:+.2%}  {slow.statuses.get(name, 'error')}{mark}")
+        seen = " ".join(r.statuses.get(name, "error") for r in slow_runs)
+        walls = " ".join(f"{r.seconds.get(name, float('nan')):.1f}" for r in slow_runs)
+        print(f"    {name:<28} {truth[name]:+.2%}  {seen}  ({walls} s){mark}")
     trial.fail_if(
-        bool(should) and (caught["regression"] < 0.95 * len(should) or passed > 0),
+        bool(should) and (caught["regression"] < 0.95 * len(should) * repeats or passed > 0),
         "slower variants: < 95 % caught as regression, or one called pass",
     )
     resaved_counts = Counter(same_graph.statuses.values())
@@ -403,6 +411,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=2, help="unchanged runs, quiet and busy each (2)")
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_MODELS} models, 1 run: a smoke run")
     parser.add_argument("--skip-benchmark", action="store_true", help="leave pytest-benchmark out")
+    parser.add_argument("--changed-runs", type=int, default=1, help="suite runs of the slower variants (1)")
     args = parser.parse_args(argv)
     runs = max(1, 1 if args.quick and args.runs == 2 else args.runs)
     zoo = load_zoo([n for n in args.models.split(",") if n], args.quick)
@@ -412,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"zoo: {len(zoo.dims)} models from {zoo.source}: {', '.join(zoo.dims)}", flush=True)
         trial = set_up(zoo, work)
         unchanged_runs(trial, runs)
-        slow, slower = changed_runs(trial)
+        slow, slower = changed_runs(trial, max(1, args.changed_runs))
         suite_wall = wall_times(trial, slow, slower)
         if not args.skip_benchmark:
             benchmark_comparison(trial, runs, suite_wall)
