@@ -292,5 +292,8 @@ def test_paired_budget_grows_with_the_models_run_time_up_to_the_cap():
         GateDesign(budget=paired_budget(10.0, 0.15, 0.05, design), run_estimate=0.15)
     )
     assert note is None and (fitted.sessions, fitted.rounds) == (4, 10)
+    fitted, note = fit_to_budget(GateDesign(budget=10.0, run_estimate=0.1))
+    # only warm-up runs cut (4 x (10 + 1) rounds fit): the whole sample, so no "fewer samples" note
+    assert note is None and (fitted.sessions, fitted.rounds, fitted.warmup) == (4, 10, 1)
     fitted, note = fit_to_budget(GateDesign(budget=10.0, run_estimate=0.15))
     assert note is not None and fitted.rounds < 10

@@ -137,6 +137,9 @@ def fit_to_budget(design: GateDesign) -> tuple[GateDesign, str | None]:
         rounds -= 1
     if over():
         warmup = 0
+    cut = replace(design, sessions=sessions, rounds=rounds, warmup=warmup)
+    if (sessions, rounds) == (design.sessions, design.rounds):  # only warm-up runs went: no note
+        return cut, None
     from pytest_roofline.fmt import fmt_seconds
 
     note = (
@@ -144,7 +147,7 @@ def fit_to_budget(design: GateDesign) -> tuple[GateDesign, str | None]:
         f"taking about {fmt_seconds(estimate)} a run, fewer samples than the decision needs "
         f"({design.sessions} x {design.rounds}); raise --roofline-budget for a sharper verdict"
     )
-    return replace(design, sessions=sessions, rounds=rounds, warmup=warmup), note
+    return cut, note
 
 
 @dataclass(frozen=True)
