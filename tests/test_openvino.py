@@ -443,3 +443,30 @@ def test_fully_connected_named_after_its_matmul_takes_the_bias_add() -> None:
     kernels = {k.name: k for k in profile.kernels}
     assert kernels["node_MatMul_13"].onnx_nodes == ("node_MatMul_13", "node_linear")
     assert "node_linear" not in profile.folded and "node_unsqueeze" in profile.folded
+
+
+def test_stream_probe_runs_one_kernel_per_add_on_openvino() -> None:
+    """OpenVINO fuses a plain Add chain into one kernel (reading X and Z once), so the bytes
+    counted per Add overstated its cache bandwidth 3x; its calibration plan separates the Adds."""
+    from pytest_roofline.roofline import calibrate as cal
+    from pytest_roofline.roofline import probes as cp
+
+    backend = OpenVinoBackend({"threads": "1"})
+
+    def kernels(separate: bool) -> tuple[int, int, np.ndarray]:
+        _, chain, build = cp._stream(256 * 1024, separate=separate)
+        model, inputs = build()
+        with backend.open(ModelSpec.create(model), inputs) as session:
+            profile = session.profile(1)
+            out = session.outputs()["Y"]
+        return chain, sum(k.kind == "compute" for k in profile.kernels), out
+
+    chain, fused, plain = kernels(separate=False)
+    assert chain > 2 and fused < chain  # the reason for separating
+    chain, separated, result = kernels(separate=True)
+    assert separated == chain
+    assert np.allclose(result, 1.0 + 0.5 * chain) and np.allclose(plain, 1.0 + 0.5 * chain)
+    fingerprint = cal.calibration_fingerprint(backend, quick=True)
+    streams = [s for s in cal._plan(fingerprint, ("float32",), "quick") if s.kind == "memory"]
+    ops = {n.op_type for s in streams for n in s.build()[0].graph.node}
+    assert ops == {"Add", "Reshape"}
