@@ -470,3 +470,20 @@ def test_stream_probe_runs_one_kernel_per_add_on_openvino() -> None:
     streams = [s for s in cal._plan(fingerprint, ("float32",), "quick") if s.kind == "memory"]
     ops = {n.op_type for s in streams for n in s.build()[0].graph.node}
     assert ops == {"Add", "Reshape"}
+
+
+def test_attention_scale_moved_onto_k_leaves_the_qk_matmul_to_the_mha_subgraph() -> None:
+    """OpenVINO moves the 1/sqrt(d) scale onto K as a plugin-made ``Multiply_<n>`` feeding its MHA
+    Subgraph; the Multiply's region reached the QK MatMul, so a 10 us elementwise kernel was priced
+    at the MatMul's FLOPs (166 % of the compute roof on a Llama fp16)."""
+    from pytest_roofline.zoo.precision import llama_fp16
+
+    model = llama_fp16()
+    session, _ = _open(model, threads="1")
+    with session:
+        kernels = session.profile(2).kernels
+    qk = "/layers.0/attn/MatMul"
+    (runner,) = [k for k in kernels if qk in k.onnx_nodes]
+    assert runner.op_type == "Subgraph" and "/layers.0/attn/Softmax" in runner.onnx_nodes
+    helpers = [k for k in kernels if k.name.startswith("Multiply_")]
+    assert helpers and all(qk not in k.onnx_nodes for k in helpers)

@@ -96,7 +96,9 @@ def attribute_runtime_model(
 
     1. Names: ``originalLayersNames`` and the op's own name, resolved against the ONNX graph.
     2. Ops whose names are the plugin's own (``MVN_18`` from a decomposed LayerNormalization)
-       take the unclaimed nodes between their input tensors and the tensors their consumers read.
+       take the unclaimed nodes between their input tensors and the tensors their consumers read;
+       a plugin-made elementwise op (``Multiply_<n>``) takes no MatMul or Conv that way (the
+       attention scale OpenVINO moves onto K would take the QK MatMul its MHA Subgraph runs).
     3. Named ops take the unclaimed nodes between their input tensors and their outputs (a
        FullyConnected named ``y`` gains the MatMul its list omits).
     3b. Named ops take the unclaimed elementwise epilogues of their nodes whose other operands
@@ -153,6 +155,10 @@ def attribute_runtime_model(
         # last Gemm's own input would otherwise take every unclaimed node upstream of it
         region = index.between(inputs, outputs, from_inputs=bool(op.inputs))
         extra = [n for n in region if n not in claimed]
+        if not resolved[op.name] and _elementwise_helper(op.name):
+            # a plugin-made elementwise op (``Multiply_4968``: the attention scale moved onto K)
+            # runs no MatMul or Conv of its region: those are left to the op consuming it
+            extra = [n for n in extra if index.op_types[n] not in _CONTRACTION_OPS]
         claimed.update(extra)
         resolved[op.name] = tuple(sorted({*resolved[op.name], *extra}, key=index.position))
 
@@ -223,6 +229,31 @@ _OV_TO_ONNX = {
     "Convert": "Cast",
     "Transpose": "Transpose",
 }
+
+
+# plugin-made names of elementwise ops, and the ONNX ops such an op never runs
+_ELEMENTWISE_NAMES = frozenset(
+    {"Multiply", "Add", "Subtract", "Divide", "Power", "Convert", "Maximum", "Minimum", "Sqrt", "Exp"}
+)
+_CONTRACTION_OPS = frozenset(
+    {
+        "MatMul",
+        "Gemm",
+        "Conv",
+        "ConvTranspose",
+        "Einsum",
+        "MatMulInteger",
+        "QLinearMatMul",
+        "QLinearConv",
+        "ConvInteger",
+    }
+)
+
+
+def _elementwise_helper(name: str) -> bool:
+    """Whether ``name`` is the plugin's own name of an elementwise op (``Multiply_4968``)."""
+    prefix, _, number = name.rpartition("_")
+    return prefix in _ELEMENTWISE_NAMES and number.isdigit()
 
 
 def _split_off(
