@@ -389,7 +389,7 @@ def apply_roofline(
         return layer
     memory = memory or roofline.memory_roof(0, layer.bytes, None)
     bandwidth = memory.bandwidth
-    if layer.op_type in RUNTIME_VIEW_OPS:  # a view: its kernel hands out a buffer, no roof prices that
+    if layer.op_type in RUNTIME_VIEW_OPS and not layer.bytes:  # a view hands out a buffer: nothing to price
         timed = False
     intensity = layer.intensity if layer.bytes else float("inf")
     peak = roofline.peak_flops.get(dtype or roofline.dtype, roofline.peak)

@@ -101,7 +101,7 @@ def test_view_ops_that_move_nothing_are_exempt() -> None:
     from pytest_roofline.profile import apply_roofline
 
     prof = profile([(5e-6, 3.0), (1e-3, 0.5)])
-    fast = dataclasses.replace(prof.layers[0], op_type="Reshape", roofline_fraction=None, time=1e-9)
+    fast = dataclasses.replace(prof.layers[0], op_type="Reshape", flops=0, bytes=0, roofline_fraction=None)
     reshape = apply_roofline(fast, prof.roofline)
     assert reshape.roofline_fraction is None and reshape.bound
     assert dataclasses.replace(prof, layers=(reshape, prof.layers[1])).roofline_check.valid
