@@ -487,3 +487,36 @@ def test_attention_scale_moved_onto_k_leaves_the_qk_matmul_to_the_mha_subgraph()
     assert runner.op_type == "Subgraph" and "/layers.0/attn/Softmax" in runner.onnx_nodes
     helpers = [k for k in kernels if k.name.startswith("Multiply_")]
     assert helpers and all(qk not in k.onnx_nodes for k in helpers)
+
+
+def test_projections_listed_by_an_mha_subgraph_are_priced_in_their_fully_connected_kernels() -> None:
+    """The MHA Subgraph's originalLayersNames list the Q and V projection Einsums, which two
+    FullyConnected kernels run: the longest-running lister took all their FLOPs (235 GFLOP/s against
+    a 198 GFLOP/s roof).  A weighted contraction goes to a FullyConnected, one each; QK and AV to
+    the Subgraph, however long the kernels ran."""
+    from pytest_roofline.backends.openvino import read_runtime_ops
+    from pytest_roofline.zoo.mixed import einsum_attention
+
+    model = einsum_attention(seq=16, hidden=32, heads=2, layers=1)
+    session, _ = _open(model, threads="1")
+    with session:
+        compiled, request = session._compile(profiling=True)
+        rows = [r for r in request.get_profiling_info() if str(r.status).endswith("EXECUTED")]
+        ops = read_runtime_ops(compiled)
+    info = {r.node_name: (r.node_type, r.exec_type) for r in rows}
+    times = {r.node_name: [100e-6 if r.node_type == "Subgraph" else 10e-6] for r in rows}  # MHA longest
+    profile = build_kernel_profile(ops, GraphIndex.from_model(model), times, info, iterations=1)
+    owners: dict[str, str] = {}
+    for kernel in profile.kernels:
+        for node in kernel.onnx_nodes:
+            if node not in kernel.extra.get("shared", ()):
+                owners[node] = kernel.op_type
+    assert owners["Einsum_1"] == owners["Einsum_3"] == "FullyConnected"
+    fc_owning = [
+        k.name
+        for k in profile.kernels
+        if k.op_type == "FullyConnected"
+        and {"Einsum_1", "Einsum_3"} & (set(k.onnx_nodes) - set(k.extra.get("shared", ())))
+    ]
+    assert len(fc_owning) == 2  # one projection each
+    assert owners["Einsum_4"] == owners["Einsum_7"] == "Subgraph"
