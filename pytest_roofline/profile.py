@@ -282,6 +282,8 @@ def build_layers(
                 cost_flops = analysis.group(own).flops if own else 0
             if not own and "bytes" in kernel.extra:  # a helper: what it moves, not its nodes' tensors
                 cost_bytes, weight_bytes = int(kernel.extra["bytes"]), 0
+            if kernel.op_type in RUNTIME_VIEW_OPS and not all(_copies(analysis, n) for n in nodes):
+                cost_bytes = weight_bytes = 0  # a view kernel (a Gemm's input reshape too) moves nothing
         else:
             cost_flops, cost_bytes, kind = 0, int(kernel.extra.get("bytes", 0)), "unattributed"
         if kind != "unattributed":
@@ -314,6 +316,12 @@ def build_layers(
             layers.append(Layer(name, node.op_type, (name,), 0.0, node.flops, node.bytes, kind="folded"))
     fraction = attributed / total_time if total_time > 0 else 0.0
     return layers, fraction
+
+
+def _copies(analysis: ModelAnalysis, name: str) -> bool:
+    """Whether node ``name`` is a view the cost model prices as a copy (it writes a body's output)."""
+    node = analysis.node(name)
+    return node.op_type in RUNTIME_VIEW_OPS and node.bytes > 0
 
 
 def _weight_bytes(analysis: ModelAnalysis, nodes: tuple[str, ...], itemsize: float | None) -> int:

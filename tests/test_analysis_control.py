@@ -280,3 +280,21 @@ def test_the_body_copies_carry_a_fraction_on_onnxruntime() -> None:
     assert identities and all(la.roofline_fraction is not None for la in identities)
     carried = sum(la.time for la in timed if la.roofline_fraction is not None)
     assert carried >= 0.95 * sum(la.time for la in timed)
+
+
+def test_a_reshape_helper_of_a_gemm_stays_a_view_without_a_fraction() -> None:
+    """onnxruntime's ``gemm_input_reshape`` kernel lists the Gemm's nodes: it is no body copy, so
+    it keeps no bytes and no fraction (it read 116-143 GB/s against a 40-68 GB/s roof when its
+    nodes' 1.57 MB counted)."""
+    from pytest_roofline.api import profile_model
+    from pytest_roofline.roofline import DeviceRoofline
+    from pytest_roofline.zoo.precision import convnext_fp16
+
+    roof = DeviceRoofline({"float32": 200e9}, 20e9, {"backend": "onnxruntime", "cpu_model": "test"})
+    prof = profile_model(convnext_fp16(), roofline=roof, sessions=1, rounds=2, profile_iterations=3)
+    views = [
+        la for la in prof.layers if la.op_type in ("Reshape", "Identity", "Flatten", "Squeeze", "Unsqueeze")
+    ]
+    assert any(la.name.startswith("gemm_input_reshape") for la in views)
+    for layer in views:
+        assert layer.bytes == 0 and layer.roofline_fraction is None, layer
