@@ -306,7 +306,9 @@ def build_layers(
         weights.append(0 if cost_bytes < weight_bytes else weight_bytes)
     footprint = sum(weights) + max((la.bytes - w for la, w in zip(layers, weights, strict=True)), default=0)
     layers = [
-        apply_roofline(la, roofline, dtype, timed, _memory_roof(roofline, la, w, footprint))
+        apply_roofline(
+            la, roofline, dtype, timed, _memory_roof(roofline, la, w, footprint), copy=la.bytes > 0
+        )
         for la, w in zip(layers, weights, strict=True)
     ]
     executed = {n for layer in layers for n in layer.onnx_nodes}
@@ -386,18 +388,20 @@ def apply_roofline(
     dtype: str | None = None,
     timed: bool = True,
     memory: MemoryRoof | None = None,
+    copy: bool = False,
 ) -> Layer:
     """Fill roofline fraction, bound and attainable FLOP/s of ``layer`` against ``dtype``'s roof.
 
     ``memory`` is the layer's memory roof (where its bytes live, :func:`build_layers`); without
     it the level holding the layer's bytes.  ``timed=False`` (host-timed layers) leaves the
-    fraction out: bound and attainable figure follow from the layer's costs alone.
+    fraction out: bound and attainable figure follow from the layer's costs alone.  A view op's
+    layer gets none unless ``copy`` (build_layers: it writes a Loop/Scan body's output).
     """
     if roofline is None or layer.time <= 0 or layer.kind == "folded":
         return layer
     memory = memory or roofline.memory_roof(0, layer.bytes, None)
     bandwidth = memory.bandwidth
-    if layer.op_type in RUNTIME_VIEW_OPS and not layer.bytes:  # a view hands out a buffer: nothing to price
+    if layer.op_type in RUNTIME_VIEW_OPS and not copy:  # a view hands out a buffer: nothing to price
         timed = False
     intensity = layer.intensity if layer.bytes else float("inf")
     peak = roofline.peak_flops.get(dtype or roofline.dtype, roofline.peak)
