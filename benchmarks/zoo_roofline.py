@@ -74,7 +74,8 @@ def zoo_models(args: argparse.Namespace, out_dir: Path) -> dict[str, tuple[Path,
         from pytest_roofline.zoo.suite import ZOO, write_zoo  # type: ignore[import-not-found]
     except ImportError:
         return _from_builders(args.builders.split(","), out_dir)
-    written = write_zoo(out_dir)
+    names = [n for n in args.only.split(",") if n] or None  # --only builds just those models
+    written = write_zoo(out_dir, names)
     dims_of = {entry.name: dict(entry.dims) for entry in ZOO}
     return {name: (path, dims_of.get(name, {})) for name, path in written.items()}
 

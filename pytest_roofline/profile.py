@@ -282,6 +282,8 @@ def build_layers(
                 cost_flops = analysis.group(own).flops if own else 0
             if not own and "bytes" in kernel.extra:  # a helper: what it moves, not its nodes' tensors
                 cost_bytes, weight_bytes = int(kernel.extra["bytes"]), 0
+            if kernel.op_type in RUNTIME_VIEW_OPS and not all(_copies(analysis, n) for n in nodes):
+                cost_bytes = weight_bytes = 0  # a view kernel (a Gemm's input reshape too) moves nothing
         else:
             cost_flops, cost_bytes, kind = 0, int(kernel.extra.get("bytes", 0)), "unattributed"
         if kind != "unattributed":
@@ -304,7 +306,9 @@ def build_layers(
         weights.append(0 if cost_bytes < weight_bytes else weight_bytes)
     footprint = sum(weights) + max((la.bytes - w for la, w in zip(layers, weights, strict=True)), default=0)
     layers = [
-        apply_roofline(la, roofline, dtype, timed, _memory_roof(roofline, la, w, footprint))
+        apply_roofline(
+            la, roofline, dtype, timed, _memory_roof(roofline, la, w, footprint), copy=la.bytes > 0
+        )
         for la, w in zip(layers, weights, strict=True)
     ]
     executed = {n for layer in layers for n in layer.onnx_nodes}
@@ -314,6 +318,12 @@ def build_layers(
             layers.append(Layer(name, node.op_type, (name,), 0.0, node.flops, node.bytes, kind="folded"))
     fraction = attributed / total_time if total_time > 0 else 0.0
     return layers, fraction
+
+
+def _copies(analysis: ModelAnalysis, name: str) -> bool:
+    """Whether node ``name`` is a view the cost model prices as a copy (it writes a body's output)."""
+    node = analysis.node(name)
+    return node.op_type in RUNTIME_VIEW_OPS and node.bytes > 0
 
 
 def _weight_bytes(analysis: ModelAnalysis, nodes: tuple[str, ...], itemsize: float | None) -> int:
@@ -378,18 +388,20 @@ def apply_roofline(
     dtype: str | None = None,
     timed: bool = True,
     memory: MemoryRoof | None = None,
+    copy: bool = False,
 ) -> Layer:
     """Fill roofline fraction, bound and attainable FLOP/s of ``layer`` against ``dtype``'s roof.
 
     ``memory`` is the layer's memory roof (where its bytes live, :func:`build_layers`); without
     it the level holding the layer's bytes.  ``timed=False`` (host-timed layers) leaves the
-    fraction out: bound and attainable figure follow from the layer's costs alone.
+    fraction out: bound and attainable figure follow from the layer's costs alone.  A view op's
+    layer gets none unless ``copy`` (build_layers: it writes a Loop/Scan body's output).
     """
     if roofline is None or layer.time <= 0 or layer.kind == "folded":
         return layer
     memory = memory or roofline.memory_roof(0, layer.bytes, None)
     bandwidth = memory.bandwidth
-    if layer.op_type in RUNTIME_VIEW_OPS:  # a view: its kernel hands out a buffer, no roof prices that
+    if layer.op_type in RUNTIME_VIEW_OPS and not copy:  # a view hands out a buffer: nothing to price
         timed = False
     intensity = layer.intensity if layer.bytes else float("inf")
     peak = roofline.peak_flops.get(dtype or roofline.dtype, roofline.peak)

@@ -416,7 +416,7 @@ def test_the_calibration_runs_at_the_sessions_threads_and_keys_its_cache_on_them
     default = calibration.calibration_fingerprint(get_backend("onnxruntime"), quick=True)
     assert default["threads"] == (info.physical_cores or info.cores)
     assert cache_path(default) != cache_path(roofline.fingerprint)
-    assert roofline.fingerprint["calibration_version"] == 3  # caches of older plans and roofs miss
+    assert roofline.fingerprint["calibration_version"] == 4  # caches of older plans and roofs miss
 
 
 def test_the_compute_roof_is_the_best_of_the_square_and_model_shaped_ladders(
@@ -486,6 +486,30 @@ def test_a_cpu_compute_roof_is_at_least_its_fma_peak_at_the_measured_clock(
     theory = roofline.theoretical_peak_flops.get("float32", 0.0)
     assert roofline.peak_flops["float32"] == pytest.approx(max(best, theory))
     assert theory > 0  # x86-64 Linux: the clock is measured where cpufreq is absent
+
+
+def test_the_table_names_the_fma_peak_as_the_roof_and_the_best_probes_share_of_it(
+    cached: tuple[DeviceRoofline, Path],
+) -> None:
+    """A roof set by the FMA peak printed "reached 100%" (the roof's share of itself); the table
+    says the roof is the FMA peak and what the best probe reached of it."""
+    roofline, _ = cached
+    best = max(
+        (p for p in roofline.probes if p.kind == "compute" and p.dtype == "float32"), key=lambda p: p.value
+    )
+    theory = roofline.theoretical_peak_flops["float32"]
+    paper = dataclasses.replace(
+        roofline, peak_flops={**roofline.peak_flops, "float32": max(theory, 1.25 * best.value)}
+    )
+    paper = dataclasses.replace(paper, theoretical_peak_flops={"float32": paper.peak_flops["float32"]})
+    (line,) = [la for la in format_table(paper).splitlines() if "compute roof float32" in la]
+    assert "the theoretical (FMA) peak" in line and f"best probe {best.name}" in line
+    assert "reached 100" not in line
+    share = best.value / paper.peak_flops["float32"]
+    assert f"{100 * share:.1f}% of it" in line or f"{100 * share:.0f}% of it" in line
+    measured = dataclasses.replace(paper, peak_flops={"float32": best.value})  # a probe set the roof
+    (line,) = [la for la in format_table(measured).splitlines() if "compute roof float32" in la]
+    assert "reached" in line and "FMA" not in line
 
 
 def test_a_probe_faster_now_but_under_its_roof_keeps_the_cache(

@@ -96,8 +96,14 @@ def test_a_short_layer_gets_the_timers_resolution_in_its_favour() -> None:
 
 
 def test_view_ops_that_move_nothing_are_exempt() -> None:
+    """A view's layer carries no fraction (apply_roofline), so the guard has nothing to judge:
+    the guard keeps no view set of its own."""
+    from pytest_roofline.profile import apply_roofline
+
     prof = profile([(5e-6, 3.0), (1e-3, 0.5)])
-    reshape = dataclasses.replace(prof.layers[0], op_type="Reshape")
+    fast = dataclasses.replace(prof.layers[0], op_type="Reshape", flops=0, bytes=0, roofline_fraction=None)
+    reshape = apply_roofline(fast, prof.roofline)
+    assert reshape.roofline_fraction is None and reshape.bound
     assert dataclasses.replace(prof, layers=(reshape, prof.layers[1])).roofline_check.valid
 
 

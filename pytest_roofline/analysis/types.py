@@ -9,6 +9,8 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any
 
+from .views import VIEW_OPS
+
 __all__ = ["ControlFlow", "Coverage", "GroupCost", "ModelAnalysis", "NodeCost", "TensorInfo", "Totals"]
 
 #: Why a node has no FLOPs: no rule for its op, a tensor it needs has no shape, or the rule
@@ -341,6 +343,9 @@ class ModelAnalysis:
         nbytes = round(
             sum(self._tensor_bytes(t, float_itemsize, touched.get(t)) for t in external_in | external_out)
         )
+        if members and all(n.op_type in VIEW_OPS and not n.bytes for n in members):
+            nbytes = 0  # views hand out a buffer; one writing a Loop body's output is priced as a copy
+
         return GroupCost(
             flops=sum(n.flops * max(n.executions, 1) for n in members),
             macs=sum(n.macs * max(n.executions, 1) for n in members),

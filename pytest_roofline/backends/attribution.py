@@ -149,13 +149,21 @@ class GraphIndex:
         found = {r for r in (self.resolve(n) for n in names) if r is not None}
         return tuple(sorted(found, key=self.position))
 
-    def between(self, inputs: Iterable[str], outputs: Iterable[str]) -> tuple[str, ...]:
+    def between(
+        self, inputs: Iterable[str], outputs: Iterable[str], from_inputs: bool = False
+    ) -> tuple[str, ...]:
         """The nodes computing ``outputs`` from ``inputs``: the subgraph bounded by those tensors.
 
         Walks back from the producers of ``outputs`` and stops at ``inputs``, graph inputs and
         initializers.  Tensors that are not in the graph are ignored.  Topological order.
+
+        With ``from_inputs`` only nodes the ``inputs`` reach are kept (and constant nodes feeding
+        them): where ``outputs`` do not descend from ``inputs`` at all, the walk back would
+        otherwise take everything upstream of ``outputs`` (an output Convert after the last Gemm,
+        bounded by the Gemm's own input, took 24 nodes of a ConvNeXt).
         """
-        stop = set(inputs) | self.sources
+        inputs = set(inputs)
+        stop = inputs | self.sources
         seen: set[str] = set()
         stack = [self.producer[t] for t in outputs if t in self.producer and t not in stop]
         while stack:
@@ -166,7 +174,20 @@ class GraphIndex:
             for tensor in self.node_inputs[current]:
                 if tensor not in stop and tensor in self.producer:
                     stack.append(self.producer[tensor])
-        return tuple(sorted(seen, key=self.position))
+        ordered = sorted(seen, key=self.position)
+        if not from_inputs:
+            return tuple(ordered)
+        reached, constant, kept = set(inputs), set(self.sources), []
+        for node in ordered:
+            tensors = self.node_inputs[node]
+            if any(t in reached for t in tensors):
+                reached.update(self.node_outputs[node])
+                kept.append(node)
+            elif all(t in constant for t in tensors):
+                constant.update(self.node_outputs[node])
+        feeding = {t for node in kept for t in self.node_inputs[node]}
+        kept += [n for n in ordered if n not in kept and set(self.node_outputs[n]) & feeding]
+        return tuple(sorted(kept, key=self.position))
 
     def span(self, first: str, last: str) -> tuple[str, ...]:
         """The nodes from ``first`` to ``last`` in topological order (a fused region); () if unknown."""

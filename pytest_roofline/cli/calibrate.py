@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import Any
 
@@ -148,6 +149,15 @@ def _roof_lines(roofline: DeviceRoofline) -> list[str]:
         elif dtype == "float32" and roofline.float32_mode == "fp32":
             label = "float32 (strict fp32)"
         unit = "OP/s" if dtype == "int8" else "FLOP/s"
+        probes = [p for p in roofline.probes if p.kind == "compute" and p.dtype == dtype]
+        best = max(probes, key=lambda p: p.value, default=None)
+        if not on_gpu and paper and best is not None and best.value < peak and math.isclose(peak, paper):
+            # a CPU's roof is the FMA peak when no probe reaches it: "reached 100 %" would be the
+            # roof's share of itself; what a probe reached is the best probe's share
+            share = f"best probe {best.name} {fmt_rate(best.value, unit)}, {fmt_pct(best.value / peak)} of it"
+            roof = f"{fmt_rate(peak, unit):>14}   the theoretical (FMA) peak"
+            lines.append(f"  compute roof {label:<22} {roof}; {share}")
+            continue
         lines.append(
             f"  compute roof {label:<22} {fmt_rate(peak, unit):>14}{_reached(peak, paper, unit, on_gpu)}"
         )

@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 CACHE_ENV = "ROOFLINE_CACHE_DIR"
-CALIBRATION_VERSION = 3  # bump when probes change meaning: old cache files then miss
+CALIBRATION_VERSION = 4  # bump when probes change meaning: old cache files then miss
 # 3: a CPU's compute roof is the higher of the best probe and the FMA peak at the measured clock
 # 2: model-shaped probes (weights prepacked), 2048 only on >= 8 threads, threads in the key,
 #    measured boost clock, cache levels with their capacity (issue 21)
@@ -403,7 +403,8 @@ def _plan(fingerprint: dict[str, Any], dtypes: tuple[str, ...], plan: str) -> li
 
     if _on_gpu(fingerprint):
         return cp.plan_gpu_probes(dtypes, plan)
-    return cp.plan_probes(dtypes, plan, cores=_threads(fingerprint, cpu_info()))
+    separate = fingerprint.get("backend") in cp.FUSING_BACKENDS
+    return cp.plan_probes(dtypes, plan, cores=_threads(fingerprint, cpu_info()), separate_streams=separate)
 
 
 def _last_level_cache(fingerprint: dict[str, Any]) -> int:

@@ -26,7 +26,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_roofline.analysis.views import RUNTIME_VIEW_OPS
 from pytest_roofline.device import device_name
 
 if TYPE_CHECKING:
@@ -118,7 +117,7 @@ def check_profile(profile: ModelProfile) -> RooflineCheck:
     impossible = 0
     for layer in profile.layers:
         fraction = layer.roofline_fraction
-        if fraction is None or layer.time <= 0 or layer.kind == "folded" or layer.op_type in RUNTIME_VIEW_OPS:
+        if fraction is None or layer.time <= 0 or layer.kind == "folded":  # a view has no fraction
             continue
         at_worst = fraction * layer.time / (layer.time + resolution)  # the timer's step in its favour
         if at_worst > 1.0 and (above_roof is None or fraction > (above_roof.roofline_fraction or 0.0)):
