@@ -157,6 +157,16 @@ def test_paired_step_below_the_minimum_change_or_too_noisy_is_not_a_change_point
     assert steps == []
 
 
+def test_a_pair_of_too_few_sessions_leaves_the_decision_to_the_absolute_figure() -> None:
+    values = noisy(40, 16)
+    values[20:] *= 1.05
+    hashes = ["a"] * 20 + ["b"] * 20
+    few: list[Paired | None] = [None] * 20 + [pair(1.0, n=4)] + [None] * 19
+    assert [s[0] for s in detect(values, hashes, paired=few)[0]] == [20]  # the pair is not evidence
+    enough: list[Paired | None] = [None] * 20 + [pair(1.0, n=6)] + [None] * 19
+    assert detect(values, hashes, paired=enough)[0] == []
+
+
 def test_a_pair_where_nothing_changed_is_ignored() -> None:
     """Evidence counts only where what runs changed (a pair under the same identity is a bug's)."""
     values = noisy(30, 14)

@@ -55,6 +55,7 @@ SNAP = 2
 CONFIDENCE = 0.99
 BOOTSTRAP = 1000
 LAYER_MOVE = 0.10
+MIN_PAIRS = 6  # session pairs a paired ratio needs to speak: fewer give an interval that is the range
 NOISE_FLOOR = 0.002  # no figure reproduces better than 0.2 % between runs; a noiseless series is a fake
 
 
@@ -200,15 +201,15 @@ def _paired_steps(
         if pair is None:
             continue
         ratio, strict, reported = pair.ratio, pair.ci(confidence), pair.ci()
-        if strict is None or reported is None:
-            continue  # one session pair: no interval, no evidence either way
+        if strict is None or reported is None or len(pair.figures) < MIN_PAIRS:
+            continue  # too few session pairs: no evidence either way (the absolute figure decides)
         step = abs(ratio - 1.0) >= min_change and not strict[0] <= 1.0 <= strict[1]
         decided[index] = (ratio, reported[0], reported[1]) if step else None
     return decided
 
 
 def detect(
-    values: Sequence[float],
+    values: Sequence[float] | np.ndarray,
     hashes: Sequence[str] = (),
     *,
     paired: Sequence[Paired | None] = (),

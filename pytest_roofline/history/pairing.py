@@ -27,11 +27,14 @@ if TYPE_CHECKING:
     from pytest_roofline.gate.runner import GateOutcome, GateRequest
     from pytest_roofline.history.points import HistoryPoint
 
-__all__ = ["PAIR_TOLERANCE", "Paired", "identity_of", "pair_with_previous", "previous_point"]
+__all__ = ["PAIR_SESSIONS", "PAIR_TOLERANCE", "Paired", "identity_of", "pair_with_previous", "previous_point"]
 
 #: The paired run samples until its interval decides against this change (or the budget ends):
 #: the history wants a step's size, not the gate's pass/fail at the test's tolerance.
 PAIR_TOLERANCE = 0.01
+#: Fresh session pairs of the first batch: enough for an order-statistic interval of the median
+#: (with 4, the gate's batch, the interval is the range; a step is rare, so its run may take longer).
+PAIR_SESSIONS = 8
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,7 @@ def _previous_model(request: GateRequest, previous: HistoryPoint) -> tuple[Path 
     """The previous point's model: the model store by content hash, else git at its commit."""
     from pytest_roofline.gate.order import _baseline_model
 
-    content = str(previous.detail.get("content") or "")
+    content = previous.content
     if not content:
         return None, "the previous point recorded no content hash"
     return _baseline_model(request, content, previous.commit)
@@ -139,7 +142,7 @@ def pair_with_previous(
     if previous is None or not identity or request.prepared is None:
         return found
     before = previous.identity
-    before_content = str(previous.detail.get("content") or "")
+    before_content = previous.content
     if not before or before == identity or not before_content or before_content == content:
         return found  # unchanged, unknown, or another change than the model's (no pair to time)
     reference, where = _previous_model(request, previous)
@@ -171,7 +174,7 @@ def _paired_figures(request: GateRequest, reference: Path) -> tuple[float, ...]:
     run = run_gate(
         [SessionOpener(engine, prepared.spec, prepared.arrays), SessionOpener(engine, spec, prepared.arrays)],
         paired_decider(PAIR_TOLERANCE),
-        GateDesign(budget=request.budget),
+        GateDesign(sessions=PAIR_SESSIONS, budget=request.budget),
         sampler=sampler_for(engine),
         watch_load=engine.wall_clock,
     )

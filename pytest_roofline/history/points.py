@@ -67,6 +67,7 @@ class HistoryPoint:
     detail: dict[str, Any] = field(default_factory=dict, hash=False)  # the conditions themselves
     recorded: float = 0.0  # when it was stored (Unix seconds): orders runs within one second of ``time``
     identity: str = ""  # digest of what ran (model content, inputs, backend build, options, env); "" unknown
+    content: str = ""  # the model's content hash (model file and external data): the model store's key
     paired: Paired | None = None  # the model timed beside the previous point's, where it changed
 
     @property
@@ -117,6 +118,7 @@ class HistoryPoint:
             "detail": dict(self.detail),
             "recorded": self.recorded,
             "identity": self.identity,
+            "content": self.content,
             "paired": self.paired.to_dict() if self.paired else None,
         }
 
@@ -163,6 +165,7 @@ class HistoryPoint:
             detail=dict(detail) if isinstance(detail, Mapping) else {},
             recorded=float(read_optional_float(data, "recorded") or 0.0),
             identity=read_str(data, "identity", ""),
+            content=read_str(data, "content", ""),
             paired=Paired.from_dict(data.get("paired")),
         )
 
@@ -251,8 +254,9 @@ def point_of(
         model_hash=prof.model_hash,
         backend=prof.backend,
         batch=prof.batch,
-        detail={**conditions, "content": str(ran.get("content") or "")} if ran.get("content") else conditions,
+        detail=conditions,
         identity=str(ran.get("identity") or ""),
+        content=str(ran.get("content") or ""),
         paired=Paired.from_dict(ran.get("paired")),
     )
 
