@@ -1,26 +1,34 @@
-"""How well the history finds steps: detection delay, false change points, a creep.
+"""How well the history finds steps: detection delay, false change points, a creep, a git bisect.
 
-Series are built from this machine's real per-run figures: ``--record N`` runs an unchanged tiny
-CNN N times, each its own ``pytest --roofline-history`` process at default threads (so both of
-this VM's speed states show up), into a history folder the analysis then reuses
-(``--runs DIR``, default benchmarks/data/history-runs/).  From those figures (resampled in blocks
-of consecutive runs, which keeps the machine's state runs intact) it builds:
+Series are built from this machine's real plugin runs: ``--record N`` runs ``pytest
+--roofline-history`` N times, each its own process at default threads (so both of this VM's speed
+states show up), into a history folder the analysis then reuses (``--runs DIR``, default
+benchmarks/data/history-pairs/).  The runs cycle through :data:`CYCLE`: MobileNetV2 (``--model
+tiny``: the tiny CNN) and a copy differing in one weight's value, alternating, so every run is a
+new identity that the plugin times beside the previous run's model, as it does at a real model
+change (``history/pairing.py``) — a real A/A pairing; once a cycle, the net with an extra block
+(a real step's pairing, printed beside the A/A ones to check that a step's ratio scatters as an
+A/A ratio does).  From those runs (resampled in blocks of 10 consecutive runs, which keeps the
+machine's state runs, each run with its own pairing) it builds:
 
-* **steps**: a series with a 3 % step at a model change; found when a change point lands on it
-  using at most 5 runs after it (target: ≥ 90 % of series);
-* **false change points**: unchanged series in two settings — the model hash constant (the
-  machine can never be blamed on the model), and the worst case, a new model hash at every run
-  (a re-export at every commit that changes nothing) (target: ≤ 1 per 1,000 points);
-* **creep**: 5 commits of +1.5 % each; found when a change point lands inside the creep;
+* **steps**: a series with a 3 % step at a new identity: the absolute figures after it times
+  1.03, and the step's pairing a real A/A pairing's session ratios times 1.03; found when a change
+  point lands on it using at most 5 runs after it (target: ≥ 90 % of series), and with 1;
+* **false change points**: unchanged series with the identity constant, and the worst case, a new
+  identity at every run, each with its real A/A pairing (target: ≤ 1 per 1,000 points);
+* **creep**: 5 commits of +1.5 % each (3 runs each, pairings times 1.015); found when a change
+  point lands inside the creep;
 * **git scenario**: a repository of 20 commits of MobileNetV2, two adding blocks (about +4 % and
-  +7 %), the plugin run once per commit; ``roofline history`` must name exactly those two commits,
-  ``roofline bisect first last --threshold 3`` the first in <= ceil(log2 20) + 2 steps, < 10 min.
+  +7 %, sized by a paired run at default threads), the plugin run once per commit;
+  ``roofline history`` must name exactly those two commits, ``roofline bisect first last
+  --threshold 3`` the first in <= ceil(log2 20) + 2 steps, < 10 min.
 
 Usage::
 
-    python benchmarks/history_quality.py --record 200      # record real runs (minutes)
-    python benchmarks/history_quality.py                   # analyse them
-    python benchmarks/history_quality.py --series 30 --git-commits 8 --quick   # smoke run
+    python benchmarks/history_quality.py --record 200 --git-commits 0   # record real runs (hours)
+    python benchmarks/history_quality.py                   # analyse them, then the git scenario
+    python benchmarks/history_quality.py --series 0        # the git scenario alone
+    python benchmarks/history_quality.py --series 30 --git-commits 4 --quick   # smoke run
 """
 
 from __future__ import annotations
@@ -31,13 +39,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_RUNS = HERE / "data" / "history-runs"
+DEFAULT_RUNS = HERE / "data" / "history-pairs"
 ROOFLINE = str(Path(sys.executable).parent / "roofline")
 
 TEST = """
@@ -61,92 +70,202 @@ def pytest_history(project: Path, env: dict[str, str], history: str, budget: flo
     return subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, check=False)
 
 
-def record(runs: int, store: Path, budget: float) -> None:
-    """Run the unchanged tiny CNN ``runs`` times, one pytest process each, into ``store``."""
-    import onnx
+#: The recording's cycle of models: two nets that differ in one weight's value (a new identity at
+#: every run, as a retrained export; nothing runs slower: the plugin times each beside the one
+#: before, a real A/A pairing) and, once a cycle, the same net with an extra block (a real step,
+#: to check that a step's paired ratio scatters as an A/A ratio does).
+CYCLE = ("a", "a2", "a", "a2", "a", "a2", "a", "a2", "slower", "a2")
 
-    from pytest_roofline.zoo import tiny_cnn
+
+def record_models(folder: Path, model: str) -> dict[str, Path]:
+    """The recording's models in ``folder``: ``a``, ``a2`` (other weight values), ``slower``."""
+    import onnx
+    import onnx.numpy_helper
+
+    sys.path.insert(0, str(HERE))
+    from gate_quality import base_model, with_extra_blocks
+
+    base = base_model(model == "tiny")
+    paths = {name: folder / f"{name}.onnx" for name in ("a", "a2", "slower")}
+    onnx.save(base, str(paths["a"]))
+    copy = onnx.ModelProto()
+    copy.CopyFrom(base)
+    weight = next(t for t in copy.graph.initializer if len(t.dims) == 4)  # a conv weight
+    values = onnx.numpy_helper.to_array(weight).copy()
+    values.flat[0] += 1e-3  # the same work, another graph: what a retrained export is
+    weight.CopyFrom(onnx.numpy_helper.from_array(values, weight.name))
+    onnx.save(copy, str(paths["a2"]))
+    onnx.save(with_extra_blocks(base, 1), str(paths["slower"]))
+    return paths
+
+
+def record(runs: int, store: Path, budget: float, model: str) -> None:
+    """``runs`` plugin runs, one pytest process each, cycling through :data:`CYCLE` into ``store``."""
+    import shutil
 
     with tempfile.TemporaryDirectory(prefix="history-record-") as tmp:
         project = Path(tmp)
-        onnx.save(tiny_cnn(batch=1), str(project / "model.onnx"))
+        (project / "models").mkdir()
+        paths = record_models(project / "models", model)
         (project / "test_model.py").write_text(TEST)
         env = {
             **os.environ,
             "ROOFLINE_CACHE_DIR": os.environ.get("ROOFLINE_CACHE_DIR", str(project / "cache")),
         }
+        env.pop("ROOFLINE_HISTORY", None)
+        store.mkdir(parents=True, exist_ok=True)
+        log = store / "record.log"
         for index in range(runs):
+            name = CYCLE[index % len(CYCLE)]
+            shutil.copy(paths[name], project / "model.onnx")
             started = time.monotonic()
+            load = os.getloadavg()[0]
             done = pytest_history(project, env, f"--roofline-history={store}", budget)
+            took = time.monotonic() - started
             status = "ok" if done.returncode == 0 else f"exit {done.returncode}"
-            print(f"run {index + 1}/{runs}: {status} in {time.monotonic() - started:.1f} s", flush=True)
+            with log.open("a") as handle:
+                handle.write(f"{time.time():.0f} {name} load1={load:.2f} {status} {took:.1f}s\n")
+            print(f"run {index + 1}/{runs} ({name}, load {load:.1f}): {status} in {took:.1f} s", flush=True)
 
 
-def load_figures(store: Path) -> np.ndarray:
-    """The recorded figures in time order."""
+@dataclass(frozen=True)
+class Recorded:
+    """The recorded runs: absolute figures of the unchanged model, real A/A pairings, real step pairings."""
+
+    figures: np.ndarray  # the unchanged model's figures in time order (both copies)
+    same: list[Any]  # Paired records of a copy against the other copy (nothing slower)
+    step: list[Any]  # Paired records of the slower net against the unchanged one
+    back: list[Any]  # ... of the unchanged one against the slower net
+    order: list[Any]  # per unchanged point in time order: its A/A pairing or None
+
+
+def load_recorded(store: Path) -> Recorded:
+    """The recorded runs of :func:`record`, sorted by what ran (read back from the history)."""
     from pytest_roofline.history.store import JsonLinesStore
 
-    points = JsonLinesStore(store).points()
+    points = sorted(JsonLinesStore(store).points(), key=lambda p: p.order)
     if not points:
         raise SystemExit(f"no recorded runs in {store}: run with --record N first")
-    return np.asarray([p.value for p in points], dtype=float)
+    slower = _slower_identity(points)
+    figures: list[float] = []
+    same: list[Any] = []
+    step: list[Any] = []
+    back: list[Any] = []
+    order: list[Any] = []
+    for point in points:
+        pair = point.paired
+        if point.identity == slower:
+            if pair is not None:
+                step.append(pair)
+            continue
+        figures.append(point.value)
+        if pair is not None and pair.against == slower:
+            back.append(pair)
+            order.append(None)
+        else:
+            if pair is not None:
+                same.append(pair)
+            order.append(pair)
+    return Recorded(np.asarray(figures, dtype=float), same, step, back, order)
 
 
-def block_resample(figures: np.ndarray, length: int, rng: np.random.Generator, block: int = 10) -> np.ndarray:
-    """A series of ``length`` real figures: consecutive blocks drawn at random (state runs kept)."""
-    out: list[float] = []
-    while len(out) < length:
+def _slower_identity(points: list[Any]) -> str:
+    """The identity of the slower net: of the three recorded, the one run least often (once a cycle
+    of :data:`CYCLE`; the absolute figures cannot tell it on a busy machine)."""
+    by: dict[str, int] = {}
+    for point in points:
+        by[point.identity] = by.get(point.identity, 0) + 1
+    if len(by) < 3:
+        return ""
+    return min(by, key=lambda k: (by[k], k))
+
+
+def block_resample(
+    recorded: Recorded, length: int, rng: np.random.Generator, block: int = 10
+) -> tuple[np.ndarray, list[Any]]:
+    """``length`` consecutive real runs drawn in blocks (the machine's state runs kept), each with its
+    real A/A pairing (a random one where its own paired against the slower net, or none was timed)."""
+    values: list[float] = []
+    pairs: list[Any] = []
+    figures = recorded.figures
+    while len(values) < length:
         start = int(rng.integers(0, max(len(figures) - block, 1)))
-        out.extend(figures[start : start + block])
-    return np.asarray(out[:length], dtype=float)
+        values.extend(figures[start : start + block])
+        pairs.extend(recorded.order[start : start + block])
+    pairs = [p if p is not None else recorded.same[int(rng.integers(len(recorded.same)))] for p in pairs]
+    return np.asarray(values[:length], dtype=float), pairs[:length]
 
 
-def step_detection(figures: np.ndarray, series: int, rng: np.random.Generator, step: float = 0.03) -> float:
-    """Share of series whose step is found with at most 5 runs after it."""
+def step_detection(
+    recorded: Recorded, series: int, rng: np.random.Generator, step: float = 0.03
+) -> tuple[float, float]:
+    """Shares of series whose step (a new model, its real A/A pairing times 1 + ``step``) is found
+    with at most 5 runs after it, and with 1 run after it."""
     from pytest_roofline.history.changepoints import detect
 
-    found = 0
+    found = first = 0
     for _ in range(series):
         at = int(rng.integers(15, 40))
-        values = block_resample(figures, at + 5, rng)
+        values, pairs = block_resample(recorded, at + 5, rng)
         values[at:] *= 1 + step
         hashes = ["a"] * at + ["b"] * 5
-        steps, _ = detect(values, hashes)
+        paired = [None] * at + [pairs[at].scaled(1 + step)] + [None] * 4
+        steps, _ = detect(values, hashes, paired=paired)
         found += any(s[0] == at for s in steps)
-    return found / series
+        steps, _ = detect(values[: at + 1], hashes[: at + 1], paired=paired[: at + 1])
+        first += any(s[0] == at for s in steps)
+    return found / series, first / series
 
 
-def false_points(figures: np.ndarray, points: int, rng: np.random.Generator, per_run_hash: bool) -> float:
-    """False change points per 1,000 unchanged points (series of 100)."""
+def false_points(recorded: Recorded, points: int, rng: np.random.Generator, per_run_identity: bool) -> float:
+    """False change points per 1,000 unchanged points (series of 100); with a new identity at every
+    run each point carries its real A/A pairing against the one before."""
     from pytest_roofline.history.changepoints import detect
 
     false, total = 0, 0
     while total < points:
-        values = block_resample(figures, 100, rng)
-        hashes = [str(i) for i in range(100)] if per_run_hash else ["a"] * 100
-        steps, _ = detect(values, hashes)
+        values, pairs = block_resample(recorded, 100, rng)
+        hashes = [str(i) for i in range(100)] if per_run_identity else ["a"] * 100
+        paired = [None, *pairs[1:]] if per_run_identity else []
+        steps, _ = detect(values, hashes, paired=paired)
         false += len(steps)
         total += 100
     return false * 1000 / total
 
 
-def creep(figures: np.ndarray, series: int, rng: np.random.Generator) -> float:
-    """Share of series where 5 commits of +1.5 % (3 runs each) yield a change point inside the creep."""
+def creep(recorded: Recorded, series: int, rng: np.random.Generator) -> tuple[float, float]:
+    """5 commits of +1.5 % (3 runs each): the share of series with a change point inside the creep,
+    and the mean share of the 5 commits named."""
     from pytest_roofline.history.changepoints import detect
 
-    found = 0
+    found, named = 0, 0.0
     for _ in range(series):
         before, per, after = 30, 3, 10
-        values = block_resample(figures, before + 5 * per + after, rng)
+        values, pairs = block_resample(recorded, before + 5 * per + after, rng)
         hashes = ["c0"] * before
+        paired: list[Any] = [None] * len(values)
         for k in range(5):
             start = before + k * per
             values[start:] *= 1.015
             hashes += [f"c{k + 1}"] * per
+            paired[start] = pairs[start].scaled(1.015)
         hashes += ["c5"] * after
-        steps, _ = detect(values, hashes)
-        found += any(before <= s[0] <= before + 5 * per for s in steps)
-    return found / series
+        steps, _ = detect(values, hashes, paired=paired)
+        at = {s[0] for s in steps if before <= s[0] < before + 5 * per}
+        found += bool(at)
+        named += len(at & {before + k * per for k in range(5)}) / 5
+    return found / series, named / series
+
+
+def pair_spread(pairs: list[Any]) -> str:
+    """Median ratio and the p5-p95 of the pairings' median ratios."""
+    if not pairs:
+        return "none recorded"
+    ratios = np.asarray([p.ratio for p in pairs])
+    low, mid, high = np.percentile(ratios, [5, 50, 95])
+    return (
+        f"{len(pairs)}: median {mid:.4f}, p5-p95 {low:.4f}-{high:.4f} ({(high / low - 1) * 100:.1f} % wide)"
+    )
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -196,6 +315,7 @@ def git_scenario(commits: int, budget: float, quick: bool) -> None:
         shas, model = [], work / "base.onnx"
         env = {**os.environ, "ROOFLINE_CACHE_DIR": os.environ.get("ROOFLINE_CACHE_DIR", str(work / "cache"))}
         env.pop("ROOFLINE_HISTORY", None)
+        measured = 0.0
         for index in range(commits):
             model = steps_at.get(index, model)
             shutil.copy(model, repo / "model.onnx")
@@ -203,8 +323,11 @@ def git_scenario(commits: int, budget: float, quick: bool) -> None:
             _git(repo, "add", "-A")
             _git(repo, "commit", "-qm", f"commit {index}")
             shas.append(_git(repo, "rev-parse", "HEAD"))
-            pytest_history(repo, env, "--roofline-history", budget)
-            print(f"  commit {index + 1}/{commits} measured", flush=True)
+            started = time.monotonic()
+            done = pytest_history(repo, env, "--roofline-history", budget)
+            measured += time.monotonic() - started
+            status = "" if done.returncode == 0 else f" (pytest exit {done.returncode})"
+            print(f"  commit {index + 1}/{commits} measured{status}", flush=True)
         listed = subprocess.run(
             [ROOFLINE, "history", "--format", "json"],
             cwd=repo,
@@ -218,6 +341,24 @@ def git_scenario(commits: int, budget: float, quick: bool) -> None:
         for series in view.get("series", []):
             figures = ", ".join(f"{p['value']:.4g}" for p in series["points"])
             print(f"  series {series['key']}: {len(series['points'])} points: {figures}")
+            for change in series["change_points"]:
+                where = shas.index(change["commit"]) if change["commit"] in shas else change["commit"]
+                ci = change["ci"] or [math.nan, math.nan]
+                print(
+                    f"  change point at commit {where}: {change['change'] * 100:+.1f} % "
+                    f"(95 % CI {ci[0] * 100:+.1f} to {ci[1] * 100:+.1f} %)"
+                )
+        from pytest_roofline.history.store import JsonLinesStore
+
+        for point in sorted(JsonLinesStore(repo / ".roofline" / "history").points(), key=lambda p: p.order):
+            if point.paired is not None:
+                low, high = point.paired.ci() or (math.nan, math.nan)
+                print(
+                    f"  paired at commit {shas.index(point.commit) if point.commit in shas else '?'}: "
+                    f"ratio {point.paired.ratio:.4f} (95 % CI {low:.4f}-{high:.4f}, "
+                    f"{len(point.paired.figures)} session pairs)"
+                )
+        print(f"  {commits} plugin runs took {measured:.0f} s")
         expected = [shas[i] for i in sorted(steps_at)]
         print(
             f"roofline history names {len(found)} change point(s); the two block commits: "
@@ -254,14 +395,25 @@ def git_scenario(commits: int, budget: float, quick: bool) -> None:
             f"{result.get('steps')} steps (limit {limit}), {took:.0f} s (limit 600)"
             + (f"; error: {bisected.stderr.strip()}" if bisected.returncode else "")
         )
+        for verdict in result.get("verdicts", []):
+            at = shas.index(verdict["commit"]) if verdict["commit"] in shas else verdict["commit"]
+            print(f"  bisect: commit {at} {verdict['status']} (ratio {verdict['ratio']:.4f})")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--record", type=int, default=0, metavar="N", help="record N real runs first")
     parser.add_argument("--runs", type=Path, default=DEFAULT_RUNS, help="history folder of recorded runs")
-    parser.add_argument("--budget", type=float, default=2.0, help="gate budget per recorded run, seconds")
-    parser.add_argument("--series", type=int, default=200, help="series per figure (default 200)")
+    parser.add_argument("--budget", type=float, default=2.0, help="gate budget per plugin run, seconds")
+    parser.add_argument(
+        "--model",
+        choices=("mobilenet", "tiny"),
+        default="mobilenet",
+        help="the recorded net (default MobileNetV2)",
+    )
+    parser.add_argument(
+        "--series", type=int, default=200, help="series per figure (default 200; 0: git scenario only)"
+    )
     parser.add_argument("--points", type=int, default=20000, help="unchanged points for the false rate")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="git scenario on the tiny CNN (smoke)")
@@ -270,32 +422,50 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.record:
-        record(args.record, args.runs, args.budget)
-    figures = load_figures(args.runs)
-    rng = np.random.default_rng(args.seed)
-    spread = float(np.percentile(figures, 95) / np.percentile(figures, 5) - 1)
-    print(f"recorded runs: {len(figures)} (figure p5-p95 spread {spread * 100:.1f} %), from {args.runs}")
-    started = time.monotonic()
-    print(
-        f"3 % step found within 5 runs after it: {step_detection(figures, args.series, rng) * 100:.1f} % of "
-        f"{args.series} series (target >= 90 %)"
-    )
-    print(
-        f"false change points per 1,000 unchanged points, model hash constant: "
-        f"{false_points(figures, args.points, rng, False):.2f} (target <= 1)"
-    )
-    print(
-        f"false change points per 1,000 unchanged points, new model hash every run: "
-        f"{false_points(figures, args.points, rng, True):.2f} (target <= 1)"
-    )
-    print(
-        f"creep of 5 x +1.5 % found: {creep(figures, args.series, rng) * 100:.1f} % of {args.series} series"
-    )
-    print(f"analysis took {time.monotonic() - started:.1f} s")
+        record(args.record, args.runs, args.budget, args.model)
+    if args.series > 0:
+        analyse(args)
     if args.git_commits:
         print(f"git scenario: {args.git_commits} commits, the plugin run once per commit", flush=True)
         git_scenario(args.git_commits, args.budget, args.quick)
     return 0
+
+
+def analyse(args: argparse.Namespace) -> None:
+    """The injected-step figures from the recorded runs."""
+    recorded = load_recorded(args.runs)
+    figures = recorded.figures
+    rng = np.random.default_rng(args.seed)
+    spread = float(np.percentile(figures, 95) / np.percentile(figures, 5) - 1)
+    print(
+        f"recorded runs of the unchanged net: {len(figures)} "
+        f"(figure p5-p95 spread {spread * 100:.1f} %), from {args.runs}"
+    )
+    print(f"  A/A pairings (a copy beside the other copy): {pair_spread(recorded.same)}")
+    print(f"  real step pairings (the net + one block beside the net): {pair_spread(recorded.step)}")
+    print(f"  ... and back (the net beside the net + one block): {pair_spread(recorded.back)}")
+    if len(recorded.same) < 5:
+        raise SystemExit("too few A/A pairings recorded to build series: record more runs")
+    started = time.monotonic()
+    within, first = step_detection(recorded, args.series, rng)
+    print(
+        f"3 % step found within 5 runs after it: {within * 100:.1f} % of {args.series} series "
+        f"(target >= 90 %); at the first run after it: {first * 100:.1f} %"
+    )
+    print(
+        f"false change points per 1,000 unchanged points, the same identity throughout: "
+        f"{false_points(recorded, args.points, rng, False):.2f} (target <= 1)"
+    )
+    print(
+        f"false change points per 1,000 unchanged points, a new identity every run (each paired): "
+        f"{false_points(recorded, args.points, rng, True):.2f} (target <= 1)"
+    )
+    found, named = creep(recorded, args.series, rng)
+    print(
+        f"creep of 5 x +1.5 % found: {found * 100:.1f} % of {args.series} series; "
+        f"{named * 100:.1f} % of its 5 commits named"
+    )
+    print(f"analysis took {time.monotonic() - started:.1f} s")
 
 
 if __name__ == "__main__":

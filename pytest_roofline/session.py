@@ -323,6 +323,12 @@ class RooflineSession:
                     self.settings.timeout,
                     f"{request.model_rel} (batch {request.batch})",
                 )
+                if self.settings.history is not None:  # what ran, and the new model paired with the last
+                    from pytest_roofline.history.pairing import with_history
+
+                    outcome = with_history(
+                        request, outcome, self.settings.history, self.settings.baseline_dir / "history"
+                    )
         self._remember(request, outcome)
         self._record(node, request, outcome)
         return outcome.profile

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from _history_data import series
 
 from pytest_roofline.history.changepoints import detect, find_changes, robust_noise
+from pytest_roofline.history.pairing import Paired
+from pytest_roofline.history.points import HistoryPoint
 
 pytest.importorskip("ruptures")
 
@@ -112,3 +116,74 @@ def test_new_layer_is_named() -> None:
 
 def test_short_series_has_no_change_point() -> None:
     assert detect([1.0, 1.0, 2.0, 2.0]) == ([], [])
+
+
+def pair(ratio: float, n: int = 12, noise: float = 0.004, seed: int = 0) -> Paired:
+    """A paired record of ``n`` session pairs around ``ratio``."""
+    figures = ratio * (1.0 + np.random.default_rng(seed).normal(0.0, noise, n))
+    return Paired(tuple(float(f) for f in figures), against="before")
+
+
+def test_paired_ratio_finds_a_step_at_the_first_run_after_it() -> None:
+    values = noisy(21, 11, noise=0.05)  # absolute figures far too noisy for a 3 % step
+    values[20] *= 1.03
+    pairs: list[Paired | None] = [None] * 20 + [pair(1.03)]
+    steps, _ = detect(values, ["a"] * 20 + ["b"], paired=pairs)
+    assert [s[0] for s in steps] == [20]
+    index, before, after, change, low, high = steps[0]
+    assert change == pytest.approx(0.03, abs=0.005)
+    assert 0 < low < change < high
+    assert after == pytest.approx(before * 1.03, rel=0.01)
+
+
+def test_paired_ratio_of_one_overrules_a_machine_jump_at_a_model_change() -> None:
+    """The machine went slow exactly when the model changed: the pair timed in one process says no."""
+    values = noisy(40, 12)
+    values[20:] *= 1.10
+    pairs: list[Paired | None] = [None] * 20 + [pair(1.0, seed=3)] + [None] * 19
+    steps, machine = detect(values, ["a"] * 20 + ["b"] * 20, paired=pairs)
+    assert steps == []
+    without, _ = detect(values, ["a"] * 20 + ["b"] * 20)  # the absolute figure alone blames the model
+    assert [s[0] for s in without] == [20]
+
+
+def test_paired_step_below_the_minimum_change_or_too_noisy_is_not_a_change_point() -> None:
+    values = noisy(30, 13)
+    hashes = ["a"] * 10 + ["b"] * 10 + ["c"] * 10
+    pairs: list[Paired | None] = (
+        [None] * 10 + [pair(1.005, seed=1)] + [None] * 9 + [pair(1.05, noise=0.2)] + [None] * 9
+    )
+    steps, _ = detect(values, hashes, paired=pairs)
+    assert steps == []
+
+
+def test_a_pair_of_too_few_sessions_leaves_the_decision_to_the_absolute_figure() -> None:
+    values = noisy(40, 16)
+    values[20:] *= 1.05
+    hashes = ["a"] * 20 + ["b"] * 20
+    few: list[Paired | None] = [None] * 20 + [pair(1.0, n=4)] + [None] * 19
+    assert [s[0] for s in detect(values, hashes, paired=few)[0]] == [20]  # the pair is not evidence
+    enough: list[Paired | None] = [None] * 20 + [pair(1.0, n=6)] + [None] * 19
+    assert detect(values, hashes, paired=enough)[0] == []
+
+
+def test_a_pair_where_nothing_changed_is_ignored() -> None:
+    """Evidence counts only where what runs changed (a pair under the same identity is a bug's)."""
+    values = noisy(30, 14)
+    pairs: list[Paired | None] = [None] * 15 + [pair(1.2)] + [None] * 14
+    steps, _ = detect(values, ["a"] * 30, paired=pairs)
+    assert steps == []
+
+
+def test_find_changes_reads_each_points_identity_and_pair() -> None:
+    values = noisy(12, 15, noise=0.05)
+    points = series(values, ["m"] * 12)  # the same model file, but the backend build changed at 8
+    points = [
+        replace(p, identity="id1" if i < 8 else "id2", paired=pair(1.08) if i == 8 else None)
+        for i, p in enumerate(points)
+    ]
+    found = find_changes(points)
+    assert [c.index for c in found.changes] == [8]
+    assert found.changes[0].describe("t").endswith("since " + points[8].commit[:7] + ", 4 runs after")
+    point = points[8]
+    assert HistoryPoint.from_dict(point.to_dict()) == point

@@ -109,16 +109,21 @@ def test_session_end_prints_the_change_point_this_run_confirmed(project: pytest.
     for _ in range(5):
         run()
     slower = _commit(project.path, 8, "two more blocks")
-    outputs = []
-    for _ in range(3):
-        result = run()
-        outputs.append(result.stdout.str())
-    assert "change point" not in outputs[0] + outputs[1]  # two runs after a step do not confirm it
-    assert "change point: test_model.py::test_model: +" in outputs[2]
-    assert f"since {slower[:7]}, 3 runs after" in outputs[2]
-    # the next run does not announce it again
-    again = run()
-    assert "change point" not in again.stdout.str()
+    outputs = [run().stdout.str() for _ in range(3)]
+    # the model changed: timed beside the previous commit's model in the same process, so the
+    # first run after the step confirms it, on the paired ratio and its interval
+    assert "change point: test_model.py::test_model: +" in outputs[0]
+    assert f"since {slower[:7]}, 1 run after" in outputs[0]
+    # later runs (the same model) do not announce it again
+    assert "change point" not in outputs[1] + outputs[2]
+    from pytest_roofline.history.store import JsonLinesStore
+
+    points = sorted(JsonLinesStore(store).points(), key=lambda p: p.order)
+    assert len({p.identity for p in points}) == 2 and all(p.identity for p in points)
+    # only the first run of the new model is paired, against the previous commit's model
+    assert [p.paired is not None for p in points] == [False] * 5 + [True, False, False]
+    paired = points[5].paired
+    assert paired is not None and paired.against == points[4].identity and paired.ratio > 1.0
 
 
 def test_plugin_writes_postgres_and_import_adds_nothing_twice(

@@ -1,19 +1,24 @@
 """Change points of a series: where a model (or one of its layers) became slower or faster, and stayed so.
 
-The detector works on the logarithm of the gate's control-normalized figure (so a step is a
-ratio, and the machine's speed, which moves model and probe alike, mostly cancels):
+The absolute figure is the gate's control-normalized one (model p25 over the control probe's,
+measured interleaved in the same process; its logarithm, so a step is a ratio and the machine's
+speed, which moves model and probe alike, mostly cancels):
 
-1. **Candidates**: PELT (``ruptures``, l2 cost) with a penalty set from the series' own noise:
-   ``PENALTY × σ² × log n`` where σ is a robust (MAD) estimate of the point-to-point noise,
-   taken on first differences so that the steps themselves do not inflate it.  A segment has at
-   least ``min_size`` points: a step must persist to count.
-2. **Attribution to a model change**: points carry the model's content hash.  Where hashes are
-   known, a candidate within ``SNAP`` points of a change of model is moved onto it; a candidate
-   with the same model on both sides is the machine (this VM's speed jumps between two states for
-   minutes) or its environment, never the model, and is dropped (kept in ``machine_steps``).
-3. **Confirmation**: the ratio of the medians of the two segments either side (at most ``WINDOW``
-   points each) with a seeded bootstrap interval; the step is kept when its interval
-   (``CONFIDENCE``) excludes 1 and it is at least ``min_change``.
+1. **Where something that runs changed**: points carry a digest of what ran (model content,
+   inputs, backend build, options, env: the gate's identity; the model hash for points recorded
+   before it was kept).  A step goes only where it changed: a step under the same identity is the
+   machine (this VM's speed jumps between two states for minutes) and is kept apart
+   (``machine_steps``), never a change point.
+2. **Paired evidence first**: where the point after a change carries a paired ratio (the new model
+   timed interleaved with the previous point's in one process,
+   :mod:`~pytest_roofline.history.pairing`), that ratio decides: a step when its interval at
+   ``CONFIDENCE`` excludes 1 and it is at least ``min_change``; its 95 % interval is the step's
+   CI.  No run of absolute figures is needed, so the step is found at the first run after it.
+3. **Otherwise the absolute figure**: PELT (``ruptures``, l2 cost) with a penalty set from the
+   series' own noise (``PENALTY × σ² × log n``, σ a MAD estimate on first differences so the
+   steps do not inflate it) finds candidates, each moved onto a change of what ran within
+   ``SNAP`` points; a segment has at least ``min_size`` points (a step must persist), and the
+   step is kept when the seeded bootstrap interval of the segments' median ratio excludes 1.
 
 Per layer the same detector runs on the layer's seconds in the figure's units
 (:meth:`~pytest_roofline.history.points.HistoryPoint.layer_values`); for each model change point
@@ -30,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_roofline.history.pairing import Paired
 from pytest_roofline.history.points import HistoryPoint
 
 __all__ = [
@@ -49,6 +55,7 @@ SNAP = 2
 CONFIDENCE = 0.99
 BOOTSTRAP = 1000
 LAYER_MOVE = 0.10
+MIN_PAIRS = 6  # session pairs a paired ratio needs to speak: fewer give an interval that is the range
 NOISE_FLOOR = 0.002  # no figure reproduces better than 0.2 % between runs; a noiseless series is a fake
 
 
@@ -105,7 +112,8 @@ class ChangePoint:
     def describe(self, test: str) -> str:
         """``test_x: +6.8 % since abc1234, 4 runs after; layer MatMul_83 +21 %``."""
         since = (self.commit or "?")[:7]
-        text = f"{test}: {self.change * 100:+.1f} % since {since}, {self.runs_after} runs after"
+        runs = f"{self.runs_after} run{'s' if self.runs_after != 1 else ''}"
+        text = f"{test}: {self.change * 100:+.1f} % since {since}, {runs} after"
         if self.layers:
             text += "; layer " + ", ".join(layer.describe() for layer in self.layers[:3])
         return text
@@ -181,32 +189,60 @@ def _model_changes(hashes: Sequence[str]) -> list[int] | None:
     return [i for i in range(1, len(hashes)) if hashes[i] != hashes[i - 1]]
 
 
+def _paired_steps(
+    pairs: Sequence[Paired | None], changes_at: Sequence[int], min_change: float, confidence: float
+) -> dict[int, tuple[float, float, float] | None]:
+    """The paired evidence at each change of what runs that carries it: index → (ratio, 95 % low,
+    95 % high) when it shows a step (its interval at ``confidence`` excludes 1 and the ratio is at
+    least ``min_change`` off 1), None when it shows none."""
+    decided: dict[int, tuple[float, float, float] | None] = {}
+    for index in changes_at:
+        pair = pairs[index]
+        if pair is None:
+            continue
+        ratio, strict, reported = pair.ratio, pair.ci(confidence), pair.ci()
+        if strict is None or reported is None or len(pair.figures) < MIN_PAIRS:
+            continue  # too few session pairs: no evidence either way (the absolute figure decides)
+        step = abs(ratio - 1.0) >= min_change and not strict[0] <= 1.0 <= strict[1]
+        decided[index] = (ratio, reported[0], reported[1]) if step else None
+    return decided
+
+
 def detect(
-    values: Sequence[float],
+    values: Sequence[float] | np.ndarray,
     hashes: Sequence[str] = (),
     *,
+    paired: Sequence[Paired | None] = (),
     min_size: int = MIN_SIZE,
     min_change: float = MIN_CHANGE,
     confidence: float = CONFIDENCE,
 ) -> tuple[list[tuple[int, float, float, float, float, float]], list[int]]:
     """The confirmed steps of ``values`` and the steps put down to the machine.
 
+    ``hashes``: what ran at each point (identity digest or model hash); a step goes only where it
+    changed.  ``paired``: each point's paired ratio against the point before's model (None where
+    none was timed); where one exists it decides the step alone (module docstring).
+
     Returns ``([(index, before, after, change, ci_low, ci_high), ...], machine_indices)``; index is
     the first point after the step, ``change`` and its 95 % interval are fractions.
     """
     data = np.asarray(values, dtype=float)
-    if len(data) < 2 * min_size or not np.all(np.isfinite(data)) or np.any(data <= 0):
+    if len(data) < 2 or not np.all(np.isfinite(data)) or np.any(data <= 0):
         return [], []
     logs = np.log(data)
     changes_at = _model_changes(list(hashes)) if len(hashes) == len(data) else None
+    pairs = list(paired) if len(paired) == len(data) else [None] * len(data)
+    decided = _paired_steps(pairs, changes_at or (), min_change, confidence)
     machine: list[int] = []
-    breaks: list[int] = []
+    breaks = [index for index, step in decided.items() if step is not None]
     for index in _candidates(logs, min_size, changes_at or ()):
         if changes_at is not None:
             near = [j for j in changes_at if abs(j - index) <= SNAP]
             if not near:
                 machine.append(index)
                 continue
+            if any(j in decided for j in near):
+                continue  # the paired figure there spoke (a step is in ``breaks`` already)
             index = min(near, key=lambda j: (abs(j - index), j))
         if index not in breaks:
             breaks.append(index)
@@ -217,6 +253,12 @@ def detect(
         start = max(bounds[k], index - WINDOW)
         stop = min(bounds[k + 2], index + WINDOW)
         before, after = data[start:index], data[index:stop]
+        step = decided.get(index)
+        if step is not None:  # the paired ratio: the step's size and interval
+            ratio, low95, high95 = step
+            level = float(np.median(before))
+            confirmed.append((index, level, level * ratio, ratio - 1.0, low95 - 1.0, high95 - 1.0))
+            continue
         if len(before) < min_size or len(after) < min_size:
             continue
         ratio, (low, high), (low95, high95) = _bootstrap_ratio(before, after, confidence, seed=index)
@@ -265,8 +307,8 @@ def find_changes(
     that moved across each (``layers``), and of every layer's own series (``layer_series``)."""
     points = tuple(points)
     values = [p.value for p in points]
-    hashes = [p.model_hash for p in points]
-    found, machine = detect(values, hashes, min_size=min_size)
+    hashes = [p.runs for p in points]
+    found, machine = detect(values, hashes, paired=[p.paired for p in points], min_size=min_size)
     changes = []
     bounds = [0, *[f[0] for f in found], len(points)]
     for k, (index, before, after, change, low, high) in enumerate(found):
@@ -279,9 +321,7 @@ def find_changes(
         for name in names:
             present = [p for p in points if name in p.layers]
             series = [p.layer_values()[name] for p in present]
-            steps, _ = detect(
-                series, [p.model_hash for p in present], min_size=min_size, min_change=LAYER_MOVE
-            )
+            steps, _ = detect(series, [p.runs for p in present], min_size=min_size, min_change=LAYER_MOVE)
             if steps:
                 layer_changes[name] = tuple(_change_point(present, step) for step in steps)
     series_name = points[0].series if points else ""

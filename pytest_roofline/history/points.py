@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_roofline.history.pairing import Paired
 from pytest_roofline.schema import SchemaError, read_float, read_floats, read_optional_float, read_str
 
 if TYPE_CHECKING:
@@ -65,6 +66,14 @@ class HistoryPoint:
     batch: int = 1
     detail: dict[str, Any] = field(default_factory=dict, hash=False)  # the conditions themselves
     recorded: float = 0.0  # when it was stored (Unix seconds): orders runs within one second of ``time``
+    identity: str = ""  # digest of what ran (model content, inputs, backend build, options, env); "" unknown
+    content: str = ""  # the model's content hash (model file and external data): the model store's key
+    paired: Paired | None = None  # the model timed beside the previous point's, where it changed
+
+    @property
+    def runs(self) -> str:
+        """What ran: the identity digest, else (points recorded before it was kept) the model hash."""
+        return self.identity or self.model_hash
 
     @property
     def order(self) -> tuple[str, float, str]:
@@ -108,6 +117,9 @@ class HistoryPoint:
             "batch": self.batch,
             "detail": dict(self.detail),
             "recorded": self.recorded,
+            "identity": self.identity,
+            "content": self.content,
+            "paired": self.paired.to_dict() if self.paired else None,
         }
 
     @classmethod
@@ -152,6 +164,9 @@ class HistoryPoint:
             batch=int(data.get("batch") or 1),
             detail=dict(detail) if isinstance(detail, Mapping) else {},
             recorded=float(read_optional_float(data, "recorded") or 0.0),
+            identity=read_str(data, "identity", ""),
+            content=read_str(data, "content", ""),
+            paired=Paired.from_dict(data.get("paired")),
         )
 
 
@@ -213,6 +228,8 @@ def point_of(
     subject: Any = (gate or {}).get("subject_p25")
     scale = value / float(subject) if _finite(subject) and float(subject) > 0 else None
     conditions = _conditions(record)
+    ran = prof.extra.get("history") if isinstance(prof.extra, Mapping) else None
+    ran = ran if isinstance(ran, Mapping) else {}
     device = record.entry.device_class if record.entry else record.key.rsplit("|", 1)[-1]
     ident = {"key": record.key, "commit": commit, "time": time, "sessions": list(sessions), "c": conditions}
     return HistoryPoint(
@@ -238,6 +255,9 @@ def point_of(
         backend=prof.backend,
         batch=prof.batch,
         detail=conditions,
+        identity=str(ran.get("identity") or ""),
+        content=str(ran.get("content") or ""),
+        paired=Paired.from_dict(ran.get("paired")),
     )
 
 

@@ -89,6 +89,8 @@ def build_view(points: Sequence[HistoryPoint], rootdir: Path | None, explain: bo
                         "mode": p.mode,
                         "median": p.median,
                         "model_hash": p.model_hash,
+                        "identity": p.identity,
+                        "paired": p.paired.to_dict() if p.paired else None,
                     }
                     for p in items
                 ],
