@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from pytest_roofline.roofline.calibrate import calibrate
     from pytest_roofline.stats import LatencyStats
 
-__version__ = "0.1.0"
+from pytest_roofline.stamp import __version__
 
 #: public name → the module that defines it
 _EXPORTS = {

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.errors import RooflineError
 from pytest_roofline.files import read_document
 from pytest_roofline.schema import SchemaError, as_mapping, check_kind, loads, migrate, read_list
+from pytest_roofline.stamp import __version__, now
 
 if TYPE_CHECKING:
     from pytest_roofline.gate.baseline import BaselineEntry, HistoryPoint
@@ -32,7 +32,6 @@ __all__ = [
     "ProfileRecord",
     "RunResults",
     "load_results",
-    "now",
     "parse_results",
 ]
 
@@ -40,11 +39,6 @@ RESULTS_SCHEMA_VERSION = 2
 #: The ``kind`` of a run-results document (beside its ``schema_version``).
 RESULTS_KIND = "results"
 TOOL = "pytest-roofline"
-
-
-def now() -> str:
-    """The current UTC time, ISO 8601 to the second."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 @dataclass(frozen=True)
@@ -145,7 +139,7 @@ class RunResults:
         )
         roof = next((p.roofline for p in profiles if p.roofline is not None), None)
         backend = profiles[0].backend if profiles else ""
-        return cls(records=records, backend=backend, roofline=roof, version=_version())
+        return cls(records=records, backend=backend, roofline=roof, version=__version__)
 
     def to_dict(self, include_samples: bool = True) -> dict[str, Any]:
         """JSON-ready dict (non-finite numbers are left to the writer: see report.finite)."""
@@ -153,7 +147,7 @@ class RunResults:
             "kind": RESULTS_KIND,
             "schema_version": RESULTS_SCHEMA_VERSION,
             "tool": self.tool,
-            "version": self.version or _version(),
+            "version": self.version or __version__,
             "created": self.created,
             "commit": self.commit,
             "branch": self.branch,
@@ -211,23 +205,17 @@ class RunResults:
         return replace(self, records=tuple(records))
 
 
-def _version() -> str:
-    from pytest_roofline import __version__
-
-    return __version__
-
-
 # --- migrations and the one loader ---------------------------------------------------------------
 
 
 def update_to_2(document: dict[str, Any]) -> dict[str, Any]:
     """Results schema 1 → 2: each result's baseline candidate follows baseline schema 2."""
-    from pytest_roofline.gate.baseline import _entry_to_2
+    from pytest_roofline.gate.baseline import entry_to_2
 
     results = document.get("results")
     if isinstance(results, list):
         document["results"] = [
-            {**item, "entry": _entry_to_2(item["entry"])}
+            {**item, "entry": entry_to_2(item["entry"])}
             if isinstance(item, Mapping) and item.get("entry")
             else item
             for item in results

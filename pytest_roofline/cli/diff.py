@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     profile = verdict = None
     if args.profile and engine is not None:
         from pytest_roofline.api import profile_model
-        from pytest_roofline.diff.paired import measure_change
+        from pytest_roofline.gate.paired import measure_change
 
         say(f"profiling {old.model_name} on {engine.name} for its per-layer efficiencies")
         profile = profile_model(args.old, backend=engine, batch=batch, dims=dims or None, roofline=roofline)

@@ -40,6 +40,7 @@ __all__ = [
     "LayerRecord",
     "MIGRATIONS",
     "entry_key",
+    "entry_to_2",
     "module_of",
 ]
 
@@ -355,7 +356,7 @@ class BaselineEntry:
 # --- migrations -----------------------------------------------------------------------------------
 
 
-def _entry_to_2(entry: Any) -> Any:
+def entry_to_2(entry: Any) -> Any:
     """A schema-1 entry as schema 2: ``probe`` becomes ``control``; conditions from what it recorded."""
     if not isinstance(entry, Mapping) or "control" in entry:
         return entry  # left for the strict reader to report, or already of schema 2
@@ -378,7 +379,7 @@ def update_to_2(document: dict[str, Any]) -> dict[str, Any]:
     """Baseline file schema 1 → 2 (entries' ``probe`` renamed ``control``, ``conditions`` added)."""
     entries = document.get("entries")
     if isinstance(entries, Mapping):
-        document["entries"] = {key: _entry_to_2(value) for key, value in entries.items()}
+        document["entries"] = {key: entry_to_2(value) for key, value in entries.items()}
     return document
 
 

@@ -239,7 +239,7 @@ def measured_again(request: GateRequest, earlier: GateOutcome, earlier_test: str
     import dataclasses
 
     from pytest_roofline.gate.verdict import new_verdict
-    from pytest_roofline.results import now
+    from pytest_roofline.stamp import now
 
     assert earlier.entry is not None
     entry = dataclasses.replace(

@@ -471,7 +471,7 @@ def _entry(
         LayerRecord,
     )
     from pytest_roofline.gate.identity import graph_hash
-    from pytest_roofline.results import now
+    from pytest_roofline.stamp import now
 
     lat = profile.latency
     try:

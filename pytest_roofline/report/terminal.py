@@ -74,8 +74,8 @@ def summary_lines(
 ) -> list[str]:
     """One line per profiled model, verdict reasons and tables, spans, stale entries, files written."""
     from pytest_roofline.gate.verdict import verdict_table
+    from pytest_roofline.profile.sanity import warning_line
     from pytest_roofline.report.view import accepted_message, was_accepted
-    from pytest_roofline.roofline.sanity import warning_line
 
     lines: list[str] = []
     header = ("test", "model", "median", "efficiency", "verdict", "vs baseline")

@@ -14,16 +14,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pytest_roofline.analysis.views import RUNTIME_VIEW_OPS
+from pytest_roofline.errors import RooflineError
 from pytest_roofline.roofline import DeviceRoofline
 from pytest_roofline.roofline.roofs import MemoryRoof
-
-from .errors import RooflineError
-from .stats import LatencyStats
+from pytest_roofline.stats import LatencyStats
 
 if TYPE_CHECKING:
-    from .analysis.types import ModelAnalysis
-    from .backends.base import KernelProfile, KernelRecord
-    from .roofline.sanity import RooflineCheck
+    from pytest_roofline.analysis.types import ModelAnalysis
+    from pytest_roofline.backends.base import KernelProfile, KernelRecord
+    from pytest_roofline.profile.sanity import RooflineCheck
 
 __all__ = [
     "FractionUnavailable",
@@ -359,7 +358,7 @@ def roof_dtype(roofline: DeviceRoofline, precision: str) -> str:
     (onnxruntime's CPU EP inserts Casts around Conv; measured: a ResNet-50 fp16 "reached" 134 % of
     the CPU's fp16 roof), and on a GPU the fp16 roof is the higher one.  ``mixed`` takes the
     highest float roof.  A precision without a calibrated roof falls back to float32's, which the
-    physical sanity check (:mod:`pytest_roofline.roofline.sanity`) names when it yields impossible
+    physical sanity check (:mod:`pytest_roofline.profile.sanity`) names when it yields impossible
     figures (fp16 tensor cores against a TF32 roof).
     """
     peaks = roofline.peak_flops
@@ -559,12 +558,12 @@ class ModelProfile:
 
     @property
     def roofline_check(self) -> RooflineCheck:
-        """Whether this profile's roofline figures are physically possible (see :mod:`.roofline.sanity`).
+        """Whether this profile's roofline figures are physically possible (see :mod:`.sanity`).
 
         ``check.valid`` is False when a layer runs above 1.15 x its roof or the model above 100 %;
         ``check.message()`` names the likely cause; :attr:`efficiency` is then a :class:`NoFraction`.
         """
-        from .roofline.sanity import check_profile
+        from pytest_roofline.profile.sanity import check_profile
 
         return check_profile(self)
 
