@@ -244,7 +244,7 @@ def layer_times(report: Report, roof: Any) -> None:
 
     from pytest_roofline.api import profile_model
     from pytest_roofline.backends.base import get_backend
-    from pytest_roofline.backends.cupti import cupti_available
+    from pytest_roofline.backends.onnxruntime.cupti import cupti_available
     from pytest_roofline.zoo import resnet50
 
     if not cupti_available():

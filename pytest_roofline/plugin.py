@@ -158,7 +158,7 @@ class RooflinePlugin:
         A baseline or report that could not be written makes an otherwise green run exit 1: a
         CI gate must not pass while losing what it was asked to record.
         """
-        from pytest_roofline.bounded import set_exit_status
+        from pytest_roofline.backends.bounded import set_exit_status
 
         if self.session.is_worker:
             self.config.workeroutput["roofline"] = self.session.worker_payload()  # type: ignore[attr-defined]

@@ -293,7 +293,7 @@ class RooflineSession:
         trips: Mapping[str, int] | None = None,
     ) -> ModelProfile:
         """Measure one model for ``node``, gate it, record it; returns the profile."""
-        from pytest_roofline.bounded import run_bounded
+        from pytest_roofline.backends.bounded import run_bounded
         from pytest_roofline.gate.runner import measure_lock, run_model_gate, static_outcome
 
         request = self.request(

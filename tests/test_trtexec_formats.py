@@ -14,7 +14,7 @@ from onnx import TensorProto, helper
 
 from pytest_roofline.analysis.types import ModelAnalysis, NodeCost, TensorInfo
 from pytest_roofline.backends.attribution import GraphIndex, attributed_fraction, group_cost_at_precision
-from pytest_roofline.backends.trtexec_formats import (
+from pytest_roofline.backends.trtexec.formats import (
     LayerTime,
     TrtVersion,
     attribute_layers,

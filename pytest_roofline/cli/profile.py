@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_roofline.bounded import run_bounded, set_exit_status
+from pytest_roofline.backends.bounded import run_bounded, set_exit_status
 from pytest_roofline.cli.common import (
     INPUTS_HELP,
     add_backend_arguments,
