@@ -18,8 +18,8 @@ from pytest_roofline.errors import OptionError
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from pytest_roofline.inputs import InputSource
     from pytest_roofline.model import ModelSource
+    from pytest_roofline.model.inputs import InputSource
 
 __all__ = ["CheckResult", "OutputComparison", "check_outputs", "compare_arrays"]
 
@@ -146,8 +146,8 @@ def check_outputs(
         BackendUnavailable, BackendError: a backend missing or failing.
     """
     from pytest_roofline.backends.base import get_backend
-    from pytest_roofline.inputs import dims_from_inputs, load_inputs
     from pytest_roofline.model import ModelSpec, bind_input_shapes, graph_inputs, load_model, make_inputs
+    from pytest_roofline.model.inputs import dims_from_inputs, load_inputs
 
     backends = tuple(backends)
     if len(backends) < 2:

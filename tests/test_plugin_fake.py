@@ -415,7 +415,7 @@ def test_spans_recorded_before_profiling_are_on_the_returned_profile(project):
 
 
 def test_backend_scoped_options_apply_only_to_their_backend():
-    from pytest_roofline.options import backend_options
+    from pytest_roofline.pytest.options import backend_options
 
     options = {"unit": "2", "onnxruntime:intra_op_threads": "1", "fake:jitter": "0"}
     assert backend_options(options, "fake") == {"unit": "2", "jitter": "0"}

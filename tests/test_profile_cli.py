@@ -200,7 +200,7 @@ def test_trace_without_backend_events_is_synthesized(tmp_path):
 
 
 def test_npy_for_a_multi_input_model_is_refused(tmp_path):
-    from pytest_roofline.inputs import load_inputs
+    from pytest_roofline.model.inputs import load_inputs
 
     np.save(tmp_path / "a.npy", np.zeros(3))
     with pytest.raises(ShapeError, match="holds one array but the model has 2 inputs"):

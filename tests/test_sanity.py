@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from pytest_roofline.backends.base import KernelProfile, KernelRecord, get_backend
+from pytest_roofline.measure.stats import LatencyStats
 from pytest_roofline.profile import Layer, ModelProfile, build_layers
 from pytest_roofline.profile.sanity import LAYER_LIMIT, RooflineCheck, check_profile, warning_line
 from pytest_roofline.roofline import DeviceRoofline
 from pytest_roofline.roofline.roofs import CacheLevel, Probe
-from pytest_roofline.stats import LatencyStats
 
 CPU_FP = {"backend": "onnxruntime", "cpu": "AMD EPYC 7B13", "cores": 2, "providers": ["CPUExecutionProvider"]}
 H200_FP = {

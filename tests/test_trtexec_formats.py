@@ -26,7 +26,7 @@ from pytest_roofline.backends.trtexec.formats import (
     read_json,
 )
 from pytest_roofline.errors import BackendError
-from pytest_roofline.precision import precision_itemsize
+from pytest_roofline.model.precision import precision_itemsize
 
 DATA = Path(__file__).parent / "data" / "trtexec"
 

@@ -96,7 +96,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _timeout(text: str) -> float:
-    from pytest_roofline.options import parse_timeout
+    from pytest_roofline.pytest.options import parse_timeout
 
     return parse_timeout(text)
 

@@ -86,7 +86,7 @@ def serve() -> None:
     os.dup2(2, 1)  # what native code prints cannot corrupt the replies
     requests = sys.stdin.buffer
     from pytest_roofline.backends.onnxruntime.runner import use_global_pool
-    from pytest_roofline.measure import sample_interleaved
+    from pytest_roofline.measure.rounds import sample_interleaved
 
     use_global_pool(intra, inter)  # every onnxruntime session of the helper shares one pool
     _send(replies, ("ready", None))

@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from pytest_roofline.api import PreparedModel
     from pytest_roofline.gate.runner import GateOutcome, GateRequest
     from pytest_roofline.gate.verdict import Verdict
+    from pytest_roofline.measure.stats import LatencyStats
     from pytest_roofline.model import ModelSpec
-    from pytest_roofline.stats import LatencyStats
 
 __all__ = [
     "ModelStoreLike",
@@ -192,7 +192,7 @@ def short_sample(session: Any) -> LatencyStats:
     :data:`SHORT_MIN_RUNS` and up to :data:`SHORT_MAX_RUNS` runs within :data:`SHORT_SECONDS`."""
     import time
 
-    from pytest_roofline.stats import LatencyStats
+    from pytest_roofline.measure.stats import LatencyStats
 
     session.time(2)  # warm-up
     samples: list[float] = []

@@ -102,9 +102,9 @@ def static_outcome(request: GateRequest) -> GateOutcome:
     """A profile from static analysis alone (``--roofline-disable``): no timing, no gate."""
     from pytest_roofline.analysis import analyze
     from pytest_roofline.gate.verdict import new_verdict
+    from pytest_roofline.measure.stats import LatencyStats
     from pytest_roofline.model import model_hash
     from pytest_roofline.profile import ModelProfile
-    from pytest_roofline.stats import LatencyStats
 
     analysis = analyze(str(request.model), batch=request.batch, dims=dict(request.dims), trips=request.trips)
     nan = math.nan
@@ -164,9 +164,9 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
         stored_decider,
     )
     from pytest_roofline.gate.verdict import new_verdict
-    from pytest_roofline.measure import SessionOpener
+    from pytest_roofline.measure.rounds import SessionOpener
+    from pytest_roofline.measure.stats import LatencyStats
     from pytest_roofline.profile import build_layers
-    from pytest_roofline.stats import LatencyStats
 
     engine, tolerance = request.backend, request.tolerance
     prepared = request.prepared or prepare(

@@ -15,9 +15,9 @@ import numpy as np
 
 from pytest_roofline.analysis.views import RUNTIME_VIEW_OPS
 from pytest_roofline.errors import RooflineError
+from pytest_roofline.measure.stats import LatencyStats
 from pytest_roofline.roofline import DeviceRoofline
 from pytest_roofline.roofline.roofs import MemoryRoof
-from pytest_roofline.stats import LatencyStats
 
 if TYPE_CHECKING:
     from pytest_roofline.analysis.types import ModelAnalysis
@@ -253,7 +253,7 @@ def build_layers(
     ran at that precision (onnxruntime runs fp16 nodes without an fp16 kernel in fp32): its
     bytes are counted at that precision's element size.
     """
-    from pytest_roofline.precision import precision_itemsize
+    from pytest_roofline.model.precision import precision_itemsize
 
     known = {node.name for node in analysis.nodes}
     owner = _flop_owners(kernels, known)

@@ -614,8 +614,8 @@ class OnnxRuntimeSession(BackendSession):
 
 
 def _precision(model: Any) -> str:
-    """int4 | int8 | fp16 | bf16 | fp32 | mixed (see :func:`pytest_roofline.precision.model_precision`)."""
-    from pytest_roofline.precision import model_precision
+    """int4 | int8 | fp16 | bf16 | fp32 | mixed (see :mod:`pytest_roofline.model.precision`)."""
+    from pytest_roofline.model.precision import model_precision
 
     return model_precision(model)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.errors import BaselineError, OptionError, RooflineError
-from pytest_roofline.options import Settings, backend_options, parse_budget, parse_percent
+from pytest_roofline.pytest.options import Settings, backend_options, parse_budget, parse_percent
 
 if TYPE_CHECKING:
     import pytest
@@ -30,10 +30,10 @@ if TYPE_CHECKING:
     from pytest_roofline.gate.runner import GateOutcome, GateRequest
     from pytest_roofline.gate.store import BaselineStore
     from pytest_roofline.gitref import GitInfo
+    from pytest_roofline.measure.stats import LatencyStats
     from pytest_roofline.profile import ModelProfile
     from pytest_roofline.results import ProfileRecord, RunResults
     from pytest_roofline.roofline import DeviceRoofline
-    from pytest_roofline.stats import LatencyStats
 
 __all__ = ["RooflineSession", "GateSettings", "relative_to_root", "resolve_model_path"]
 

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import pytest
 
 from pytest_roofline.errors import BackendUnavailable, RooflineError
-from pytest_roofline.session import RooflineSession
-from pytest_roofline.spans import Spans
+from pytest_roofline.measure.spans import Spans
+from pytest_roofline.pytest.session import RooflineSession
 
 if TYPE_CHECKING:
     from pytest_roofline.profile import ModelProfile
