@@ -151,7 +151,7 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
         RooflineError: bad model, inputs or backend failure (one line).
     """
     from pytest_roofline.api import assemble, prepare, profile_layers
-    from pytest_roofline.gate.control import PROBE_NAME, fit_probe, memory_share, probe_opener
+    from pytest_roofline.gate.control_probe import PROBE_NAME, fit_probe, memory_share, probe_opener
     from pytest_roofline.gate.isolated import sampler_for
     from pytest_roofline.gate.judge import incomparable
     from pytest_roofline.gate.layers import layer_deltas, layer_verdicts
