@@ -17,6 +17,7 @@ The model store is :mod:`pytest_roofline.gate.model_store` (``default_model_stor
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from pytest_roofline.model import ModelSpec
 
 __all__ = [
+    "MeasuredIdentities",
     "ModelStoreLike",
     "Route",
     "current_identity",
@@ -249,3 +251,38 @@ def measured_again(request: GateRequest, earlier: GateOutcome, earlier_test: str
     reused = f"figures measured earlier in this session ({earlier_test}), not measured again"
     verdict = dataclasses.replace(verdict, reasons=(reused,))
     return dataclasses.replace(earlier, verdict=verdict, extra_verdicts=(), entry=entry, history=())
+
+
+class MeasuredIdentities:
+    """What this session already measured, by identity (model bytes, inputs, backend build, settings,
+    env vars, device class, batch, dims): a later first baseline of the same identity takes the
+    earlier test's figures under its own key instead of being timed again."""
+
+    def __init__(self) -> None:
+        self._measured: dict[str, tuple[str, GateOutcome]] = {}  # identity -> first test, its outcome
+
+    @staticmethod
+    def key(request: GateRequest) -> str | None:
+        """What a measurement of ``request`` measures (its identity, batch, dims), as a lookup key."""
+        if request.prepared is None or request.reference is not None or request.metrics != ("latency",):
+            return None
+        identity = current_identity(request, request.prepared).to_dict()
+        return json.dumps([identity, request.batch, sorted(request.dims.items())], sort_keys=True)
+
+    def before(self, request: GateRequest, update: bool) -> GateOutcome | None:
+        """A first baseline this session already measured under the same identity (recorded, not
+        measured again), or None."""
+        if request.baseline is not None and not update:
+            return None
+        key = self.key(request)
+        if key is None or key not in self._measured:
+            return None
+        test, earlier = self._measured[key]
+        return measured_again(request, earlier, test)
+
+    def remember(self, request: GateRequest, outcome: GateOutcome) -> None:
+        """Keep ``outcome`` of a measured request for the tests after it."""
+        if outcome.entry is not None:
+            key = self.key(request)
+            if key is not None:
+                self._measured.setdefault(key, (request.test, outcome))

@@ -10,64 +10,36 @@ Everything that judges performance lives in :mod:`pytest_roofline.gate`, free of
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
-import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_roofline.errors import BaselineError, OptionError, RooflineError
+from pytest_roofline.errors import RooflineError
+from pytest_roofline.gate.request import (
+    GateSettings,
+    ModelCall,
+    RunMode,
+    build_request,
+    gate_settings,
+    resolve_model_path,
+)
 from pytest_roofline.pytest.options import Settings, backend_options, parse_budget, parse_percent
+from pytest_roofline.roofline.engines import Engines
 
 if TYPE_CHECKING:
     import pytest
 
-    from pytest_roofline.backends.base import Backend
-    from pytest_roofline.gate.baseline import BaselineEntry
-    from pytest_roofline.gate.order import ModelStoreLike
+    from pytest_roofline.gate.order import MeasuredIdentities, ModelStoreLike
     from pytest_roofline.gate.runner import GateOutcome, GateRequest
     from pytest_roofline.gate.store import BaselineStore
     from pytest_roofline.gitref import GitInfo
     from pytest_roofline.measure.stats import LatencyStats
     from pytest_roofline.profile import ModelProfile
     from pytest_roofline.results import ProfileRecord, RunResults
-    from pytest_roofline.roofline import DeviceRoofline
 
-__all__ = ["RooflineSession", "GateSettings", "relative_to_root", "resolve_model_path"]
-
-METRICS_HELP = "latency, layer:<name>"
-
-
-@dataclasses.dataclass(frozen=True)
-class GateSettings:
-    """A test's gate settings: the session's, overridden by its ``roofline`` marker."""
-
-    tolerance: float
-    budget: float
-    metrics: tuple[str, ...] = ("latency",)
-    retime: bool = False
-
-
-def resolve_model_path(path: str | os.PathLike[str], test_dir: Path, rootdir: Path) -> Path:
-    """An absolute model path: as given if absolute, else the test file's dir, then rootdir."""
-    candidate = Path(path)
-    if candidate.is_absolute():
-        return candidate
-    for base in (test_dir, rootdir):
-        if (base / candidate).exists():
-            return (base / candidate).resolve()
-    return (test_dir / candidate).resolve()
-
-
-def relative_to_root(path: Path, rootdir: Path) -> str:
-    """``path`` relative to the rootdir (posix), or absolute when outside it."""
-    try:
-        return path.resolve().relative_to(rootdir.resolve()).as_posix()
-    except ValueError:
-        return path.resolve().as_posix()
-
+__all__ = ["RooflineSession"]
 
 #: Said after a paired run asked to update: it compared with the reference and recorded nothing.
 PAIRED_UPDATE_NOTE = (
@@ -94,16 +66,20 @@ class RooflineSession:
         progress: Callable[[str], None] | None = None,
     ) -> None:
         self.settings = settings
-        self._progress = progress
         self.rootdir = rootdir
         self.is_worker = is_worker
-        self._device_class = device_class
+        self.engines = Engines(
+            settings.backend,
+            lambda name: backend_options(settings.options, name),
+            recalibrate=settings.recalibrate,
+            progress=progress,
+            device_class=device_class,
+        )
         self._store: BaselineStore | None = None
         self.records: list[ProfileRecord] = []
         self.collected: set[str] = set()
         self.outcomes: dict[str, str] = {}
         self.failures: dict[str, list[str]] = {}
-        self.rooflines: dict[str, DeviceRoofline | None] = {}
         self.backends_used: set[tuple[str, str]] = set()  # (backend, device class) this run measured
         self.stale: list[str] = []
         self.written: list[Path] = []
@@ -114,7 +90,7 @@ class RooflineSession:
         self._git: GitInfo | None = None
         self._models: ModelStoreLike | None = None
         self._models_made = False
-        self._measured: dict[str, tuple[str, GateOutcome]] = {}  # identity -> first test, its outcome
+        self._measured: MeasuredIdentities | None = None  # what this session measured, by identity
 
     @property
     def store(self) -> BaselineStore:
@@ -127,135 +103,41 @@ class RooflineSession:
 
     # -- fixtures --------------------------------------------------------------------------------
 
-    def backend(self, name: str | None, options: Mapping[str, str] | None) -> tuple[str, Backend]:
-        """The backend a test asked for (session options apply to the session's backend)."""
-        from pytest_roofline.backends.base import get_backend
-
-        chosen = name or self.settings.backend
-        merged = backend_options(self.settings.options, chosen) if chosen == self.settings.backend else {}
-        merged.update(options or {})
-        return chosen, get_backend(chosen, merged)
-
-    def roofline_for(self, name: str, backend: Backend) -> DeviceRoofline | None:
-        """The device roofline through ``backend``, calibrated once per session (cached on disk)."""
-        ident = f"{name}|{sorted(backend.options.items())}"
-        if ident not in self.rooflines:
-            from pytest_roofline.roofline.calibrate import calibrate
-
-            force = self.settings.recalibrate and not any(self.rooflines.values())
-            # a cached calibration is spot-checked (<= 0.5 s) and measured again when it is off
-            self.rooflines[ident] = calibrate(
-                backend, force=force, spot_check=not force, progress=self._progress
-            )
-        return self.rooflines[ident]
-
-    def device_class(self, fingerprint: Mapping[str, Any]) -> str:
-        """The device class that keys baselines (the hook's answer, else the built-in rule)."""
-        if self._device_class is not None:
-            return self._device_class(fingerprint)
-        from pytest_roofline.device import device_class
-
-        return device_class(fingerprint)
-
     def gate_settings(self, marker: pytest.Mark | None) -> GateSettings:
         """The session's gate settings overridden by the test's ``roofline`` marker."""
-        kwargs = dict(marker.kwargs) if marker else {}
-        unknown = sorted(set(kwargs) - {"tolerance", "metrics", "budget", "retime"})
-        if unknown:
-            raise OptionError(
-                f"roofline marker has no argument {unknown[0]!r} (tolerance, metrics, budget, retime)"
-            )
         # a history needs the same figure every run: the identity shortcut would leave holes
-        retime = kwargs.get("retime", self.settings.retime or self.settings.history is not None)
-        if not isinstance(retime, bool):
-            raise OptionError(f"roofline marker: retime must be True or False, got {retime!r}")
-        try:
-            tolerance = (
-                parse_percent(kwargs["tolerance"]) if "tolerance" in kwargs else self.settings.tolerance
-            )
-            budget = parse_budget(kwargs["budget"]) if "budget" in kwargs else self.settings.budget
-        except argparse.ArgumentTypeError as exc:
-            raise OptionError(f"roofline marker: {exc}") from None
-        metrics = kwargs.get("metrics", ["latency"])
-        if isinstance(metrics, str):
-            metrics = [metrics]
-        for metric in metrics:
-            if metric != "latency" and not str(metric).startswith("layer:"):
-                raise OptionError(f"roofline marker: unknown metric {metric!r} ({METRICS_HELP})")
-        return GateSettings(tolerance, budget, tuple(metrics), retime)
+        retime = self.settings.retime or self.settings.history is not None
+        defaults = GateSettings(self.settings.tolerance, self.settings.budget, retime=retime)
+        return gate_settings(dict(marker.kwargs) if marker else {}, defaults, parse_percent, parse_budget)
 
-    def request(
-        self,
-        node: pytest.Item,
-        path: str | os.PathLike[str],
-        *,
-        batch_size: int | None = None,
-        dims: Mapping[str, int] | None = None,
-        inputs: Any = None,
-        backend: str | None = None,
-        options: Mapping[str, str] | None = None,
-        trips: Mapping[str, int] | None = None,
-    ) -> GateRequest:
+    def request(self, node: pytest.Item, call: ModelCall) -> GateRequest:
         """The gate request of one ``model_profile(...)`` call (a corrupt baseline fails here)."""
-        from pytest_roofline.gate.baseline import entry_key
-        from pytest_roofline.gate.runner import GateRequest
-
-        test = self.gate_settings(node.get_closest_marker("roofline"))
-        model_path = resolve_model_path(path, Path(str(node.path)).parent, self.rootdir)
-        backend_name, engine = self.backend(backend, options)
-        prepared = None
-        if not self.settings.disable:  # load and bind now: a bad model or input fails before measuring
-            from pytest_roofline.api import prepare
-
-            prepared = prepare(str(model_path), backend=engine, batch=batch_size, dims=dims, inputs=inputs)
-            batch_size = prepared.batch or 1
-        elif batch_size is None:  # 1 for a symbolic batch dim, the model's own when it is static
-            from pytest_roofline.model import default_batch, load_model
-
-            batch_size = default_batch(load_model(str(model_path)), dims)
-        rel = relative_to_root(model_path, self.rootdir)
-        device = self.device_class(engine.fingerprint())
-        key = entry_key(node.nodeid, rel, batch_size, dict(dims or {}), backend_name, device)
-        baseline, other_device = None, None
-        if not self.settings.disable and not self.settings.compare_ref:
-            try:
-                baseline = self.store.get(key, node.nodeid)
-            except BaselineError:
-                if not self.settings.update:  # --roofline-update rewrites the entry
-                    raise
-            if baseline is None and not self.settings.update:
-                other_device = self._other_device(key, node.nodeid)
-        reference, new_at_ref = None, ""
-        if self.settings.compare_ref and not self.settings.disable:  # a bad ref fails before measuring
-            from pytest_roofline.gitref import NotAtRef
-
-            try:
-                reference = self._reference_spec(model_path, batch_size, dims or {})
-            except NotAtRef as exc:  # a model the change adds: measured, nothing to compare
-                new_at_ref = str(exc)
-        return GateRequest(
-            test=node.nodeid,
-            key=key,
-            model=model_path,
-            model_rel=rel,
-            batch=batch_size,
-            backend=engine,
-            device_class=device,
-            tolerance=test.tolerance,
-            budget=test.budget,
-            dims=dict(dims or {}),
-            inputs=inputs,
-            metrics=test.metrics,
-            baseline=baseline,
-            reference=reference,
-            new_at_ref=new_at_ref,
-            commit=self.git().commit if not self.settings.disable else None,
-            trips=dict(trips) if trips else None,
-            prepared=prepared,
-            retime=test.retime or self.settings.update,  # an accepted figure is a timed one
-            models=self.models if not self.settings.disable else None,
-            other_device=other_device,
+        settings = self.settings
+        return build_request(
+            node.nodeid,
+            resolve_model_path(call.path, Path(str(node.path)).parent, self.rootdir),
+            self.rootdir,
+            backend=self.engines.backend(call.backend, call.options),
+            settings=self.gate_settings(node.get_closest_marker("roofline")),
+            mode=RunMode(settings.disable, settings.update, settings.compare_ref),
+            store=self.store,
+            device_class=self.engines.device_class,
+            commit=lambda: self.git().commit,
+            models=lambda: self.models,
+            batch_size=call.batch_size,
+            dims=call.dims,
+            inputs=call.inputs,
+            trips=call.trips,
         )
+
+    @property
+    def measured(self) -> MeasuredIdentities:
+        """What this session measured, by identity (made on first use)."""
+        if self._measured is None:
+            from pytest_roofline.gate.order import MeasuredIdentities
+
+            self._measured = MeasuredIdentities()
+        return self._measured
 
     @property
     def models(self) -> ModelStoreLike | None:
@@ -267,93 +149,36 @@ class RooflineSession:
             self._models_made = True
         return self._models
 
-    def _other_device(self, key: str, test: str) -> str | None:
-        """The device class of another entry of the same test, model, shape and backend, or None."""
-        from pytest_roofline.errors import BaselineError as Unreadable
-
-        stem = key.rsplit("|", 1)[0]
-        try:
-            entries = self.store.load(self.store.file_for(test)).entries
-        except Unreadable:
-            return None
-        found = sorted(e.device_class for k, e in entries.items() if k.rsplit("|", 1)[0] == stem and k != key)
-        return found[0] if found else None
-
-    def profile(
-        self,
-        node: pytest.Item,
-        path: str | os.PathLike[str],
-        *,
-        batch_size: int | None = None,
-        dims: Mapping[str, int] | None = None,
-        inputs: Any = None,
-        backend: str | None = None,
-        options: Mapping[str, str] | None = None,
-        check_outputs: Any = None,
-        trips: Mapping[str, int] | None = None,
-    ) -> ModelProfile:
+    def profile(self, node: pytest.Item, call: ModelCall) -> ModelProfile:
         """Measure one model for ``node``, gate it, record it; returns the profile."""
         from pytest_roofline.backends.bounded import run_bounded
         from pytest_roofline.gate.runner import measure_lock, run_model_gate, static_outcome
 
-        request = self.request(
-            node,
-            path,
-            batch_size=batch_size,
-            dims=dims,
-            inputs=inputs,
-            backend=backend,
-            options=options,
-            trips=trips,
-        )
-        if check_outputs:
-            self._check_outputs(
-                request.model, request.backend.name, check_outputs, inputs, request.batch, dims or {}
+        request = self.request(node, call)
+        if call.check_outputs:
+            from pytest_roofline.check import check_test_outputs
+
+            engine, checks = request.backend.name, call.check_outputs
+            check_test_outputs(
+                request.model, engine, checks, inputs=call.inputs, batch=request.batch, dims=call.dims
             )
         if self.settings.disable:
             outcome = static_outcome(request)
-        elif (found := self._measured_before(request)) is not None:
+        elif (found := self.measured.before(request, self.settings.update)) is not None:
             outcome = found
         else:
             name = request.backend.name
             self.backends_used.add((name, request.device_class))
             with measure_lock():  # held by this thread, released even when the measurement hangs
                 outcome = run_bounded(
-                    lambda: run_model_gate(request, lambda: self.roofline_for(name, request.backend)),
+                    lambda: run_model_gate(request, lambda: self.engines.roofline_for(name, request.backend)),
                     self.settings.timeout,
                     f"{request.model_rel} (batch {request.batch})",
                 )
-        self._remember(request, outcome)
+        if not self.settings.disable:
+            self.measured.remember(request, outcome)
         self._record(node, request, outcome)
         return outcome.profile
-
-    def _identity_key(self, request: GateRequest) -> str | None:
-        """What a measurement of ``request`` measures (its identity, batch, dims), as a lookup key."""
-        if request.prepared is None or request.reference is not None or request.metrics != ("latency",):
-            return None
-        from pytest_roofline.gate.order import current_identity
-
-        identity = current_identity(request, request.prepared).to_dict()
-        return json.dumps([identity, request.batch, sorted(request.dims.items())], sort_keys=True)
-
-    def _measured_before(self, request: GateRequest) -> GateOutcome | None:
-        """A first baseline this session already measured under the same identity (recorded, not
-        measured again), or None."""
-        if request.baseline is not None and not self.settings.update:
-            return None
-        key = self._identity_key(request)
-        if key is None or key not in self._measured:
-            return None
-        from pytest_roofline.gate.order import measured_again
-
-        test, earlier = self._measured[key]
-        return measured_again(request, earlier, test)
-
-    def _remember(self, request: GateRequest, outcome: GateOutcome) -> None:
-        if outcome.entry is not None and not self.settings.disable:
-            key = self._identity_key(request)
-            if key is not None:
-                self._measured.setdefault(key, (request.test, outcome))
 
     def _record(self, node: pytest.Item, request: GateRequest, outcome: GateOutcome) -> None:
         from pytest_roofline.report.junit import properties
@@ -370,65 +195,23 @@ class RooflineSession:
             change=outcome.change,
         )
         self.records.append(record)
-        self._judge(record)
+        messages = self.failures.setdefault(record.test, [])
+        if not self.settings.update or self.settings.compare_ref:  # else the figures are being accepted
+            from pytest_roofline.gate.judge import failure_messages
+
+            prof = record.profile
+            messages += failure_messages(
+                record.verdicts,
+                model=prof.model_name,
+                batch=prof.batch,
+                key=record.key,
+                baseline_file=self.store.file_for(record.test),
+                strict=self.settings.strict,
+            )
         node.user_properties.extend(properties(record))
         from pytest_roofline.report.benchmark_bridge import feed_pytest_benchmark
 
         feed_pytest_benchmark(node.config, record)
-
-    def _reference_spec(self, path: Path, batch: int, dims: Mapping[str, int]) -> Any:
-        """The model at ``--roofline-compare-ref`` with its external data at the same ref."""
-        from pytest_roofline.gitref import model_at_ref
-        from pytest_roofline.model import ModelSpec
-
-        return ModelSpec.create(str(model_at_ref(path, str(self.settings.compare_ref))), batch, dims)
-
-    def _check_outputs(
-        self, path: Path, backend: str, others: Any, inputs: Any, batch: int, dims: Mapping[str, int]
-    ) -> None:
-        """``check_outputs=True`` (vs onnxruntime, or openvino when the backend is onnxruntime),
-        a backend name, or a list of names: outputs must match the test's backend's."""
-        from pytest_roofline.check import check_outputs
-
-        if isinstance(others, bool):
-            names = ["onnxruntime" if backend != "onnxruntime" else "openvino"]
-        else:
-            names = [others] if isinstance(others, str) else list(others)
-        backends = [backend, *[n for n in names if n != backend]]
-        result = check_outputs(str(path), backends=backends, inputs=inputs, batch=batch, dims=dims or None)
-        if not result.passed:
-            details = "; ".join(c.describe() for c in result.failures[:3])
-            raise RooflineError(f"outputs of {path.name} differ between backends: {details}")
-
-    def _judge(self, record: ProfileRecord) -> None:
-        """The test's failure messages: regressions, and under --roofline-strict the undecided."""
-        from pytest_roofline.fmt import printable
-        from pytest_roofline.gate.verdict import verdict_table
-
-        messages = self.failures.setdefault(record.test, [])
-        if self.settings.update and not self.settings.compare_ref:  # the run's figures are being accepted
-            return
-        prof = record.profile
-        for verdict in record.verdicts:
-            head = printable(
-                f"roofline {verdict.status}: {prof.model_name} (batch {prof.batch}) {verdict.message}"
-            )
-            if verdict.explanation:
-                head += f"\n  why: {printable(verdict.explanation)}"
-            table = [printable(line) for line in verdict_table(verdict)]
-            if verdict.status == "regression":
-                messages.append("\n".join([head, *table]))
-            elif self.settings.strict and verdict.status in ("inconclusive", "incomparable"):
-                messages.append("\n".join([f"{head} [--roofline-strict]", *table]))
-            elif self.settings.strict and verdict.status == "new" and verdict.mode == "paired":
-                messages.append(f"{head} [--roofline-strict]")
-            elif self.settings.strict and verdict.status == "new":
-                messages.append(
-                    printable(
-                        f"roofline: no baseline for {record.key} in {self.store.file_for(record.test)} "
-                        "[--roofline-strict]; record one with --roofline-update"
-                    )
-                )
 
     def attach_spans(self, test: str, spans: Mapping[str, LatencyStats]) -> None:
         """Add a test's application spans to the profiles it recorded."""
@@ -493,8 +276,18 @@ class RooflineSession:
             return None
         self.records = self._with_outcomes()
         if not self.is_worker:
-            self._write_baselines()
-            self.stale = self._find_stale()
+            from pytest_roofline.gate.store import find_stale, write_baselines
+
+            done = write_baselines(
+                self.store,
+                self.records,
+                update=self.settings.update,
+                models=lambda: self.models,
+                rootdir=self.rootdir,
+            )
+            self.written.extend(done.paths)
+            self.errors.extend(done.errors)
+            self.stale = find_stale(self.store, self.records, self.collected, self.backends_used)
         results = self.results()
         if update_results is not None:
             results = update_results(results) or results
@@ -533,7 +326,7 @@ class RooflineSession:
         from pytest_roofline.results import RunResults
 
         info = self.git()
-        roofline = next((r for r in self.rooflines.values() if r is not None), None)
+        roofline = next((r for r in self.engines.rooflines.values() if r is not None), None)
         if roofline is None:
             roofline = next((r.profile.roofline for r in self.records if r.profile.roofline), None)
         return RunResults(
@@ -548,67 +341,6 @@ class RooflineSession:
             accepted=self.settings.update and not self.is_worker,
             baselines_written=tuple(str(p) for p in self.written),
         )
-
-    def _write_baselines(self) -> None:
-        ran = [r for r in self.records if r.entry is not None and r.outcome != "skipped"]
-        chosen: Sequence[BaselineEntry]
-        if self.settings.update:
-            chosen, replace = [r.entry for r in ran if r.entry], True
-        else:  # a first baseline (new here, or of another device class than the ones recorded)
-            firsts = ("new", "incomparable")
-            chosen, replace = [r.entry for r in ran if r.entry and r.verdict.status in firsts], False
-        by_file: dict[Path, list[BaselineEntry]] = {}
-        for entry in chosen:
-            by_file.setdefault(self.store.file_for(entry.test), []).append(entry)
-        for path, entries in sorted(by_file.items()):
-            try:
-                written = self.store.write(entries, replace_existing=replace, force=self.settings.update)
-            except (BaselineError, OSError) as exc:
-                self.errors.append(f"baselines not written to {path}: {exc}")
-                continue
-            self.written.extend(written)
-            if written:
-                self._keep_models(entries)
-
-    def _keep_models(self, entries: Sequence[BaselineEntry]) -> None:
-        """Put the recorded models in the model store: a later changed model is timed against them."""
-        store = self.models
-        if store is None:
-            return
-        for model in sorted({e.model for e in entries if e.identity is not None}):
-            path = Path(model) if Path(model).is_absolute() else self.rootdir / model
-            try:
-                store.put(path)
-            except (RooflineError, OSError) as exc:
-                self.store.notes.append(
-                    f"{model} not kept in the model store ({exc}); a changed model will be compared "
-                    "with the stored figures"
-                )
-
-    def _find_stale(self) -> list[str]:
-        """Entries this run could have produced and did not: same backend and device class as a
-        measurement of this run, test module run, test selected (or gone from the module)."""
-        if not self.collected or not self.backends_used:
-            return []
-        from pytest_roofline.gate.baseline import module_of
-
-        produced = {r.key for r in self.records}
-        producing_tests = {r.test for r in self.records}
-        modules = {module_of(t) for t in self.collected}
-        stale = []
-        for path in {self.store.file_for(t) for t in self.collected}:
-            try:
-                entries = self.store.read_file(path).entries
-            except BaselineError:
-                continue
-            for key, entry in entries.items():
-                if module_of(entry.test) not in modules or key in produced:
-                    continue
-                if (entry.backend, entry.device_class) not in self.backends_used:
-                    continue  # another backend's or device's baseline: this run says nothing of it
-                if entry.test not in self.collected or entry.test in producing_tests:
-                    stale.append(key)
-        return sorted(stale)
 
     def summary(self) -> list[str]:
         """The terminal summary's lines (after :meth:`finish`)."""
