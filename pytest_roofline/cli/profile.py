@@ -9,8 +9,6 @@ profile (``ModelProfile.to_dict``), or ``{"profiles": [...]}`` for a batch sweep
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import sys
 from pathlib import Path
@@ -25,7 +23,7 @@ from pytest_roofline.cli.common import (
     add_trip_argument,
 )
 from pytest_roofline.errors import OptionError
-from pytest_roofline.fmt import csv_cell, elide_names, fmt_bytes_fixed, printable, text_table
+from pytest_roofline.fmt import elide_names, fmt_bytes_fixed, printable, text_table
 from pytest_roofline.fmt import fmt_seconds_fixed as _ms
 
 if TYPE_CHECKING:
@@ -33,26 +31,10 @@ if TYPE_CHECKING:
     from pytest_roofline.profile import Layer, ModelProfile
     from pytest_roofline.roofline import DeviceRoofline
 
-__all__ = ["add_parser", "format_csv", "format_table", "run"]
+__all__ = ["add_parser", "format_table", "run"]
 
 SORT_KEYS = ("time", "flops", "fraction", "name")
 DEFAULT_TIMEOUT = 900.0  # seconds, the plugin's --roofline-timeout default
-CSV_FIELDS = (
-    "batch",
-    "name",
-    "op_type",
-    "kind",
-    "onnx_nodes",
-    "time",
-    "share",
-    "flops",
-    "bytes",
-    "intensity",
-    "achieved_flops",
-    "achieved_bandwidth",
-    "roofline_fraction",
-    "bound",
-)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -163,8 +145,11 @@ def run(args: argparse.Namespace) -> int:
         data: Any = [p.to_dict() for p in profiles]
         data = data[0] if len(data) == 1 else {"profiles": data}
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
-    elif args.format == "csv":
-        sys.stdout.write(format_csv(profiles))
+    elif args.format == "csv":  # the same layer columns as --roofline-report=PATH.csv
+        from pytest_roofline.report import csv as csv_report
+        from pytest_roofline.results import RunResults
+
+        sys.stdout.write(csv_report.render(RunResults.of_profiles(profiles)))
     else:
         sys.stdout.write("\n".join(format_table(p, args.top, args.sort, args.by_type) for p in profiles))
     return 0
@@ -307,17 +292,3 @@ def memory_levels_line(roof: DeviceRoofline) -> str:
         size = f" {fmt_bytes_fixed(lvl.holds).strip()}" if lvl.holds else ""
         shown.append(f"{lvl.name}{size} {lvl.bandwidth / 1e9:.1f} GB/s")
     return "memory levels: " + ", ".join(shown) + " (a layer's level: where its weights and activations live)"
-
-
-def format_csv(profiles: list[ModelProfile]) -> str:
-    """One row per layer (folded nodes included), with the batch size; formula-safe text cells."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CSV_FIELDS)
-    for profile in profiles:
-        for layer in profile.layers:
-            data = layer.to_dict()
-            data["batch"] = profile.batch
-            data["onnx_nodes"] = ";".join(layer.onnx_nodes)
-            writer.writerow(["" if data.get(k) is None else csv_cell(data.get(k)) for k in CSV_FIELDS])
-    return out.getvalue()
