@@ -3,7 +3,7 @@
 A :class:`RunResults` is what ``pytest --roofline-report=PATH.json`` writes, what every report
 format renders, what ``roofline baseline update`` accepts, and what ``roofline profile --html``
 builds for the profiles it measured.  Its JSON form is documented in docs/results-schema.md;
-older documents are read through :data:`MIGRATIONS` (asv-style ``update_to_N`` steps).
+older documents are read through :func:`results_to_2` (a step of schema.MIGRATIONS, asv-style).
 """
 
 from __future__ import annotations
@@ -15,7 +15,17 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.errors import RooflineError
 from pytest_roofline.files import read_document
-from pytest_roofline.schema import SchemaError, as_mapping, check_kind, loads, migrate, read_list
+from pytest_roofline.schema import (
+    RESULTS,
+    RESULTS_SCHEMA,
+    SchemaError,
+    as_mapping,
+    check_kind,
+    loads,
+    migrate,
+    migration,
+    read_list,
+)
 from pytest_roofline.stamp import __version__, now
 
 if TYPE_CHECKING:
@@ -26,16 +36,13 @@ if TYPE_CHECKING:
     from pytest_roofline.roofline import DeviceRoofline
 
 __all__ = [
-    "MIGRATIONS",
     "RESULTS_KIND",
-    "RESULTS_SCHEMA_VERSION",
     "ProfileRecord",
     "RunResults",
     "load_results",
     "parse_results",
 ]
 
-RESULTS_SCHEMA_VERSION = 2
 #: The ``kind`` of a run-results document (beside its ``schema_version``).
 RESULTS_KIND = "results"
 TOOL = "pytest-roofline"
@@ -145,7 +152,7 @@ class RunResults:
         """JSON-ready dict (non-finite numbers are left to the writer: see report.finite)."""
         data: dict[str, Any] = {
             "kind": RESULTS_KIND,
-            "schema_version": RESULTS_SCHEMA_VERSION,
+            "schema_version": RESULTS_SCHEMA,
             "tool": self.tool,
             "version": self.version or __version__,
             "created": self.created,
@@ -208,7 +215,8 @@ class RunResults:
 # --- migrations and the one loader ---------------------------------------------------------------
 
 
-def update_to_2(document: dict[str, Any]) -> dict[str, Any]:
+@migration(RESULTS, 2)
+def results_to_2(document: dict[str, Any]) -> dict[str, Any]:
     """Results schema 1 → 2: each result's baseline candidate follows baseline schema 2."""
     from pytest_roofline.gate.baseline import entry_to_2
 
@@ -221,10 +229,6 @@ def update_to_2(document: dict[str, Any]) -> dict[str, Any]:
             for item in results
         ]
     return document
-
-
-#: schema version → the step that produces it from the version before.
-MIGRATIONS = {2: update_to_2}
 
 
 def load_results(path: str | Path) -> RunResults:
@@ -266,5 +270,5 @@ def parse_results(data: Mapping[str, Any]) -> RunResults:
     """
     document = dict(data)
     document.setdefault("schema_version", 1)  # the first results files carried none
-    document, _ = migrate(document, MIGRATIONS, RESULTS_SCHEMA_VERSION, "it")
+    document, _ = migrate(document, RESULTS, "it")
     return RunResults.from_dict(document)

@@ -9,8 +9,8 @@ import pytest
 from _plugin_helpers import FAKE, fails_with, relu_chain
 
 from pytest_roofline.backends import fake
-from pytest_roofline.gate.baseline import SCHEMA_VERSION
 from pytest_roofline.gate.sampling import GateDesign
+from pytest_roofline.schema import BASELINE_FILE_SCHEMA
 
 TEST_FILE = """
 def test_model(model_profile):
@@ -222,7 +222,7 @@ def test_corrupt_or_future_baseline_fails_naming_file(project, content, words):
         assert result.ret == 1 and path.read_text() == content
         result.stdout.fnmatch_lines(["*roofline error: baselines not written*upgrade pytest-roofline*"])
         return
-    assert json.loads(path.read_text())["schema_version"] == SCHEMA_VERSION
+    assert json.loads(path.read_text())["schema_version"] == BASELINE_FILE_SCHEMA
     assert path.with_name("test_perf.json.corrupt").read_text() == content  # nothing lost
 
 

@@ -20,8 +20,17 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_roofline.errors import BaselineError, RooflineError
 from pytest_roofline.files import atomic_write_text, file_lock, lock_path, read_document
-from pytest_roofline.gate.baseline import MIGRATIONS, SCHEMA_VERSION, BaselineEntry, module_of
-from pytest_roofline.schema import NewerSchema, SchemaError, check_kind, dumps, loads, migrate
+from pytest_roofline.gate.baseline import BaselineEntry, module_of
+from pytest_roofline.schema import (
+    BASELINE_FILE,
+    BASELINE_FILE_SCHEMA,
+    NewerSchema,
+    SchemaError,
+    check_kind,
+    dumps,
+    loads,
+    migrate,
+)
 
 if TYPE_CHECKING:
     from pytest_roofline.gate.order import ModelStoreLike
@@ -115,7 +124,7 @@ class BaselineStore:
             if not isinstance(data, dict):
                 raise SchemaError(f"the document is a {type(data).__name__}, not an object")
             check_kind(data, BASELINE_KIND, "a baseline file")
-            data, version = migrate(data, MIGRATIONS, SCHEMA_VERSION, f"baseline file {path}")
+            data, version = migrate(data, BASELINE_FILE, f"baseline file {path}")
             entries = data.get("entries", {})
             if not isinstance(entries, dict):
                 raise SchemaError(f"'entries' is a {type(entries).__name__}, not an object")
@@ -208,7 +217,7 @@ class BaselineStore:
         try:
             data = loads(read_document(path))
             version = data.get("schema_version") if isinstance(data, dict) else None
-            return isinstance(version, int) and version > SCHEMA_VERSION
+            return isinstance(version, int) and version > BASELINE_FILE_SCHEMA
         except (OSError, UnicodeDecodeError, SchemaError):
             return False
 
@@ -278,7 +287,7 @@ class BaselineStore:
     def _dump(path: Path, entries: Mapping[str, Any]) -> None:
         data = {
             "kind": BASELINE_KIND,
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": BASELINE_FILE_SCHEMA,
             "tool": "pytest-roofline",
             "entries": {
                 key: value.to_dict() if isinstance(value, BaselineEntry) else value

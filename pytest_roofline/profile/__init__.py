@@ -18,6 +18,7 @@ from pytest_roofline.errors import RooflineError
 from pytest_roofline.measure.stats import LatencyStats
 from pytest_roofline.roofline import DeviceRoofline
 from pytest_roofline.roofline.roofs import MemoryRoof
+from pytest_roofline.schema import PROFILE_SCHEMA
 
 if TYPE_CHECKING:
     from pytest_roofline.analysis.types import ModelAnalysis
@@ -37,7 +38,6 @@ __all__ = [
     "roof_dtype",
 ]
 
-SCHEMA_VERSION = 1
 _PRECISION_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int8": "int8"}
 
 
@@ -580,7 +580,7 @@ class ModelProfile:
         """
         check = self.roofline_check
         return {
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": PROFILE_SCHEMA,
             "model": self.model_name,
             "model_path": self.model_path,
             "model_hash": self.model_hash,
