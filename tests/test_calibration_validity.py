@@ -21,9 +21,9 @@ import pytest
 from _calibration_helpers import Counting, use_fake_nvml
 
 from pytest_roofline.backends.base import Backend, get_backend
-from pytest_roofline.cli.calibrate import format_table
 from pytest_roofline.device.gpu import gpu_fingerprint, gpu_info
 from pytest_roofline.device.load import MachineLoad
+from pytest_roofline.report.tables import calibration_table
 from pytest_roofline.roofline import DeviceRoofline
 from pytest_roofline.roofline import calibrate as calibration
 from pytest_roofline.roofline import probes as cp
@@ -314,7 +314,7 @@ def test_gpu_calibration_logic_on_small_sizes(
     levels = [(lv.name, lv.size) for lv in roofline.cache_levels]
     assert levels[-1][0] == "DRAM" and all(name in ("L2", "DRAM") for name, _ in levels)
     assert all(size <= 60 * 2**20 for name, size in levels if name == "L2")  # the H200's L2 from the table
-    table = format_table(roofline)
+    table = calibration_table(roofline)
     assert (
         "NVIDIA H200, 140 GiB (compute capability 9.0, 132 SMs, max 1980 MHz, driver 580.159.04, CUDA 13.0)"
         in table
