@@ -8,7 +8,7 @@ older documents are read through :func:`results_to_2` (a step of schema.MIGRATIO
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,7 +31,10 @@ from pytest_roofline.stamp import __version__, now
 if TYPE_CHECKING:
     from pytest_roofline.gate.baseline import BaselineEntry, HistoryPoint
     from pytest_roofline.gate.change import ChangeReport
+    from pytest_roofline.gate.runner import GateOutcome
     from pytest_roofline.gate.verdict import Verdict
+    from pytest_roofline.gitref import GitInfo
+    from pytest_roofline.measure.stats import LatencyStats
     from pytest_roofline.profile import ModelProfile
     from pytest_roofline.roofline import DeviceRoofline
 
@@ -41,6 +44,8 @@ __all__ = [
     "RunResults",
     "load_results",
     "parse_results",
+    "with_outcomes",
+    "with_spans",
 ]
 
 #: The ``kind`` of a run-results document (beside its ``schema_version``).
@@ -66,6 +71,33 @@ class ProfileRecord:
     def verdicts(self) -> tuple[Verdict, ...]:
         """The main verdict and the others (layer metrics)."""
         return (self.verdict, *self.extra_verdicts)
+
+    @classmethod
+    def of_outcome(cls, test: str, key: str, outcome: GateOutcome) -> ProfileRecord:
+        """The record of what the gate found for one model of ``test`` (baseline key ``key``)."""
+        return cls(
+            test=test,
+            key=key,
+            profile=outcome.profile,
+            verdict=outcome.verdict,
+            extra_verdicts=outcome.extra_verdicts,
+            entry=outcome.entry,
+            history=outcome.history,
+            change=outcome.change,
+        )
+
+    def failure_messages(self, baseline_file: Path, strict: bool) -> list[str]:
+        """The test's failure text for this record's verdicts (``gate.judge.failure_messages``)."""
+        from pytest_roofline.gate.judge import failure_messages
+
+        return failure_messages(
+            self.verdicts,
+            model=self.profile.model_name,
+            batch=self.profile.batch,
+            key=self.key,
+            baseline_file=baseline_file,
+            strict=strict,
+        )
 
     def to_dict(self, include_samples: bool = True) -> dict[str, Any]:
         """The results-schema ``results[]`` item."""
@@ -207,9 +239,54 @@ class RunResults:
             baselines_written=tuple(str(p) for p in read_list(data, "baselines_written")),
         )
 
+    @classmethod
+    def of_run(
+        cls,
+        records: Sequence[ProfileRecord],
+        *,
+        backend: str,
+        rooflines: Iterable[DeviceRoofline | None],
+        stale: Sequence[str],
+        git: GitInfo,
+        outcomes: Mapping[str, str],
+        accepted: bool,
+        baselines_written: Sequence[str],
+    ) -> RunResults:
+        """A test run's results; its roofline is the first calibrated one, else a profile's."""
+        roofline = next((r for r in rooflines if r is not None), None)
+        if roofline is None:
+            roofline = next((r.profile.roofline for r in records if r.profile.roofline), None)
+        return cls(
+            records=tuple(records),
+            backend=backend,
+            roofline=roofline,
+            stale=tuple(stale),
+            commit=git.commit,
+            branch=git.branch,
+            dirty=git.dirty,
+            outcomes=dict(outcomes),
+            accepted=accepted,
+            baselines_written=tuple(baselines_written),
+        )
+
     def with_records(self, records: Sequence[ProfileRecord]) -> RunResults:
         """A copy holding ``records``."""
         return replace(self, records=tuple(records))
+
+
+def with_spans(
+    records: Sequence[ProfileRecord], test: str, spans: Mapping[str, LatencyStats]
+) -> list[ProfileRecord]:
+    """``records`` with ``test``'s application spans added to its profiles."""
+    return [
+        replace(r, profile=replace(r.profile, spans={**r.profile.spans, **spans})) if r.test == test else r
+        for r in records
+    ]
+
+
+def with_outcomes(records: Sequence[ProfileRecord], outcomes: Mapping[str, str]) -> list[ProfileRecord]:
+    """``records`` with each test's pytest outcome from ``outcomes`` (test → outcome) where known."""
+    return [replace(r, outcome=outcomes.get(r.test, r.outcome)) for r in records]
 
 
 # --- migrations and the one loader ---------------------------------------------------------------

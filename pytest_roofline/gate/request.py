@@ -4,7 +4,8 @@ The plugin's session (:mod:`pytest_roofline.pytest.session`) turns a test into t
 module reads — the test's gate settings, the model's path, the chosen backend — and
 :func:`build_request` does the rest: load and bind the model (a bad model or input fails before
 anything is measured), look up the baseline (a corrupt one fails here unless the run rewrites it),
-and find the model at ``--roofline-compare-ref``.
+and find the model at ``--roofline-compare-ref``.  :func:`run_request` then takes the request
+through the gate (or not: the gate off, or the identity measured already) and returns its outcome.
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from pytest_roofline.errors import BaselineError, OptionError
 
 if TYPE_CHECKING:
     from pytest_roofline.backends.base import Backend
-    from pytest_roofline.gate.order import ModelStoreLike
-    from pytest_roofline.gate.runner import GateRequest
+    from pytest_roofline.gate.order import MeasuredIdentities, ModelStoreLike
+    from pytest_roofline.gate.runner import GateOutcome, GateRequest
     from pytest_roofline.gate.store import BaselineStore
     from pytest_roofline.model import ModelSpec
+    from pytest_roofline.roofline import DeviceRoofline
 
 __all__ = [
     "METRICS_HELP",
@@ -31,9 +33,11 @@ __all__ = [
     "ModelCall",
     "RunMode",
     "build_request",
+    "check_call_outputs",
     "gate_settings",
     "relative_to_root",
     "resolve_model_path",
+    "run_request",
 ]
 
 METRICS_HELP = "latency, layer:<name>"
@@ -214,3 +218,43 @@ def reference_spec(path: Path, ref: str, batch: int, dims: Mapping[str, int]) ->
     from pytest_roofline.model import ModelSpec
 
     return ModelSpec.create(str(model_at_ref(path, ref)), batch, dims)
+
+
+def run_request(
+    request: GateRequest,
+    mode: RunMode,
+    measured: MeasuredIdentities,
+    roofline: Callable[[], DeviceRoofline | None],
+    timeout: float,
+) -> GateOutcome:
+    """``request`` through the gate: its static outcome when the gate is off; the figures of the
+    same identity when this run measured it already (``measured``); else :func:`run_model_gate`
+    under the machine-wide measure lock and ``timeout`` seconds.  ``measured`` keeps the outcome.
+    """
+    from pytest_roofline.backends.bounded import run_bounded
+    from pytest_roofline.gate.runner import measure_lock, run_model_gate, static_outcome
+
+    if mode.disable:
+        return static_outcome(request)
+    outcome = measured.before(request, mode.update)
+    if outcome is None:
+        with measure_lock():  # held by this thread, released even when the measurement hangs
+            outcome = run_bounded(
+                lambda: run_model_gate(request, roofline),
+                timeout,
+                f"{request.model_rel} (batch {request.batch})",
+            )
+    measured.remember(request, outcome)
+    return outcome
+
+
+def check_call_outputs(request: GateRequest, call: ModelCall) -> None:
+    """The call's ``check_outputs=``, if any: the request's model on the backends it names must
+    compute the outputs of the request's backend (:func:`pytest_roofline.check.check_test_outputs`)."""
+    if call.check_outputs:
+        from pytest_roofline.check import check_test_outputs
+
+        engine, checks = request.backend.name, call.check_outputs
+        check_test_outputs(
+            request.model, engine, checks, inputs=call.inputs, batch=request.batch, dims=call.dims
+        )

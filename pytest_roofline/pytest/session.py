@@ -2,16 +2,14 @@
 
 A :class:`RooflineSession` turns a test's ``model_profile(...)`` call into a
 :class:`~pytest_roofline.gate.runner.GateRequest` (test settings, model path, backend, baseline),
-runs it through :func:`~pytest_roofline.gate.runner.run_model_gate` under the measure lock and the
-timeout, keeps the records, and at session end (controller only, never an xdist worker) merges
+runs it through the gate (:func:`~pytest_roofline.gate.request.run_request`: under the measure lock
+and the timeout), keeps the records, and at session end (controller only, never an xdist worker) merges
 workers' records, writes accepted baselines once, lists stale entries and writes the reports.
 Everything that judges performance lives in :mod:`pytest_roofline.gate`, free of pytest.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,8 +20,10 @@ from pytest_roofline.gate.request import (
     ModelCall,
     RunMode,
     build_request,
+    check_call_outputs,
     gate_settings,
     resolve_model_path,
+    run_request,
 )
 from pytest_roofline.pytest.options import Settings, backend_options, parse_budget, parse_percent
 from pytest_roofline.roofline.engines import Engines
@@ -40,13 +40,6 @@ if TYPE_CHECKING:
     from pytest_roofline.results import ProfileRecord, RunResults
 
 __all__ = ["RooflineSession"]
-
-#: Said after a paired run asked to update: it compared with the reference and recorded nothing.
-PAIRED_UPDATE_NOTE = (
-    "roofline: --roofline-update records no baseline in paired mode: --roofline-compare-ref compares "
-    "each model with its file at the reference and stores nothing (its verdicts still count); run "
-    "without --roofline-compare-ref to record baselines"
-)
 
 
 class RooflineSession:
@@ -66,6 +59,7 @@ class RooflineSession:
         progress: Callable[[str], None] | None = None,
     ) -> None:
         self.settings = settings
+        self.mode = RunMode(settings.disable, settings.update, settings.compare_ref)  # of every request
         self.rootdir = rootdir
         self.is_worker = is_worker
         self.engines = Engines(
@@ -112,14 +106,13 @@ class RooflineSession:
 
     def request(self, node: pytest.Item, call: ModelCall) -> GateRequest:
         """The gate request of one ``model_profile(...)`` call (a corrupt baseline fails here)."""
-        settings = self.settings
         return build_request(
             node.nodeid,
             resolve_model_path(call.path, Path(str(node.path)).parent, self.rootdir),
             self.rootdir,
             backend=self.engines.backend(call.backend, call.options),
             settings=self.gate_settings(node.get_closest_marker("roofline")),
-            mode=RunMode(settings.disable, settings.update, settings.compare_ref),
+            mode=self.mode,
             store=self.store,
             device_class=self.engines.device_class,
             commit=lambda: self.git().commit,
@@ -151,32 +144,18 @@ class RooflineSession:
 
     def profile(self, node: pytest.Item, call: ModelCall) -> ModelProfile:
         """Measure one model for ``node``, gate it, record it; returns the profile."""
-        from pytest_roofline.backends.bounded import run_bounded
-        from pytest_roofline.gate.runner import measure_lock, run_model_gate, static_outcome
-
         request = self.request(node, call)
-        if call.check_outputs:
-            from pytest_roofline.check import check_test_outputs
-
-            engine, checks = request.backend.name, call.check_outputs
-            check_test_outputs(
-                request.model, engine, checks, inputs=call.inputs, batch=request.batch, dims=call.dims
-            )
-        if self.settings.disable:
-            outcome = static_outcome(request)
-        elif (found := self.measured.before(request, self.settings.update)) is not None:
-            outcome = found
-        else:
-            name = request.backend.name
+        check_call_outputs(request, call)
+        name = request.backend.name
+        if not self.settings.disable:  # (a request measured before added the same pair already)
             self.backends_used.add((name, request.device_class))
-            with measure_lock():  # held by this thread, released even when the measurement hangs
-                outcome = run_bounded(
-                    lambda: run_model_gate(request, lambda: self.engines.roofline_for(name, request.backend)),
-                    self.settings.timeout,
-                    f"{request.model_rel} (batch {request.batch})",
-                )
-        if not self.settings.disable:
-            self.measured.remember(request, outcome)
+        outcome = run_request(
+            request,
+            self.mode,
+            self.measured,
+            lambda: self.engines.roofline_for(name, request.backend),
+            self.settings.timeout,
+        )
         self._record(node, request, outcome)
         return outcome.profile
 
@@ -184,30 +163,11 @@ class RooflineSession:
         from pytest_roofline.report.junit import properties
         from pytest_roofline.results import ProfileRecord
 
-        record = ProfileRecord(
-            test=node.nodeid,
-            key=request.key,
-            profile=outcome.profile,
-            verdict=outcome.verdict,
-            extra_verdicts=outcome.extra_verdicts,
-            entry=outcome.entry,
-            history=outcome.history,
-            change=outcome.change,
-        )
+        record = ProfileRecord.of_outcome(node.nodeid, request.key, outcome)
         self.records.append(record)
         messages = self.failures.setdefault(record.test, [])
         if not self.settings.update or self.settings.compare_ref:  # else the figures are being accepted
-            from pytest_roofline.gate.judge import failure_messages
-
-            prof = record.profile
-            messages += failure_messages(
-                record.verdicts,
-                model=prof.model_name,
-                batch=prof.batch,
-                key=record.key,
-                baseline_file=self.store.file_for(record.test),
-                strict=self.settings.strict,
-            )
+            messages += record.failure_messages(self.store.file_for(record.test), self.settings.strict)
         node.user_properties.extend(properties(record))
         from pytest_roofline.report.benchmark_bridge import feed_pytest_benchmark
 
@@ -215,10 +175,9 @@ class RooflineSession:
 
     def attach_spans(self, test: str, spans: Mapping[str, LatencyStats]) -> None:
         """Add a test's application spans to the profiles it recorded."""
-        for index, record in enumerate(self.records):
-            if record.test == test:
-                profile = dataclasses.replace(record.profile, spans={**record.profile.spans, **spans})
-                self.records[index] = dataclasses.replace(record, profile=profile)
+        from pytest_roofline.results import with_spans
+
+        self.records = with_spans(self.records, test, spans)
 
     def note_outcome(self, test: str, when: str, outcome: str) -> None:
         """Record a test's pytest outcome from one of its phase reports."""
@@ -235,31 +194,22 @@ class RooflineSession:
 
     # -- xdist -----------------------------------------------------------------------------------
 
-    def _with_outcomes(self) -> list[ProfileRecord]:
-        return [dataclasses.replace(r, outcome=self.outcomes.get(r.test, r.outcome)) for r in self.records]
-
     def worker_payload(self) -> str:
         """What a worker sends to the controller (JSON text)."""
-        from pytest_roofline.report import finite
+        from pytest_roofline.report.merge import WorkerPayload
+        from pytest_roofline.results import with_outcomes
 
-        return json.dumps(
-            finite(
-                {
-                    "records": [r.to_dict() for r in self._with_outcomes()],
-                    "collected": sorted(self.collected),
-                    "backends_used": sorted(self.backends_used),
-                }
-            )
-        )
+        records = tuple(with_outcomes(self.records, self.outcomes))
+        return WorkerPayload(records, frozenset(self.collected), frozenset(self.backends_used)).to_json()
 
     def merge_worker(self, payload: str) -> None:
         """Take a worker's records and collected node ids."""
-        from pytest_roofline.results import ProfileRecord
+        from pytest_roofline.report.merge import WorkerPayload
 
-        data = json.loads(payload)
-        self.records.extend(ProfileRecord.from_dict(r) for r in data.get("records", []))
-        self.collected.update(data.get("collected", []))
-        self.backends_used.update((str(b), str(d)) for b, d in data.get("backends_used", []))
+        worker = WorkerPayload.from_json(payload)
+        self.records.extend(worker.records)
+        self.collected.update(worker.collected)
+        self.backends_used.update(worker.backends_used)
 
     # -- session end -----------------------------------------------------------------------------
 
@@ -274,7 +224,9 @@ class RooflineSession:
         """
         if not self.records and not self.settings.reports and not self.settings.baseline_dir.is_dir():
             return None
-        self.records = self._with_outcomes()
+        from pytest_roofline.results import RunResults, with_outcomes
+
+        self.records = with_outcomes(self.records, self.outcomes)
         if not self.is_worker:
             from pytest_roofline.gate.store import find_stale, write_baselines
 
@@ -288,7 +240,16 @@ class RooflineSession:
             self.written.extend(done.paths)
             self.errors.extend(done.errors)
             self.stale = find_stale(self.store, self.records, self.collected, self.backends_used)
-        results = self.results()
+        results = RunResults.of_run(
+            self.records,
+            backend=self.settings.backend,
+            rooflines=self.engines.rooflines.values(),
+            stale=self.stale,
+            git=self.git(),
+            outcomes=self.outcomes,
+            accepted=self.settings.update and not self.is_worker,
+            baselines_written=[str(p) for p in self.written],
+        )
         if update_results is not None:
             results = update_results(results) or results
         self.last_results = results
@@ -321,40 +282,17 @@ class RooflineSession:
             self._git = git_info(self.rootdir)
         return self._git
 
-    def results(self) -> RunResults:
-        """The run's results as a value."""
-        from pytest_roofline.results import RunResults
-
-        info = self.git()
-        roofline = next((r for r in self.engines.rooflines.values() if r is not None), None)
-        if roofline is None:
-            roofline = next((r.profile.roofline for r in self.records if r.profile.roofline), None)
-        return RunResults(
-            records=tuple(self.records),
-            backend=self.settings.backend,
-            roofline=roofline,
-            stale=tuple(self.stale),
-            commit=info.commit,
-            branch=info.branch,
-            dirty=info.dirty,
-            outcomes=dict(self.outcomes),
-            accepted=self.settings.update and not self.is_worker,
-            baselines_written=tuple(str(p) for p in self.written),
-        )
-
     def summary(self) -> list[str]:
         """The terminal summary's lines (after :meth:`finish`)."""
-        from pytest_roofline.report.terminal import summary_lines
+        from pytest_roofline.report.terminal import session_summary
 
-        if self.last_results is None:
-            return [f"roofline error: {e}" for e in self.errors]
-        lines = summary_lines(
+        settings = self.settings
+        return session_summary(
             self.last_results,
             reports=self.reports_written,
             baseline_files=[str(p) for p in self.written],
+            store_notes=self.store.notes if self._store is not None else (),
+            paired_update=bool(settings.update and settings.compare_ref) and not settings.disable,
+            history_lines=self.history_lines,
+            errors=self.errors,
         )
-        notes = [f"roofline: {n}" for n in self.store.notes] if self._store is not None else []
-        if self.settings.update and self.settings.compare_ref and not self.settings.disable:
-            notes.append(PAIRED_UPDATE_NOTE)
-        notes += [f"roofline: {line}" for line in self.history_lines]
-        return lines + notes + [f"roofline error: {e}" for e in self.errors]
