@@ -31,7 +31,7 @@ from pytest_roofline.api import profile_model
 from pytest_roofline.backends.base import get_backend
 from pytest_roofline.diff import diff_summaries, predict, summarize
 from pytest_roofline.diff.explain import agreement
-from pytest_roofline.diff.paired import measure_change
+from pytest_roofline.gate.paired import measure_change
 from pytest_roofline.roofline.calibrate import calibrate
 
 TARGET_PP = 3.0

@@ -104,9 +104,9 @@ def paired_slowdown(
     """Median over fresh sessions of p25(variant)/p25(base), interleaved (the true slowdown);
     ``dims`` binds the models' symbolic dims."""
     from pytest_roofline.backends.base import get_backend
-    from pytest_roofline.gate import session_ratios
     from pytest_roofline.gate.isolated import sampler_for
-    from pytest_roofline.measure import SessionOpener, sample_interleaved
+    from pytest_roofline.gate.verdict import session_ratios
+    from pytest_roofline.measure.rounds import SessionOpener, sample_interleaved
     from pytest_roofline.model import ModelSpec, bind_input_shapes, load_model, make_inputs
 
     backend = get_backend("onnxruntime", {"intra_op_threads": threads})

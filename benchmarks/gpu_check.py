@@ -128,7 +128,7 @@ def torch_reference(report: Report) -> dict[str, float]:
 
 def calibration(report: Report, ref: dict[str, float], info: Any, cache_dir: str) -> Any:
     from pytest_roofline.backends.base import get_backend
-    from pytest_roofline.cli.calibrate import format_table
+    from pytest_roofline.report.tables import calibration_table
     from pytest_roofline.roofline.calibrate import calibrate
     from pytest_roofline.roofline.progress import terminal_progress
 
@@ -137,7 +137,7 @@ def calibration(report: Report, ref: dict[str, float], info: Any, cache_dir: str
     started = time.perf_counter()
     roof = calibrate(backend, force=True, cache_dir=cache_dir, progress=progress, quick=QUICK)
     wall = time.perf_counter() - started
-    print(format_table(roof), flush=True)
+    print(calibration_table(roof), flush=True)
     report.figures["roofline"] = roof.to_dict()
     report.line(
         "calibration wall time (full GPU plan)", f"{wall:.1f} s", "<= 120 s", wall <= 120, "calibrate_s", wall
@@ -244,7 +244,7 @@ def layer_times(report: Report, roof: Any) -> None:
 
     from pytest_roofline.api import profile_model
     from pytest_roofline.backends.base import get_backend
-    from pytest_roofline.backends.cupti import cupti_available
+    from pytest_roofline.backends.onnxruntime.cupti import cupti_available
     from pytest_roofline.zoo import resnet50
 
     if not cupti_available():

@@ -29,7 +29,7 @@ import numpy as np
 import onnx
 
 from pytest_roofline.backends.base import BackendSession, KernelProfile, get_backend
-from pytest_roofline.measure import sample_interleaved
+from pytest_roofline.measure.rounds import sample_interleaved
 from pytest_roofline.model import ModelSpec, bind_input_shapes, make_inputs
 
 

@@ -16,20 +16,20 @@ if TYPE_CHECKING:
     from pytest_roofline.backends.base import Backend, get_backend
     from pytest_roofline.check import check_outputs
     from pytest_roofline.errors import RooflineError
+    from pytest_roofline.measure.stats import LatencyStats
     from pytest_roofline.profile import Layer, ModelProfile
     from pytest_roofline.results import RunResults, load_results
     from pytest_roofline.roofline import DeviceRoofline
     from pytest_roofline.roofline.calibrate import calibrate
-    from pytest_roofline.stats import LatencyStats
 
-__version__ = "0.1.0"
+from pytest_roofline.stamp import __version__
 
 #: public name → the module that defines it
 _EXPORTS = {
     "Backend": "pytest_roofline.backends.base",
     "DeviceRoofline": "pytest_roofline.roofline",
     "Layer": "pytest_roofline.profile",
-    "LatencyStats": "pytest_roofline.stats",
+    "LatencyStats": "pytest_roofline.measure.stats",
     "ModelAnalysis": "pytest_roofline.analysis.types",
     "ModelProfile": "pytest_roofline.profile",
     "NodeCost": "pytest_roofline.analysis.types",

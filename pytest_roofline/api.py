@@ -20,11 +20,11 @@ if TYPE_CHECKING:
 
     from pytest_roofline.analysis.types import ModelAnalysis
     from pytest_roofline.backends.base import Backend, BackendSession, KernelProfile
-    from pytest_roofline.inputs import InputSource
+    from pytest_roofline.measure.stats import LatencyStats
     from pytest_roofline.model import ModelSource, ModelSpec
+    from pytest_roofline.model.inputs import InputSource
     from pytest_roofline.profile import ModelProfile
     from pytest_roofline.roofline import DeviceRoofline
-    from pytest_roofline.stats import LatencyStats
 
 __all__ = [
     "LayerRun",
@@ -148,7 +148,6 @@ def prepare(
     options: Mapping[str, str] | None = None,
 ) -> PreparedModel:
     """Load ``model``, bind its dims and inputs for ``backend`` (raises one-line RooflineErrors)."""
-    from pytest_roofline.inputs import dims_from_inputs, load_inputs
     from pytest_roofline.model import (
         ModelSpec,
         bind_input_shapes,
@@ -157,6 +156,7 @@ def prepare(
         make_inputs,
         needs_batch,
     )
+    from pytest_roofline.model.inputs import dims_from_inputs, load_inputs
 
     engine = _backend(backend, options)
     proto = load_model(model)
@@ -275,7 +275,7 @@ def run_profile(
     progress: Callable[[str], None] | None = None,
 ) -> ProfileRun:
     """:func:`profile_model`, also returning the kernel profile (for traces)."""
-    from pytest_roofline.measure import measure_latency
+    from pytest_roofline.measure.rounds import measure_latency
 
     say = progress or (lambda message: None)
     prepared = prepare(model, backend=backend, batch=batch, dims=dims, inputs=inputs, options=options)

@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .fmt import fmt_pct
-from .fmt import fmt_seconds_fixed as format_seconds
-from .profile import Layer, ModelProfile, NoFraction, known_fraction
-from .stats import LatencyStats
+from pytest_roofline.fmt import fmt_pct
+from pytest_roofline.fmt import fmt_seconds_fixed as format_seconds
+from pytest_roofline.measure.stats import LatencyStats
+from pytest_roofline.profile import Layer, ModelProfile, NoFraction, known_fraction
 
 __all__ = ["assert_efficiency", "assert_fraction", "assert_latency", "describe", "explain_compare"]
 

@@ -8,20 +8,22 @@ A performance gate is worthless on a backend that computes something else: run t
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pytest_roofline.errors import OptionError
+from pytest_roofline.errors import OptionError, RooflineError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from pytest_roofline.inputs import InputSource
     from pytest_roofline.model import ModelSource
+    from pytest_roofline.model.inputs import InputSource
 
-__all__ = ["CheckResult", "OutputComparison", "check_outputs", "compare_arrays"]
+__all__ = ["CheckResult", "OutputComparison", "check_outputs", "check_test_outputs", "compare_arrays"]
 
 # Accuracy is checked at full precision unless the caller asks otherwise: OpenVINO's CPU plugin
 # otherwise picks bf16 on CPUs that have it, which no fp32 tolerance accepts.
@@ -146,8 +148,8 @@ def check_outputs(
         BackendUnavailable, BackendError: a backend missing or failing.
     """
     from pytest_roofline.backends.base import get_backend
-    from pytest_roofline.inputs import dims_from_inputs, load_inputs
     from pytest_roofline.model import ModelSpec, bind_input_shapes, graph_inputs, load_model, make_inputs
+    from pytest_roofline.model.inputs import dims_from_inputs, load_inputs
 
     backends = tuple(backends)
     if len(backends) < 2:
@@ -208,3 +210,29 @@ def check_outputs(
                 )
             )
     return CheckResult(spec.name, backends, rtol, atol, tuple(comparisons))
+
+
+def check_test_outputs(
+    model: str | os.PathLike[str],
+    backend: str,
+    others: bool | str | Sequence[str],
+    *,
+    inputs: Any = None,
+    batch: int | None = None,
+    dims: Mapping[str, int] | None = None,
+) -> None:
+    """A test's ``check_outputs=``: ``True`` (vs onnxruntime, or openvino when the test's backend is
+    onnxruntime), a backend name, or a list of names; their outputs must match ``backend``'s.
+
+    Raises:
+        RooflineError: the outputs differ (the first three differences named).
+    """
+    if isinstance(others, bool):
+        names = ["onnxruntime" if backend != "onnxruntime" else "openvino"]
+    else:
+        names = [others] if isinstance(others, str) else list(others)
+    backends = [backend, *[n for n in names if n != backend]]
+    result = check_outputs(str(model), backends=backends, inputs=inputs, batch=batch, dims=dims or None)
+    if not result.passed:
+        details = "; ".join(c.describe() for c in result.failures[:3])
+        raise RooflineError(f"outputs of {Path(model).name} differ between backends: {details}")

@@ -1,6 +1,6 @@
 """pytest11 entry point of pytest-roofline: options, ini keys, marker, fixtures, hooks, thin hooks.
 
-Hooks delegate to :class:`~pytest_roofline.session.RooflineSession`, kept in ``config.stash``.
+Hooks delegate to :class:`~pytest_roofline.pytest.session.RooflineSession`, kept in ``config.stash``.
 See https://docs.pytest.org/en/stable/reference/reference.html#hooks for each hook.  Importing
 this module imports neither onnx nor numpy: they load when a fixture is first used.
 """
@@ -14,10 +14,16 @@ from typing import Any
 
 import pytest
 
-from pytest_roofline.fixtures import SESSION_KEY, SPANS_KEY, device_roofline, model_profile, roofline_span
-from pytest_roofline.options import OPTIONS, parse_bool, settings_from_config
+from pytest_roofline.pytest.fixtures import (
+    SESSION_KEY,
+    SPANS_KEY,
+    device_roofline,
+    model_profile,
+    roofline_span,
+)
+from pytest_roofline.pytest.options import OPTIONS, parse_bool, settings_from_config
+from pytest_roofline.pytest.session import RooflineSession
 from pytest_roofline.report.benchmark_bridge import new_benchmark_storage, remove_if_empty
-from pytest_roofline.session import RooflineSession
 
 __all__ = ["device_roofline", "model_profile", "roofline_span"]
 
@@ -33,8 +39,8 @@ DEFERRED_NOTES = pytest.StashKey[list[str]]()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    """Register pytest-roofline's own hooks (:mod:`pytest_roofline.hookspec`)."""
-    from pytest_roofline import hookspec
+    """Register pytest-roofline's own hooks (:mod:`pytest_roofline.pytest.hookspec`)."""
+    from pytest_roofline.pytest import hookspec
 
     pluginmanager.add_hookspecs(hookspec)
 
@@ -158,7 +164,7 @@ class RooflinePlugin:
         A baseline or report that could not be written makes an otherwise green run exit 1: a
         CI gate must not pass while losing what it was asked to record.
         """
-        from pytest_roofline.bounded import set_exit_status
+        from pytest_roofline.backends.bounded import set_exit_status
 
         if self.session.is_worker:
             self.config.workeroutput["roofline"] = self.session.worker_payload()  # type: ignore[attr-defined]

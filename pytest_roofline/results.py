@@ -3,48 +3,54 @@
 A :class:`RunResults` is what ``pytest --roofline-report=PATH.json`` writes, what every report
 format renders, what ``roofline baseline update`` accepts, and what ``roofline profile --html``
 builds for the profiles it measured.  Its JSON form is documented in docs/results-schema.md;
-older documents are read through :data:`MIGRATIONS` (asv-style ``update_to_N`` steps).
+older documents are read through :func:`results_to_2` (a step of schema.MIGRATIONS, asv-style).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.errors import RooflineError
 from pytest_roofline.files import read_document
-from pytest_roofline.schema import SchemaError, as_mapping, check_kind, loads, migrate, read_list
+from pytest_roofline.schema import (
+    RESULTS,
+    RESULTS_SCHEMA,
+    SchemaError,
+    as_mapping,
+    check_kind,
+    loads,
+    migrate,
+    migration,
+    read_list,
+)
+from pytest_roofline.stamp import __version__, now
 
 if TYPE_CHECKING:
     from pytest_roofline.gate.baseline import BaselineEntry, HistoryPoint
     from pytest_roofline.gate.change import ChangeReport
+    from pytest_roofline.gate.runner import GateOutcome
     from pytest_roofline.gate.verdict import Verdict
+    from pytest_roofline.gitref import GitInfo
+    from pytest_roofline.measure.stats import LatencyStats
     from pytest_roofline.profile import ModelProfile
     from pytest_roofline.roofline import DeviceRoofline
 
 __all__ = [
-    "MIGRATIONS",
     "RESULTS_KIND",
-    "RESULTS_SCHEMA_VERSION",
     "ProfileRecord",
     "RunResults",
     "load_results",
-    "now",
     "parse_results",
+    "with_outcomes",
+    "with_spans",
 ]
 
-RESULTS_SCHEMA_VERSION = 2
 #: The ``kind`` of a run-results document (beside its ``schema_version``).
 RESULTS_KIND = "results"
 TOOL = "pytest-roofline"
-
-
-def now() -> str:
-    """The current UTC time, ISO 8601 to the second."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,33 @@ class ProfileRecord:
     def verdicts(self) -> tuple[Verdict, ...]:
         """The main verdict and the others (layer metrics)."""
         return (self.verdict, *self.extra_verdicts)
+
+    @classmethod
+    def of_outcome(cls, test: str, key: str, outcome: GateOutcome) -> ProfileRecord:
+        """The record of what the gate found for one model of ``test`` (baseline key ``key``)."""
+        return cls(
+            test=test,
+            key=key,
+            profile=outcome.profile,
+            verdict=outcome.verdict,
+            extra_verdicts=outcome.extra_verdicts,
+            entry=outcome.entry,
+            history=outcome.history,
+            change=outcome.change,
+        )
+
+    def failure_messages(self, baseline_file: Path, strict: bool) -> list[str]:
+        """The test's failure text for this record's verdicts (``gate.judge.failure_messages``)."""
+        from pytest_roofline.gate.judge import failure_messages
+
+        return failure_messages(
+            self.verdicts,
+            model=self.profile.model_name,
+            batch=self.profile.batch,
+            key=self.key,
+            baseline_file=baseline_file,
+            strict=strict,
+        )
 
     def to_dict(self, include_samples: bool = True) -> dict[str, Any]:
         """The results-schema ``results[]`` item."""
@@ -145,15 +178,15 @@ class RunResults:
         )
         roof = next((p.roofline for p in profiles if p.roofline is not None), None)
         backend = profiles[0].backend if profiles else ""
-        return cls(records=records, backend=backend, roofline=roof, version=_version())
+        return cls(records=records, backend=backend, roofline=roof, version=__version__)
 
     def to_dict(self, include_samples: bool = True) -> dict[str, Any]:
         """JSON-ready dict (non-finite numbers are left to the writer: see report.finite)."""
         data: dict[str, Any] = {
             "kind": RESULTS_KIND,
-            "schema_version": RESULTS_SCHEMA_VERSION,
+            "schema_version": RESULTS_SCHEMA,
             "tool": self.tool,
-            "version": self.version or _version(),
+            "version": self.version or __version__,
             "created": self.created,
             "commit": self.commit,
             "branch": self.branch,
@@ -206,37 +239,73 @@ class RunResults:
             baselines_written=tuple(str(p) for p in read_list(data, "baselines_written")),
         )
 
+    @classmethod
+    def of_run(
+        cls,
+        records: Sequence[ProfileRecord],
+        *,
+        backend: str,
+        rooflines: Iterable[DeviceRoofline | None],
+        stale: Sequence[str],
+        git: GitInfo,
+        outcomes: Mapping[str, str],
+        accepted: bool,
+        baselines_written: Sequence[str],
+    ) -> RunResults:
+        """A test run's results; its roofline is the first calibrated one, else a profile's."""
+        roofline = next((r for r in rooflines if r is not None), None)
+        if roofline is None:
+            roofline = next((r.profile.roofline for r in records if r.profile.roofline), None)
+        return cls(
+            records=tuple(records),
+            backend=backend,
+            roofline=roofline,
+            stale=tuple(stale),
+            commit=git.commit,
+            branch=git.branch,
+            dirty=git.dirty,
+            outcomes=dict(outcomes),
+            accepted=accepted,
+            baselines_written=tuple(baselines_written),
+        )
+
     def with_records(self, records: Sequence[ProfileRecord]) -> RunResults:
         """A copy holding ``records``."""
         return replace(self, records=tuple(records))
 
 
-def _version() -> str:
-    from pytest_roofline import __version__
+def with_spans(
+    records: Sequence[ProfileRecord], test: str, spans: Mapping[str, LatencyStats]
+) -> list[ProfileRecord]:
+    """``records`` with ``test``'s application spans added to its profiles."""
+    return [
+        replace(r, profile=replace(r.profile, spans={**r.profile.spans, **spans})) if r.test == test else r
+        for r in records
+    ]
 
-    return __version__
+
+def with_outcomes(records: Sequence[ProfileRecord], outcomes: Mapping[str, str]) -> list[ProfileRecord]:
+    """``records`` with each test's pytest outcome from ``outcomes`` (test → outcome) where known."""
+    return [replace(r, outcome=outcomes.get(r.test, r.outcome)) for r in records]
 
 
 # --- migrations and the one loader ---------------------------------------------------------------
 
 
-def update_to_2(document: dict[str, Any]) -> dict[str, Any]:
+@migration(RESULTS, 2)
+def results_to_2(document: dict[str, Any]) -> dict[str, Any]:
     """Results schema 1 → 2: each result's baseline candidate follows baseline schema 2."""
-    from pytest_roofline.gate.baseline import _entry_to_2
+    from pytest_roofline.gate.baseline import entry_to_2
 
     results = document.get("results")
     if isinstance(results, list):
         document["results"] = [
-            {**item, "entry": _entry_to_2(item["entry"])}
+            {**item, "entry": entry_to_2(item["entry"])}
             if isinstance(item, Mapping) and item.get("entry")
             else item
             for item in results
         ]
     return document
-
-
-#: schema version → the step that produces it from the version before.
-MIGRATIONS = {2: update_to_2}
 
 
 def load_results(path: str | Path) -> RunResults:
@@ -278,5 +347,5 @@ def parse_results(data: Mapping[str, Any]) -> RunResults:
     """
     document = dict(data)
     document.setdefault("schema_version", 1)  # the first results files carried none
-    document, _ = migrate(document, MIGRATIONS, RESULTS_SCHEMA_VERSION, "it")
+    document, _ = migrate(document, RESULTS, "it")
     return RunResults.from_dict(document)

@@ -5,9 +5,18 @@ figure once silenced the gate.  So every document is parsed with :func:`loads` (
 Infinity, no nesting deep enough to blow the stack), and every field is taken with a typed reader
 of this module that raises :class:`SchemaError` naming the field.
 
-Old documents keep working as asv's results do: each schema has a list of steps
-(``update_to_2(data) -> data``, ...) that :func:`migrate` applies in order, so a file written by
-an older pytest-roofline is read through its migration and rewritten only when asked to.
+Old documents keep working as asv's results do: each format has a list of steps (``data ->
+data``, one per version) in the one registry :data:`MIGRATIONS`, which :func:`migrate` applies in
+order, so a file written by an older pytest-roofline is read through its migration and rewritten
+only when asked to.  A step is written beside the type it knows (``@migration(BASELINE_FILE, 2)``
+in gate/baseline.py) and registered when that module is imported, as the module that reads the
+format does.
+
+Each format's version constant is named after the format (``*_SCHEMA``) and kept here, in one
+table.  Three formats are versioned beside their only reader, as their own kind of step: the
+calibration cache (``roofline.calibrate.CALIBRATION_VERSION``: an old cache misses), the history
+points (``history.points.POINT_VERSION``) and the PostgreSQL history store's tables
+(``history.store.HISTORY_STORE_SCHEMA``, the last of its SQL ``MIGRATIONS``).
 """
 
 from __future__ import annotations
@@ -18,7 +27,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 __all__ = [
+    "BASELINE_FILE",
+    "BASELINE_FILE_SCHEMA",
+    "CURRENT",
     "MAX_DEPTH",
+    "MIGRATIONS",
+    "MODEL_SUMMARY_SCHEMA",
+    "PROFILE_SCHEMA",
+    "RESULTS",
+    "RESULTS_SCHEMA",
     "NewerSchema",
     "SchemaError",
     "as_mapping",
@@ -26,6 +43,7 @@ __all__ = [
     "dumps",
     "loads",
     "migrate",
+    "migration",
     "read_bool",
     "read_float",
     "read_floats",
@@ -41,6 +59,41 @@ __all__ = [
 MAX_DEPTH = 64
 
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
+
+# --- the formats' versions (each the version this pytest-roofline writes and reads up to) --------
+
+#: Baseline files (gate/store.py; entries typed by gate/baseline.py).
+BASELINE_FILE_SCHEMA = 2
+#: Run-results documents (results.py; ``--roofline-report=PATH.json``, ``roofline report``).
+RESULTS_SCHEMA = 2
+#: A ModelProfile's dictionary (``profile.ModelProfile.to_dict``, ``roofline profile --json``).
+PROFILE_SCHEMA = 1
+#: The structural model summary a baseline keeps (diff/summary.py).
+MODEL_SUMMARY_SCHEMA = 1
+
+# --- the one migration registry ------------------------------------------------------------------
+
+#: The formats whose old documents are migrated forward (names of :data:`MIGRATIONS`' keys).
+BASELINE_FILE = "baseline file"
+RESULTS = "results"
+
+#: format → {schema version → the step that produces it from the version before}.
+MIGRATIONS: dict[str, dict[int, Migration]] = {BASELINE_FILE: {}, RESULTS: {}}
+#: format → the version :func:`migrate` brings its documents to.
+CURRENT = {BASELINE_FILE: BASELINE_FILE_SCHEMA, RESULTS: RESULTS_SCHEMA}
+
+
+def migration(fmt: str, version: int) -> Callable[[Migration], Migration]:
+    """Register the decorated function as ``fmt``'s step to ``version`` in :data:`MIGRATIONS`."""
+
+    def register(step: Migration) -> Migration:
+        steps = MIGRATIONS[fmt]
+        if version in steps:
+            raise ValueError(f"two migrations of {fmt} to schema_version {version}")
+        steps[version] = step
+        return step
+
+    return register
 
 
 class SchemaError(ValueError):
@@ -96,17 +149,16 @@ def dumps(data: Any, indent: int | None = 2) -> str:
     return json.dumps(data, indent=indent, sort_keys=True, allow_nan=False)
 
 
-def migrate(
-    data: dict[str, Any], steps: Mapping[int, Migration], current: int, what: str
-) -> tuple[dict[str, Any], int]:
-    """Bring ``data`` (with its ``schema_version``) up to ``current`` through ``steps``.
+def migrate(data: dict[str, Any], fmt: str, what: str) -> tuple[dict[str, Any], int]:
+    """Bring ``data`` (with its ``schema_version``) up to ``fmt``'s version through its steps.
 
-    ``steps[n]`` turns a version ``n - 1`` document into version ``n``.  Returns the migrated
-    document and the version it was read as.
+    ``MIGRATIONS[fmt][n]`` turns a version ``n - 1`` document into version ``n``.  Returns the
+    migrated document and the version it was read as.
 
     Raises:
-        SchemaError: no version, a version newer than ``current``, or a missing step.
+        SchemaError: no version, a version newer than ``fmt``'s, or a missing step.
     """
+    steps, current = MIGRATIONS[fmt], CURRENT[fmt]
     version = data.get("schema_version")
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise SchemaError(f"{what} has no valid schema_version ({version!r})")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pytest_roofline.gate.baseline import BaselineEntry, ControlRecord, LatencyRecord, entry_key
 from pytest_roofline.gate.conditions import Conditions
-from pytest_roofline.gate.control import PROBE_NAME
+from pytest_roofline.gate.control_probe import PROBE_NAME
 
 
 def make_entry(

@@ -7,11 +7,11 @@ from typing import Any
 
 import numpy as np
 
+from pytest_roofline.measure.stats import LatencyStats
 from pytest_roofline.profile import Layer, ModelProfile, apply_roofline
 from pytest_roofline.report import finite
 from pytest_roofline.results import ProfileRecord, RunResults, parse_results
 from pytest_roofline.roofline import CacheLevel, DeviceRoofline
-from pytest_roofline.stats import LatencyStats
 
 OPS = ("Conv", "MatMul", "Relu", "Add", "BatchNormalization", "Softmax", "Reshape", "Gemm")
 

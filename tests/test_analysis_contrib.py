@@ -8,7 +8,7 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from pytest_roofline.analysis import analyze
-from pytest_roofline.precision import model_precision
+from pytest_roofline.model.precision import model_precision
 from pytest_roofline.zoo import decode
 
 

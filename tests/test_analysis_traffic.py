@@ -270,8 +270,8 @@ def test_byte_rules_are_stated_for_the_partial_ops() -> None:
 
 @pytest.mark.parametrize("subset", [ALIAS_OPS, RUNTIME_VIEW_OPS])
 def test_view_op_subsets_are_named_parts_of_one_set(subset: frozenset[str]) -> None:
-    from pytest_roofline.backends import ort_attribution
-    from pytest_roofline.roofline import sanity
+    from pytest_roofline.backends.onnxruntime import attribution as ort_attribution
+    from pytest_roofline.profile import sanity
 
     assert subset <= VIEW_OPS
     assert not hasattr(sanity, "VIEW_OPS") and not hasattr(ort_attribution, "VIEW_OPS")

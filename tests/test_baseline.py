@@ -15,8 +15,9 @@ from _baselines import make_entry
 
 from pytest_roofline.device import device_class
 from pytest_roofline.errors import BaselineError
-from pytest_roofline.gate.baseline import HISTORY_LIMIT, SCHEMA_VERSION, entry_key
+from pytest_roofline.gate.baseline import HISTORY_LIMIT, entry_key
 from pytest_roofline.gate.store import BaselineStore
+from pytest_roofline.schema import BASELINE_FILE_SCHEMA
 
 
 def test_entry_key_is_logical_identity():
@@ -37,7 +38,7 @@ def test_file_per_module_sorted_and_versioned(tmp_path):
     path = tmp_path / ".roofline" / "tests" / "test_m.json"
     assert written == [path]
     data = json.loads(path.read_text())
-    assert data["schema_version"] == SCHEMA_VERSION
+    assert data["schema_version"] == BASELINE_FILE_SCHEMA
     assert list(data["entries"]) == sorted(data["entries"])
     assert path.read_text() == json.dumps(data, indent=2, sort_keys=True) + "\n"
     assert BaselineStore(tmp_path / ".roofline").get(entries[0].key, entries[0].test) == entries[0]

@@ -20,7 +20,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from pytest_roofline.bounded import abandoned_threads, run_bounded
+from pytest_roofline.backends.bounded import abandoned_threads, run_bounded
 from pytest_roofline.errors import BackendError
 
 ROOFLINE = [sys.executable, "-c", "from pytest_roofline.cli import entry_point; entry_point()"]
@@ -63,7 +63,7 @@ def test_value_and_error_come_back() -> None:
 
 
 def test_timeout_calls_the_backends_stop_and_says_stopped() -> None:
-    from pytest_roofline.bounded import on_timeout
+    from pytest_roofline.backends.bounded import on_timeout
 
     stop = threading.Event()
 
@@ -92,7 +92,7 @@ def test_work_that_cannot_be_stopped_is_abandoned() -> None:
 
 ABANDON_SCRIPT = """
 import atexit, sys, threading
-from pytest_roofline.bounded import run_bounded, set_exit_status
+from pytest_roofline.backends.bounded import run_bounded, set_exit_status
 from pytest_roofline.errors import BackendError
 
 atexit.register(lambda: print("earlier exit handler ran", flush=True))
@@ -143,7 +143,7 @@ def test_after(model_profile):
 """
 
 NO_STOP = """
-import pytest_roofline.backends.onnxruntime as ort_backend
+import pytest_roofline.backends.onnxruntime.runner as ort_backend
 
 ort_backend.on_timeout = lambda stop: None  # a backend that cannot be stopped
 """

@@ -21,9 +21,9 @@ import pytest
 from _calibration_helpers import Counting, use_fake_nvml
 
 from pytest_roofline.backends.base import Backend, get_backend
-from pytest_roofline.cli.calibrate import format_table
 from pytest_roofline.device.gpu import gpu_fingerprint, gpu_info
 from pytest_roofline.device.load import MachineLoad
+from pytest_roofline.report.tables import calibration_table
 from pytest_roofline.roofline import DeviceRoofline
 from pytest_roofline.roofline import calibrate as calibration
 from pytest_roofline.roofline import probes as cp
@@ -371,7 +371,7 @@ def test_gpu_calibration_logic_on_small_sizes(
     levels = [(lv.name, lv.size) for lv in roofline.cache_levels]
     assert levels[-1][0] == "DRAM" and all(name in ("L2", "DRAM") for name, _ in levels)
     assert all(size <= 60 * 2**20 for name, size in levels if name == "L2")  # the H200's L2 from the table
-    table = format_table(roofline)
+    table = calibration_table(roofline)
     assert (
         "NVIDIA H200, 140 GiB (compute capability 9.0, 132 SMs, max 1980 MHz, driver 580.159.04, CUDA 13.0)"
         in table
@@ -502,13 +502,13 @@ def test_the_table_names_the_fma_peak_as_the_roof_and_the_best_probes_share_of_i
         roofline, peak_flops={**roofline.peak_flops, "float32": max(theory, 1.25 * best.value)}
     )
     paper = dataclasses.replace(paper, theoretical_peak_flops={"float32": paper.peak_flops["float32"]})
-    (line,) = [la for la in format_table(paper).splitlines() if "compute roof float32" in la]
+    (line,) = [la for la in calibration_table(paper).splitlines() if "compute roof float32" in la]
     assert "the theoretical (FMA) peak" in line and f"best probe {best.name}" in line
     assert "reached 100" not in line
     share = best.value / paper.peak_flops["float32"]
     assert f"{100 * share:.1f}% of it" in line or f"{100 * share:.0f}% of it" in line
     measured = dataclasses.replace(paper, peak_flops={"float32": best.value})  # a probe set the roof
-    (line,) = [la for la in format_table(measured).splitlines() if "compute roof float32" in la]
+    (line,) = [la for la in calibration_table(measured).splitlines() if "compute roof float32" in la]
     assert "reached" in line and "FMA" not in line
 
 

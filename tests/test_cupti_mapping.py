@@ -20,8 +20,14 @@ from typing import Any
 import pytest
 
 from pytest_roofline.backends.base import KernelProfile
-from pytest_roofline.backends.cupti import UNATTRIBUTED, ApiCall, GpuActivity, GpuTrace, map_gpu_activity
-from pytest_roofline.backends.ort_attribution import attribute, kernel_events
+from pytest_roofline.backends.onnxruntime.attribution import attribute, kernel_events
+from pytest_roofline.backends.onnxruntime.cupti import (
+    UNATTRIBUTED,
+    ApiCall,
+    GpuActivity,
+    GpuTrace,
+    map_gpu_activity,
+)
 
 DATA = Path(__file__).resolve().parent / "data" / "gpu-h200"
 START_NS = 1_795_658_903_281_829_491  # a profiling start as onnxruntime reports it (wall-clock ns)

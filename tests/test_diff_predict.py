@@ -20,9 +20,9 @@ from pytest_roofline.diff import (
 )
 from pytest_roofline.diff.match import signature
 from pytest_roofline.diff.predict import efficiency_table
+from pytest_roofline.measure.stats import LatencyStats
 from pytest_roofline.profile import Layer, ModelProfile
 from pytest_roofline.roofline import DeviceRoofline
-from pytest_roofline.stats import LatencyStats
 
 ROOF = DeviceRoofline(peak_flops={"float32": 1e11, "float16": 5e10}, peak_bandwidth=1e10, fingerprint={})
 

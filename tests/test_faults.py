@@ -29,8 +29,9 @@ from _report_data import model_profile, result, run_results
 from onnx import TensorProto, helper, numpy_helper
 
 from pytest_roofline.cli import main
-from pytest_roofline.gate.baseline import SCHEMA_VERSION, BaselineEntry
+from pytest_roofline.gate.baseline import BaselineEntry
 from pytest_roofline.gate.store import BaselineStore
+from pytest_roofline.schema import BASELINE_FILE_SCHEMA
 
 HERE = Path(__file__).parent
 ROOFLINE = [sys.executable, "-c", "from pytest_roofline.cli import entry_point; entry_point()"]
@@ -553,7 +554,7 @@ def test_sigkill_of_a_real_pytest_run_while_writing_baselines_leaves_the_old_fil
     temp = Path(proc.stdout.split("TEMP", 1)[1].split()[0])
     assert temp.exists() and json.loads(temp.read_text())["entries"]  # fully written, never renamed
     assert path.read_bytes() == before
-    assert json.loads(path.read_text())["schema_version"] == SCHEMA_VERSION
+    assert json.loads(path.read_text())["schema_version"] == BASELINE_FILE_SCHEMA
 
 
 # --- concurrent writers: pytest processes and xdist workers at the same moment ---------------------------

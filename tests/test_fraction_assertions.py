@@ -12,7 +12,7 @@ from pytest_roofline.profile import FractionUnavailable, NoFraction
 PROFILES = """
 from pytest_roofline.profile import Layer, ModelProfile
 from pytest_roofline.roofline import DeviceRoofline
-from pytest_roofline.stats import LatencyStats
+from pytest_roofline.measure.stats import LatencyStats
 
 ROOF = DeviceRoofline(peak_flops={"float32": 1e11}, peak_bandwidth=2e10, fingerprint={})
 

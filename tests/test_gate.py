@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_roofline.gate import (
+from pytest_roofline.gate.verdict import (
     LayerDelta,
     Verdict,
     bootstrap_ratio_ci,
@@ -128,7 +128,7 @@ def test_verdict_round_trips_and_table_names_every_column():
 
 
 def test_new_baseline_with_noisy_sessions_asks_for_more_samples():
-    from pytest_roofline.gate import needs_more, new_verdict
+    from pytest_roofline.gate.verdict import needs_more, new_verdict
 
     steady = new_verdict(_sessions(25.0, 0.002), tolerance=0.05)
     noisy = new_verdict(_sessions(25.0, 0.3), tolerance=0.05)

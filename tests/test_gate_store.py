@@ -11,10 +11,10 @@ import pytest
 from _baselines import make_entry
 
 from pytest_roofline.errors import BaselineError
-from pytest_roofline.gate.baseline import SCHEMA_VERSION, BaselineEntry
+from pytest_roofline.gate.baseline import BaselineEntry
 from pytest_roofline.gate.conditions import Conditions
 from pytest_roofline.gate.store import BaselineStore
-from pytest_roofline.schema import SchemaError, loads
+from pytest_roofline.schema import BASELINE_FILE_SCHEMA, SchemaError, loads
 
 #: A baseline file as the first pytest-roofline wrote it (the example suite's, as committed then).
 SCHEMA_1 = Path(__file__).resolve().parent / "data" / "baselines" / "schema1_edgenet.json"
@@ -36,7 +36,7 @@ def test_a_schema_1_file_is_read_through_its_migration_and_rewritten_only_on_wri
     assert path.read_bytes() == before  # reading never rewrites
     store.write([entry])
     data = json.loads(path.read_text())
-    assert data["schema_version"] == SCHEMA_VERSION and len(data["entries"]) == 5
+    assert data["schema_version"] == BASELINE_FILE_SCHEMA and len(data["entries"]) == 5
     again = BaselineStore(tmp_path).read(path)[entry.key]
     assert again.history[-1].value == entry.figure and again.control == entry.control
 
@@ -69,7 +69,7 @@ def test_a_malformed_entry_is_one_line_naming_file_key_and_field(tmp_path, case)
     path = tmp_path / "tests" / "test_m.json"
     path.parent.mkdir(parents=True)
     text = json.dumps(
-        {"schema_version": SCHEMA_VERSION, "entries": {good.key: good.to_dict(), bad["key"]: bad}},
+        {"schema_version": BASELINE_FILE_SCHEMA, "entries": {good.key: good.to_dict(), bad["key"]: bad}},
         allow_nan=True,
     )
     path.write_text(text.replace("987654321987", "1e999"))
@@ -110,7 +110,7 @@ def test_update_keeps_every_entry_it_did_not_replace_and_says_what_it_kept(tmp_p
     path = tmp_path / "tests" / "test_m.json"
     path.parent.mkdir(parents=True)
     entries = {a.key: a.to_dict(), b.key: b.to_dict(), broken["key"]: broken}
-    path.write_text(json.dumps({"schema_version": SCHEMA_VERSION, "entries": entries}))
+    path.write_text(json.dumps({"schema_version": BASELINE_FILE_SCHEMA, "entries": entries}))
     store = BaselineStore(tmp_path)
     store.write([make_entry("tests/test_m.py::test_a", figure=3.0)], force=True)
     data = json.loads(path.read_text())["entries"]
@@ -125,7 +125,7 @@ def test_a_malformed_entry_is_replaced_only_when_forced(tmp_path):
     path = tmp_path / "tests" / "test_m.json"
     path.parent.mkdir(parents=True)
     raw = {**entry.to_dict(), "figure": -1}
-    path.write_text(json.dumps({"schema_version": SCHEMA_VERSION, "entries": {entry.key: raw}}))
+    path.write_text(json.dumps({"schema_version": BASELINE_FILE_SCHEMA, "entries": {entry.key: raw}}))
     store = BaselineStore(tmp_path)
     assert store.write([entry], replace_existing=False) == []  # a first-baseline write leaves it
     assert json.loads(path.read_text())["entries"][entry.key] == raw

@@ -12,7 +12,7 @@ from pytest_roofline.backends.base import get_backend
 from pytest_roofline.gate.isolated import IsolatedSampler, sampler_for
 from pytest_roofline.gate.runner import with_configured
 from pytest_roofline.gate.verdict import Verdict
-from pytest_roofline.measure import SessionOpener
+from pytest_roofline.measure.rounds import SessionOpener
 from pytest_roofline.model import ModelSpec, bind_input_shapes, load_model, make_inputs
 
 

@@ -197,9 +197,10 @@ def test_gpu_modules_are_not_imported_at_plugin_start() -> None:
     import subprocess
 
     code = (
-        "import sys, pytest_roofline.plugin, pytest_roofline.session, pytest_roofline.roofline.calibrate\n"
+        "import sys, pytest_roofline.plugin, pytest_roofline.pytest.session\n"
+        "import pytest_roofline.roofline.calibrate\n"
         "print([m for m in ('pynvml', 'cupti', 'cuda', 'pytest_roofline.device.gpu', "
-        "'pytest_roofline.backends.cupti') if m in sys.modules])"
+        "'pytest_roofline.backends.onnxruntime.cupti') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stderr

@@ -119,7 +119,7 @@ def test_model_from_the_history_or_one_line(repo, capsys) -> None:
 
 def test_unknown_is_measured_again_with_more_sessions(repo, capsys, monkeypatch) -> None:
     """Pinpoint's rule: an unknown verdict gets more repeats (twice the sessions) within the budget."""
-    from pytest_roofline.diff import paired
+    from pytest_roofline.gate import paired
     from pytest_roofline.gate.verdict import Verdict
 
     root, shas = repo

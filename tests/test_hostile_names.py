@@ -132,8 +132,8 @@ def test_profile_table_and_csv(capsys: pytest.CaptureFixture[str], hostile_model
     assert r"\u202eexe.txt\x0asecond" in out and "Sigmoid" in out
     assert main(["profile", hostile_model, *FAST, "--format", "csv"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
-    assert "'" + FORMULA in {r["name"] for r in rows}
-    assert all(float(r["time"]) > 0 for r in rows)  # numbers stay numbers
+    assert "'" + FORMULA in {r["layer"] for r in rows}
+    assert all(float(r["time_s"]) > 0 for r in rows)  # numbers stay numbers
 
 
 def test_error_line_escapes_the_name_it_quotes(capsys: pytest.CaptureFixture[str], tmp_path) -> None:

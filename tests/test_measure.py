@@ -7,7 +7,7 @@ import pytest
 
 from pytest_roofline import zoo
 from pytest_roofline.backends.base import BackendSession, KernelProfile, get_backend
-from pytest_roofline.measure import measure_latency, plan_rounds, sample_interleaved
+from pytest_roofline.measure.rounds import measure_latency, plan_rounds, sample_interleaved
 from pytest_roofline.model import ModelSpec, bind_input_shapes, make_inputs
 
 

@@ -97,17 +97,17 @@ def test_a_model_that_fits_the_cache_reads_everything_from_it() -> None:
 def test_the_profile_table_shows_each_layers_level_and_the_levels() -> None:
     import dataclasses
 
-    from pytest_roofline.cli.profile import format_table
+    from pytest_roofline.report.tables import profile_table
 
     prof = _profile("onnxruntime", wide=1024)  # 4 MiB of weights: resident in L3, not in L2
-    table = format_table(prof, top=0)
+    table = profile_table(prof, top=0)
     assert "memory levels: L2 1.05 MB 60.0 GB/s, L3 33.55 MB 50.0 GB/s, DRAM 20.0 GB/s" in table
     header = next(line for line in table.splitlines() if line.startswith("layer "))
     assert header.split()[-1] == "level"
     big = next(line for line in table.splitlines() if line.startswith("big "))
     assert big.split()[-1] == prof.layer("big").memory_level == "L3"
     bare = dataclasses.replace(prof, roofline=dataclasses.replace(_roofline(), cache_levels=()))
-    assert "memory levels: DRAM only, 20.0 GB/s (this calibration has no cache levels" in format_table(bare)
+    assert "memory levels: DRAM only, 20.0 GB/s (this calibration has no cache levels" in profile_table(bare)
 
 
 def test_rows_gathered_from_a_table_larger_than_the_cache_are_placed_by_their_own_size() -> None:

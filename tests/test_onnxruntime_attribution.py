@@ -21,7 +21,12 @@ from onnx import numpy_helper as nh
 from pytest_roofline import zoo
 from pytest_roofline.analysis import analyze
 from pytest_roofline.backends.base import get_backend
-from pytest_roofline.backends.ort_attribution import KernelEvents, attribute, kernel_events, load_trace
+from pytest_roofline.backends.onnxruntime.attribution import (
+    KernelEvents,
+    attribute,
+    kernel_events,
+    load_trace,
+)
 from pytest_roofline.model import ModelSpec, bind_input_shapes, make_inputs
 from pytest_roofline.profile import build_layers
 

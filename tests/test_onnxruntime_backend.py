@@ -9,7 +9,7 @@ from onnx import TensorProto, helper
 from onnx import numpy_helper as nh
 
 from pytest_roofline.backends.base import get_backend
-from pytest_roofline.backends.onnxruntime import OnnxRuntimeBackend
+from pytest_roofline.backends.onnxruntime.runner import OnnxRuntimeBackend
 from pytest_roofline.errors import BackendError, OptionError, ShapeError
 from pytest_roofline.model import ModelSpec
 
@@ -122,7 +122,7 @@ def test_model_onnxruntime_rejects_is_a_one_line_backend_error():
 
 
 def test_precision_is_read_from_the_weights_and_ops():
-    from pytest_roofline.backends.onnxruntime import _precision
+    from pytest_roofline.backends.onnxruntime.runner import _precision
 
     assert _precision(linear_model()) == "fp32"
     half = linear_model()

@@ -18,10 +18,10 @@ from _calibration_helpers import use_fake_nvml
 from onnx import TensorProto, helper
 
 from pytest_roofline.api import profile_model
-from pytest_roofline.backends import cupti as cupti_module
 from pytest_roofline.backends.base import get_backend
-from pytest_roofline.backends.cupti import GpuTrace
-from pytest_roofline.backends.onnxruntime import OnnxRuntimeBackend
+from pytest_roofline.backends.onnxruntime import cupti as cupti_module
+from pytest_roofline.backends.onnxruntime.cupti import GpuTrace
+from pytest_roofline.backends.onnxruntime.runner import OnnxRuntimeBackend
 from pytest_roofline.device import device_class
 from pytest_roofline.device.gpu import gpu_info
 from pytest_roofline.errors import OptionError

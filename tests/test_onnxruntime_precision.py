@@ -18,7 +18,7 @@ from onnx import numpy_helper as nh
 
 from pytest_roofline.analysis import analyze
 from pytest_roofline.backends.base import KernelProfile, KernelRecord, get_backend
-from pytest_roofline.backends.ort_attribution import KernelEvents, attribute, original_tensor
+from pytest_roofline.backends.onnxruntime.attribution import KernelEvents, attribute, original_tensor
 from pytest_roofline.model import ModelSpec, bind_input_shapes, make_inputs
 from pytest_roofline.profile import build_layers
 from pytest_roofline.zoo.precision import convnext_fp16, llama_fp16

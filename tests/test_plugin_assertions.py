@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from pytest_roofline.assertions import assert_efficiency, assert_fraction, assert_latency, explain_compare
+from pytest_roofline.measure.stats import LatencyStats
 from pytest_roofline.profile import Layer, ModelProfile
 from pytest_roofline.roofline import DeviceRoofline
-from pytest_roofline.stats import LatencyStats
 
 ROOF = DeviceRoofline(peak_flops={"float32": 1e11}, peak_bandwidth=2e10, fingerprint={})
 

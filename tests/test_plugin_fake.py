@@ -9,8 +9,8 @@ import pytest
 from _plugin_helpers import FAKE, fails_with, relu_chain
 
 from pytest_roofline.backends import fake
-from pytest_roofline.gate.baseline import SCHEMA_VERSION
 from pytest_roofline.gate.sampling import GateDesign
+from pytest_roofline.schema import BASELINE_FILE_SCHEMA
 
 TEST_FILE = """
 def test_model(model_profile):
@@ -222,7 +222,7 @@ def test_corrupt_or_future_baseline_fails_naming_file(project, content, words):
         assert result.ret == 1 and path.read_text() == content
         result.stdout.fnmatch_lines(["*roofline error: baselines not written*upgrade pytest-roofline*"])
         return
-    assert json.loads(path.read_text())["schema_version"] == SCHEMA_VERSION
+    assert json.loads(path.read_text())["schema_version"] == BASELINE_FILE_SCHEMA
     assert path.with_name("test_perf.json.corrupt").read_text() == content  # nothing lost
 
 
@@ -415,7 +415,7 @@ def test_spans_recorded_before_profiling_are_on_the_returned_profile(project):
 
 
 def test_backend_scoped_options_apply_only_to_their_backend():
-    from pytest_roofline.options import backend_options
+    from pytest_roofline.pytest.options import backend_options
 
     options = {"unit": "2", "onnxruntime:intra_op_threads": "1", "fake:jitter": "0"}
     assert backend_options(options, "fake") == {"unit": "2", "jitter": "0"}

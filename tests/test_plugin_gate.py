@@ -11,7 +11,7 @@ import pytest
 from _baselines import make_entry
 from _plugin_helpers import FAKE, relu_chain
 
-from pytest_roofline.gate.baseline import SCHEMA_VERSION
+from pytest_roofline.schema import BASELINE_FILE_SCHEMA
 
 TWO_TESTS = """
 def test_model(model_profile):
@@ -155,7 +155,7 @@ def test_the_plugin_imports_neither_onnx_nor_numpy_until_a_fixture_is_used():
 def test_baselines_are_written_at_the_current_schema(project):
     project.runpytest(*FAKE).assert_outcomes(passed=2)
     data = json.loads((project.path / ".roofline" / "test_perf.json").read_text())
-    assert data["schema_version"] == SCHEMA_VERSION
+    assert data["schema_version"] == BASELINE_FILE_SCHEMA
     entry = next(iter(data["entries"].values()))
     assert entry["conditions"]["settings"] == {} and entry["conditions"]["control"].startswith(
         "control-probe"

@@ -27,7 +27,7 @@ def calibration_cache(tmp_path_factory):
 def project(pytester, monkeypatch, calibration_cache):
     monkeypatch.setenv("ROOFLINE_CACHE_DIR", str(calibration_cache))
     # these tests judge the gate's logic on real timings; its load awareness has tests of its own
-    # (test_gate_control.py), and a busy neighbour (an xdist worker) must not turn them inconclusive
+    # (test_gate_control_probe.py), and a busy neighbour (an xdist worker) must not turn them inconclusive
     monkeypatch.setenv("ROOFLINE_LOAD_LIMIT", "off")
     matmul_chain(pytester.path / "mm.onnx", 3)
     return pytester

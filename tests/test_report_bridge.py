@@ -17,7 +17,7 @@ from pytest_roofline.gate.verdict import Verdict
 from pytest_roofline.profile import ModelProfile
 from pytest_roofline.report.benchmark_bridge import feed_pytest_benchmark
 from pytest_roofline.results import ProfileRecord
-from pytest_roofline.stats import LatencyStats
+from pytest_roofline.measure.stats import LatencyStats
 
 @pytest.fixture
 def fed(request):

@@ -24,7 +24,7 @@ def test_unknown_figures_are_left_out() -> None:
     import dataclasses
     import math
 
-    from pytest_roofline.stats import LatencyStats
+    from pytest_roofline.measure.stats import LatencyStats
 
     record = record_of(sample_run(3)["results"][1])
     nan = math.nan

@@ -57,8 +57,8 @@ def test_round_trip(roof: DeviceRoofline) -> None:
 
 
 def test_layer_by_node_prefers_the_kernel_carrying_its_flops() -> None:
+    from pytest_roofline.measure.stats import LatencyStats
     from pytest_roofline.profile import Layer, ModelProfile
-    from pytest_roofline.stats import LatencyStats
 
     helper = Layer("Gather_token_1", "Gather", ("Shape_3",), 2e-6, 0, 64)
     main = Layer("Conv_0", "Conv", ("Conv_0", "Shape_3"), 5e-5, 1000, 4096)
@@ -203,8 +203,8 @@ def test_a_view_layer_carries_no_fraction_and_says_why(roof: DeviceRoofline) -> 
     """A Reshape kernel hands out a buffer in microseconds: priced at its tensors' bytes it read
     at 297 % of the L3 roof in BERT-base (issue 21); a view has no fraction, and asking names why."""
     from pytest_roofline.errors import RooflineError
+    from pytest_roofline.measure.stats import LatencyStats
     from pytest_roofline.profile import Layer, ModelProfile, apply_roofline
-    from pytest_roofline.stats import LatencyStats
 
     view = apply_roofline(Layer("Reshape_359", "Reshape", ("Reshape_359",), 8e-6, 0, 786_456), roof)
     copy = apply_roofline(Layer("Transpose_1", "Transpose", ("Transpose_1",), 80e-6, 0, 786_456), roof)

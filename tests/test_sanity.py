@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from pytest_roofline.backends.base import KernelProfile, KernelRecord, get_backend
+from pytest_roofline.measure.stats import LatencyStats
 from pytest_roofline.profile import Layer, ModelProfile, build_layers
+from pytest_roofline.profile.sanity import LAYER_LIMIT, RooflineCheck, check_profile, warning_line
 from pytest_roofline.roofline import DeviceRoofline
 from pytest_roofline.roofline.roofs import CacheLevel, Probe
-from pytest_roofline.roofline.sanity import LAYER_LIMIT, RooflineCheck, check_profile, warning_line
-from pytest_roofline.stats import LatencyStats
 
 CPU_FP = {"backend": "onnxruntime", "cpu": "AMD EPYC 7B13", "cores": 2, "providers": ["CPUExecutionProvider"]}
 H200_FP = {
@@ -326,12 +326,12 @@ def test_reports_print_the_warning_instead_of_the_figures() -> None:
 
 
 def test_roofline_profile_table_prints_the_warning_not_the_fractions() -> None:
-    from pytest_roofline.cli.profile import format_table
+    from pytest_roofline.report.tables import profile_table
 
-    table = format_table(profile([(1e-3, 57.77), (1e-3, 0.5)]))
+    table = profile_table(profile([(1e-3, 57.77), (1e-3, 0.5)]))
     assert "efficiency -" in table and "roofline invalid for this run: layer 'layer0' at 5777%" in table
     assert "5777.0%" not in table and "50.0%" not in table  # no fraction printed as fact
-    host = format_table(profile([(1e-3, 0.5)], layer_timing="host"))
+    host = profile_table(profile([(1e-3, 0.5)], layer_timing="host"))
     assert "host-side launch times" in host and "efficiency -" in host
-    valid = format_table(profile([(1e-3, 0.5)]))
+    valid = profile_table(profile([(1e-3, 0.5)]))
     assert "efficiency 50.0%" in valid and "invalid" not in valid

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_roofline.spans import Spans
+from pytest_roofline.measure.spans import Spans
 
 
 def test_repeated_spans_give_stats_per_name_in_first_run_order():

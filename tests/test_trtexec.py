@@ -15,7 +15,7 @@ from _calibration_helpers import use_fake_nvml
 
 from pytest_roofline.backends.attribution import GraphIndex, attributed_fraction
 from pytest_roofline.backends.base import get_backend
-from pytest_roofline.backends.trtexec import TrtexecBackend, engine_cache_dir
+from pytest_roofline.backends.trtexec.runner import TrtexecBackend, engine_cache_dir
 from pytest_roofline.errors import BackendError, BackendUnavailable, OptionError
 from pytest_roofline.model import ModelSpec, bind_input_shapes, load_model, make_inputs
 

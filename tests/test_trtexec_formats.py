@@ -14,7 +14,7 @@ from onnx import TensorProto, helper
 
 from pytest_roofline.analysis.types import ModelAnalysis, NodeCost, TensorInfo
 from pytest_roofline.backends.attribution import GraphIndex, attributed_fraction, group_cost_at_precision
-from pytest_roofline.backends.trtexec_formats import (
+from pytest_roofline.backends.trtexec.formats import (
     LayerTime,
     TrtVersion,
     attribute_layers,
@@ -26,7 +26,7 @@ from pytest_roofline.backends.trtexec_formats import (
     read_json,
 )
 from pytest_roofline.errors import BackendError
-from pytest_roofline.precision import precision_itemsize
+from pytest_roofline.model.precision import precision_itemsize
 
 DATA = Path(__file__).parent / "data" / "trtexec"
 

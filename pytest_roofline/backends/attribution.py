@@ -7,7 +7,7 @@ last node.  :class:`GraphIndex` answers those three questions for one ONNX graph
 module only has to say which clue it has.
 
 The module also converts a group's byte count to the precision that actually ran
-(:func:`group_cost_at_precision`, with :mod:`pytest_roofline.precision`).
+(:func:`group_cost_at_precision`, with :mod:`pytest_roofline.model.precision`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from pytest_roofline.analysis.types import GroupCost
-from pytest_roofline.precision import precision_itemsize
+from pytest_roofline.model.precision import precision_itemsize
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping

@@ -38,9 +38,9 @@ ENTRY_POINT_GROUP = "pytest_roofline.backends"
 MAX_THREADS = 4096
 
 BUILTIN_BACKENDS: dict[str, str] = {
-    "onnxruntime": "pytest_roofline.backends.onnxruntime:OnnxRuntimeBackend",
+    "onnxruntime": "pytest_roofline.backends.onnxruntime.runner:OnnxRuntimeBackend",
     "openvino": "pytest_roofline.backends.openvino:OpenVinoBackend",
-    "trtexec": "pytest_roofline.backends.trtexec:TrtexecBackend",
+    "trtexec": "pytest_roofline.backends.trtexec.runner:TrtexecBackend",
 }
 
 

@@ -33,7 +33,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser with every available subcommand."""
-    from pytest_roofline import __version__
+    from pytest_roofline.stamp import __version__
 
     parser = _Parser(prog="roofline", description="Roofline profiling and regression gating of ONNX models.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")

@@ -12,7 +12,7 @@ from pytest_roofline.fmt import fmt_pct, fmt_seconds_fixed, printable, text_tabl
 from pytest_roofline.gate.baseline import BaselineEntry
 from pytest_roofline.gate.store import BaselineStore
 from pytest_roofline.gate.verdict import Verdict
-from pytest_roofline.options import parse_percent
+from pytest_roofline.pytest.options import parse_percent
 from pytest_roofline.results import RunResults, load_results
 
 __all__ = ["add_parser", "run"]

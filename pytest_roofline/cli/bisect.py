@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from pytest_roofline.errors import RooflineError
-from pytest_roofline.options import parse_percent
+from pytest_roofline.pytest.options import parse_percent
 
 __all__ = ["add_parser", "run"]
 

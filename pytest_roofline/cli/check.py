@@ -19,12 +19,13 @@ from pytest_roofline.cli.common import (
     parse_key_value,
 )
 from pytest_roofline.errors import OptionError
-from pytest_roofline.fmt import printable, text_table
+from pytest_roofline.fmt import printable
+from pytest_roofline.report.tables import check_table
 
 if TYPE_CHECKING:
-    from pytest_roofline.check import CheckResult
+    pass
 
-__all__ = ["add_parser", "format_table", "run"]
+__all__ = ["add_parser", "run"]
 
 
 def _backend_option(text: str) -> tuple[str, str, str]:
@@ -66,24 +67,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
-def format_table(result: CheckResult) -> str:
-    """The comparisons as an aligned text table under a one-line heading."""
-    header = ("candidate", "output", "max abs err", "max rel err", "mismatched", "result")
-    rows = [
-        (
-            c.candidate,
-            c.output,
-            f"{c.max_abs_error:.3g}",
-            f"{c.max_rel_error:.3g}",
-            f"{c.mismatched}/{c.elements}",
-            "ok" if c.passed else "MISMATCH",
-        )
-        for c in result.comparisons
-    ]
-    title = f"{result.model}: reference {result.backends[0]}, rtol={result.rtol:g}, atol={result.atol:g}"
-    return "\n".join([printable(title), *text_table(header, rows, left=2)])
-
-
 def run(args: argparse.Namespace) -> int:
     """Check ``args.model``; 0 all match, 1 mismatch."""
     from pytest_roofline.check import check_outputs
@@ -109,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(result.to_dict(), indent=2, sort_keys=True))
     else:
-        print(format_table(result))
+        print(check_table(result))
     for failure in result.failures:
         detail = printable(failure.describe())
         sys.stderr.write(f"roofline: mismatch: {detail} (rtol={result.rtol:g}, atol={result.atol:g})\n")

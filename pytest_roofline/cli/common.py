@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Sequence
 
 from pytest_roofline.errors import OptionError
-from pytest_roofline.options import parse_key_value
+from pytest_roofline.pytest.options import parse_key_value
 
 __all__ = [
     "INPUTS_HELP",

@@ -23,17 +23,14 @@ from pytest_roofline.cli.common import (
     batch_or_default,
 )
 from pytest_roofline.errors import BackendUnavailable, OptionError
-from pytest_roofline.fmt import fmt_bytes_fixed, text_table
+from pytest_roofline.report.tables import diff_table
 
 if TYPE_CHECKING:
     from pytest_roofline.diff import Explanation, GraphDiff, Prediction
     from pytest_roofline.gate.verdict import Verdict
     from pytest_roofline.roofline import DeviceRoofline
 
-__all__ = ["add_parser", "format_table", "run"]
-
-WIDTH = 100  # the table fits a terminal this wide
-SHORT = {"op attributes": "attrs", "output shape": "out", "input shape": "in", "weights": "w"}
+__all__ = ["add_parser", "run"]
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -94,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     profile = verdict = None
     if args.profile and engine is not None:
         from pytest_roofline.api import profile_model
-        from pytest_roofline.diff.paired import measure_change
+        from pytest_roofline.gate.paired import measure_change
 
         say(f"profiling {old.model_name} on {engine.name} for its per-layer efficiencies")
         profile = profile_model(args.old, backend=engine, batch=batch, dims=dims or None, roofline=roofline)
@@ -123,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         sys.stdout.write(json.dumps(document(diff, prediction, verdict, explanation), indent=2) + "\n")
     else:
-        sys.stdout.write(format_table(diff, prediction, verdict, explanation, args.top))
+        sys.stdout.write(diff_table(diff, prediction, verdict, explanation, args.top))
     return 0
 
 
@@ -182,103 +179,3 @@ def _measured(verdict: Verdict | None) -> dict[str, Any] | None:
         "old_p25": verdict.raw.get("baseline"),
         "new_p25": verdict.raw.get("current"),
     }
-
-
-def format_table(
-    diff: GraphDiff,
-    prediction: Prediction,
-    verdict: Verdict | None,
-    explanation: Explanation,
-    top: int = 12,
-) -> str:
-    """The diff as text for a 100-column terminal: totals, blocks, nodes, prediction, measurement."""
-    lines = [*_wrap(explanation.text, WIDTH, "  "), ""]
-    nodes = f"{len(diff.added)} added, {len(diff.removed)} removed, {len(diff.changed)} changed"
-    nodes += f", {diff.unchanged} unchanged ({diff.renamed} renamed)"
-    if diff.rewired:
-        nodes += f", {len(diff.rewired)} rewired"
-    lines += [
-        f"old {diff.old_model}: {diff.flops_before / 1e6:.2f} MFLOPs, {fmt_bytes_fixed(diff.bytes_before)}",
-        f"new {diff.new_model}: {diff.flops_after / 1e6:.2f} MFLOPs, {fmt_bytes_fixed(diff.bytes_after)}",
-        f"FLOPs {_pct(diff.flops_change)}, bytes {_pct(diff.bytes_change)}; nodes: {nodes}",
-    ]
-    deltas = prediction.block_deltas() if prediction.available else {}
-    if diff.blocks:
-        rows = [
-            (
-                block.kind,
-                block.name,  # whole: a name cut in the middle names nothing
-                _clip(block.ops, 24),
-                f"{block.flops_before / 1e6:.2f}",
-                f"{block.flops_after / 1e6:.2f}",
-                _ms(deltas.get(number)),
-            )
-            for number, block in enumerate(diff.blocks)
-        ]
-        lines += ["", "blocks"]
-        lines += text_table(("kind", "block", "ops", "MFLOPs old", "new", "predicted"), rows, left=3)
-    if diff.nodes:
-        by_name = {(n.kind, n.name): n for n in prediction.nodes}
-        ranked = sorted(
-            diff.nodes,
-            key=lambda c: -abs(by_name[(c.kind, c.name)].delta) if (c.kind, c.name) in by_name else 0.0,
-        )
-        node_rows = []
-        for change in ranked[:top] if top else ranked:
-            priced = by_name.get((change.kind, change.name))
-            node_rows.append(
-                (
-                    {"added": "+", "removed": "-"}.get(change.kind, "~"),
-                    change.name,
-                    _clip(change.op_type, 12),
-                    _clip(",".join(SHORT.get(w, w) for w in change.what) or change.kind, 16),
-                    f"{(change.flops_after - change.flops_before) / 1e6:+.2f}",
-                    _ms(priced.delta if priced else None),
-                    priced.basis if priced else "",
-                )
-            )
-        lines += ["", f"nodes ({len(node_rows)} of {len(diff.nodes)}, largest predicted change first)"]
-        header = ("", "node", "op", "what", "MFLOPs", "predicted", "basis")
-        lines += text_table(header, node_rows, left=4)
-    lines.append("")
-    if prediction.available:
-        source = "the baseline profile" if prediction.efficiency_source == "profile" else "defaults"
-        lines.append(
-            f"predicted: {_pct(prediction.fraction)} ({_ms(prediction.time_change)} of "
-            f"{_ms(prediction.baseline_time).lstrip('+')}; efficiencies from {source})"
-        )
-    else:
-        lines += _wrap(f"predicted: unavailable ({prediction.reason})", WIDTH, "  ")
-    if verdict is not None and verdict.ratio is not None:
-        ci = f"95% CI {_pct(verdict.ci[0] - 1)} .. {_pct(verdict.ci[1] - 1)}" if verdict.ci else "no CI"
-        lines.append(
-            f"measured:  {_pct(verdict.ratio - 1)} ({ci}; paired, {verdict.sessions} session pairs; "
-            f"{explanation.agreement})"
-        )
-    if prediction.assumptions:
-        lines += ["", "assumptions:"]
-        for text in prediction.assumptions:
-            lines += _wrap(f"- {text}", WIDTH, "  ")
-    return "\n".join(lines) + "\n"
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value * 100:+.1f} %"
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value * 1e3:+.3f} ms"
-
-
-def _clip(text: str, width: int) -> str:
-    """``text`` cut in the middle to ``width`` characters."""
-    if len(text) <= width:
-        return text
-    keep = width - 3
-    return text[: keep // 2] + "..." + text[len(text) - (keep - keep // 2) :]
-
-
-def _wrap(text: str, width: int, indent: str) -> list[str]:
-    import textwrap
-
-    return textwrap.wrap(text, width, subsequent_indent=indent) or [""]

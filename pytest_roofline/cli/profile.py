@@ -9,14 +9,12 @@ profile (``ModelProfile.to_dict``), or ``{"profiles": [...]}`` for a batch sweep
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_roofline.bounded import run_bounded, set_exit_status
+from pytest_roofline.backends.bounded import run_bounded, set_exit_status
 from pytest_roofline.cli.common import (
     INPUTS_HELP,
     add_backend_arguments,
@@ -25,34 +23,17 @@ from pytest_roofline.cli.common import (
     add_trip_argument,
 )
 from pytest_roofline.errors import OptionError
-from pytest_roofline.fmt import csv_cell, elide_names, fmt_bytes_fixed, printable, text_table
-from pytest_roofline.fmt import fmt_seconds_fixed as _ms
+from pytest_roofline.fmt import printable
+from pytest_roofline.report.tables import profile_table
 
 if TYPE_CHECKING:
     from pytest_roofline.api import ProfileRun
-    from pytest_roofline.profile import Layer, ModelProfile
     from pytest_roofline.roofline import DeviceRoofline
 
-__all__ = ["add_parser", "format_csv", "format_table", "run"]
+__all__ = ["add_parser", "run"]
 
 SORT_KEYS = ("time", "flops", "fraction", "name")
 DEFAULT_TIMEOUT = 900.0  # seconds, the plugin's --roofline-timeout default
-CSV_FIELDS = (
-    "batch",
-    "name",
-    "op_type",
-    "kind",
-    "onnx_nodes",
-    "time",
-    "share",
-    "flops",
-    "bytes",
-    "intensity",
-    "achieved_flops",
-    "achieved_bandwidth",
-    "roofline_fraction",
-    "bound",
-)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -96,7 +77,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _timeout(text: str) -> float:
-    from pytest_roofline.options import parse_timeout
+    from pytest_roofline.pytest.options import parse_timeout
 
     return parse_timeout(text)
 
@@ -163,161 +144,15 @@ def run(args: argparse.Namespace) -> int:
         data: Any = [p.to_dict() for p in profiles]
         data = data[0] if len(data) == 1 else {"profiles": data}
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
-    elif args.format == "csv":
-        sys.stdout.write(format_csv(profiles))
+    elif args.format == "csv":  # the same layer columns as --roofline-report=PATH.csv
+        from pytest_roofline.report import csv as csv_report
+        from pytest_roofline.results import RunResults
+
+        sys.stdout.write(csv_report.render(RunResults.of_profiles(profiles)))
     else:
-        sys.stdout.write("\n".join(format_table(p, args.top, args.sort, args.by_type) for p in profiles))
+        sys.stdout.write("\n".join(profile_table(p, args.top, args.sort, args.by_type) for p in profiles))
     return 0
 
 
 def _per_batch(path: Path, batch: int, count: int) -> Path:
     return path if count == 1 else path.with_name(f"{path.stem}-b{batch}{path.suffix}")
-
-
-def _sorted_layers(profile: ModelProfile, key: str) -> list[Layer]:
-    layers = [la for la in profile.layers if la.kind != "folded"]
-    if key == "flops":
-        return sorted(layers, key=lambda la: (-la.flops, -la.time))
-    if key == "fraction":
-        return sorted(layers, key=lambda la: (la.roofline_fraction is None, la.roofline_fraction or 0.0))
-    if key == "name":
-        return sorted(layers, key=lambda la: la.name)
-    return sorted(layers, key=lambda la: -la.time)
-
-
-def format_table(profile: ModelProfile, top: int = 15, sort: str = "time", by_type: bool = False) -> str:
-    """End-to-end statistics, then the top layers (or op types) with roofline figures."""
-    lat = profile.latency
-    inputs = ", ".join(f"{k}[{'x'.join(map(str, v))}]" for k, v in profile.input_shapes.items())
-    folded = [la for la in profile.layers if la.kind == "folded"]
-    unattributed = [la for la in profile.layers if la.kind == "unattributed"]
-    lines = [
-        f"model {profile.model_name}  backend {profile.backend} {profile.backend_version}  "
-        f"batch {profile.batch}{' (default)' if profile.extra.get('batch_default') else ''}  "
-        f"inputs {inputs}  precision {profile.precision}",
-        f"latency: median {_ms(lat.median)}  p90 {_ms(lat.p90)}  p99 {_ms(lat.p99)}  mean {_ms(lat.mean)}  "
-        f"min {_ms(lat.min)}  std {_ms(lat.std)}  ({lat.n} samples, {len(lat.session_medians)} sessions, "
-        f"95% CI of median {_ms(lat.ci_low)}-{_ms(lat.ci_high)})",
-        f"throughput {profile.throughput:.1f}/s  total {profile.total_flops / 1e9:.3f} GFLOPs "
-        f"{profile.total_macs / 1e9:.3f} GMACs  achieved {profile.achieved_flops / 1e9:.2f} GFLOP/s",
-    ]
-    if profile.roofline is not None:
-        roof = profile.roofline
-        check = profile.roofline_check
-        from pytest_roofline.profile import known_fraction
-
-        eff = known_fraction(profile.efficiency)
-        lines.append(
-            f"roofline: peak {roof.peak / 1e9:.1f} GFLOP/s, {roof.peak_bandwidth / 1e9:.1f} GB/s, ridge "
-            f"{roof.ridge_point:.1f} FLOP/B; efficiency {'-' if eff is None else f'{100 * eff:.1f}%'}, "
-            f"headroom {_ms(profile.headroom)}"
-        )
-        lines.append(memory_levels_line(roof))
-        if not check.valid:
-            lines.append(check.message())
-    else:
-        lines.append("roofline: none (run `roofline calibrate`, or drop --no-roofline)")
-    lines.append(
-        f"profiled kernel time {_ms(profile.kernel_time)} over {len(profile.layers) - len(folded)} layers; "
-        f"attributed {100 * profile.attributed_fraction:.1f}%"
-        + (f", {len(unattributed)} unattributed" if unattributed else "")
-        + f"; {len(folded)} ONNX nodes folded at load ({sum(la.flops for la in folded) / 1e6:.2f} MFLOPs)"
-    )
-    lines.append("")
-    if by_type:
-        type_rows = [
-            (
-                s.op_type,
-                str(s.count),
-                _ms(s.time),
-                f"{100 * s.share:.1f}%",
-                f"{s.flops / 1e6:.2f}",
-                f"{s.achieved_flops / 1e9:.2f}",
-                fmt_bytes_fixed(s.bytes),
-            )
-            for s in profile.by_op_type()
-        ]
-        lines.append("by op type")
-        lines += text_table(("op", "layers", "time", "share", "MFLOPs", "GFLOP/s", "bytes"), type_rows)
-        return "\n".join(map(printable, lines)) + "\n"
-    layers = _sorted_layers(profile, sort)
-    valid = profile.roofline_check.status != "invalid"  # impossible fractions are not printed
-    shown = layers if top == 0 else layers[:top]
-    rows, cumulative = [], 0.0
-    names = elide_names([printable(layer.name) for layer in layers])  # unique among all, not just shown
-    for layer, name in zip(shown, names, strict=False):
-        cumulative += layer.share
-        nodes = ",".join(layer.onnx_nodes)
-        if layer.kind == "layout":
-            nodes = f"layout->{layer.serves or '?'}"
-        rows.append(
-            (
-                name,
-                layer.op_type,
-                nodes[:48] + ("..." if len(nodes) > 48 else ""),
-                _ms(layer.time),
-                f"{100 * layer.share:.1f}%",
-                f"{100 * cumulative:.1f}%",
-                f"{layer.flops / 1e6:.2f}",
-                f"{layer.achieved_flops / 1e9:.2f}",
-                fmt_bytes_fixed(layer.bytes),
-                f"{layer.achieved_bandwidth / 1e9:.2f}",
-                f"{layer.intensity:.1f}",
-                "-"
-                if layer.roofline_fraction is None or not valid
-                else f"{100 * layer.roofline_fraction:.1f}%",
-                layer.bound or ("-" if layer.kind == "compute" else layer.kind),
-                layer.memory_level or "-",
-            )
-        )
-    lines.append(f"{'top ' + str(len(shown)) if top else 'all'} layers by {sort}")
-    lines += text_table(
-        (
-            "layer",
-            "op",
-            "onnx nodes",
-            "time",
-            "share",
-            "cum",
-            "MFLOPs",
-            "GFLOP/s",
-            "bytes",
-            "GB/s",
-            "FLOP/B",
-            "fraction",
-            "bound",
-            "level",
-        ),
-        rows,
-        left=3,
-    )
-    return "\n".join(map(printable, lines)) + "\n"
-
-
-def memory_levels_line(roof: DeviceRoofline) -> str:
-    """The memory roofs layers are placed on (their ``level`` column), or why there is only DRAM."""
-    levels = roof.levels
-    if len(levels) == 1:
-        return (
-            f"memory levels: DRAM only, {roof.peak_bandwidth / 1e9:.1f} GB/s (this calibration has no "
-            "cache levels: every layer is judged against DRAM; `roofline calibrate --force` measures them)"
-        )
-    shown = []
-    for lvl in levels:
-        size = f" {fmt_bytes_fixed(lvl.holds).strip()}" if lvl.holds else ""
-        shown.append(f"{lvl.name}{size} {lvl.bandwidth / 1e9:.1f} GB/s")
-    return "memory levels: " + ", ".join(shown) + " (a layer's level: where its weights and activations live)"
-
-
-def format_csv(profiles: list[ModelProfile]) -> str:
-    """One row per layer (folded nodes included), with the batch size; formula-safe text cells."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CSV_FIELDS)
-    for profile in profiles:
-        for layer in profile.layers:
-            data = layer.to_dict()
-            data["batch"] = profile.batch
-            data["onnx_nodes"] = ";".join(layer.onnx_nodes)
-            writer.writerow(["" if data.get(k) is None else csv_cell(data.get(k)) for k in CSV_FIELDS])
-    return out.getvalue()

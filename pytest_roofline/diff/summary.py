@@ -23,6 +23,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.errors import ModelError
+from pytest_roofline.schema import MODEL_SUMMARY_SCHEMA
 
 if TYPE_CHECKING:
     import onnx
@@ -30,9 +31,8 @@ if TYPE_CHECKING:
     from pytest_roofline.analysis import ModelAnalysis, TensorInfo
     from pytest_roofline.model import ModelSource
 
-__all__ = ["SCHEMA_VERSION", "ModelSummary", "NodeSummary", "summarize"]
+__all__ = ["ModelSummary", "NodeSummary", "summarize"]
 
-SCHEMA_VERSION = 1
 FLOAT32 = "float32"
 #: Constant inputs with at most this many elements are hashed by value (shape targets, axes,
 #: split sizes, clip bounds); larger ones are weights, compared by shape and dtype only.
@@ -84,7 +84,7 @@ class ModelSummary:
     graph_inputs: tuple[tuple[str, int, str], ...]
     graph_outputs: tuple[int, ...]
     nodes: tuple[NodeSummary, ...]
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = MODEL_SUMMARY_SCHEMA
 
     @property
     def total_flops(self) -> int:
@@ -173,9 +173,9 @@ class ModelSummary:
             ModelError: an unknown schema version or a malformed summary.
         """
         version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
+        if version != MODEL_SUMMARY_SCHEMA:
             raise ModelError(
-                f"model summary schema {version!r} is not {SCHEMA_VERSION}; re-record the baseline"
+                f"model summary schema {version!r} is not {MODEL_SUMMARY_SCHEMA}; re-record the baseline"
             )
         try:
             if "packed" in data:

@@ -1,31 +1,6 @@
-"""The regression gate, free of pytest: verdict statistics, the control probe and sampling loop,
-and the baseline store.
+"""The regression gate, free of pytest: the request of one test (:mod:`.request`), the decision
+order (:mod:`.order`), the verdict statistics (:mod:`.verdict`), the drift probe and sampling loop,
+paired comparison (:mod:`.paired`) and the baseline store with its policy (:mod:`.store`).
+
+Nothing is imported here: the plugin reads the request builder at start without numpy.
 """
-
-from __future__ import annotations
-
-from pytest_roofline.gate.verdict import (
-    DEFAULT_DRIFT,
-    LayerDelta,
-    Verdict,
-    bootstrap_ratio_ci,
-    compare,
-    judge_ratio,
-    needs_more,
-    new_verdict,
-    session_ratios,
-    verdict_table,
-)
-
-__all__ = [
-    "DEFAULT_DRIFT",
-    "LayerDelta",
-    "Verdict",
-    "bootstrap_ratio_ci",
-    "compare",
-    "judge_ratio",
-    "needs_more",
-    "new_verdict",
-    "session_ratios",
-    "verdict_table",
-]

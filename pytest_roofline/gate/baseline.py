@@ -4,7 +4,7 @@ An entry's key is its logical identity (test, model, batch and dims, backend, de
 the full device fingerprint, so a baseline survives a kernel update or a new CI runner of the same
 class.  Entries are read strictly (:mod:`pytest_roofline.schema`): a NaN, negative or missing
 figure is a malformed entry, never a silent "pass".  Files of schema 1 are read through
-:func:`update_to_2`.  The ``identity`` block (:mod:`pytest_roofline.gate.identity`) is optional
+:func:`baseline_file_to_2`.  The ``identity`` block (:mod:`pytest_roofline.gate.identity`) is optional
 within schema 2: entries written before it have none and are judged by their stored figures.
 """
 
@@ -17,8 +17,10 @@ from typing import Any
 from pytest_roofline.gate.conditions import Conditions, settings_of
 from pytest_roofline.gate.identity import RunIdentity
 from pytest_roofline.schema import (
+    BASELINE_FILE,
     SchemaError,
     as_mapping,
+    migration,
     read_float,
     read_floats,
     read_int,
@@ -31,19 +33,18 @@ from pytest_roofline.schema import (
 
 __all__ = [
     "HISTORY_LIMIT",
-    "SCHEMA_VERSION",
     "BaselineEntry",
     "ControlRecord",
     "FigureRecord",
     "HistoryPoint",
     "LatencyRecord",
     "LayerRecord",
-    "MIGRATIONS",
+    "baseline_file_to_2",
     "entry_key",
+    "entry_to_2",
     "module_of",
 ]
 
-SCHEMA_VERSION = 2
 HISTORY_LIMIT = 50
 MAX_BATCH = 1 << 20
 
@@ -355,7 +356,7 @@ class BaselineEntry:
 # --- migrations -----------------------------------------------------------------------------------
 
 
-def _entry_to_2(entry: Any) -> Any:
+def entry_to_2(entry: Any) -> Any:
     """A schema-1 entry as schema 2: ``probe`` becomes ``control``; conditions from what it recorded."""
     if not isinstance(entry, Mapping) or "control" in entry:
         return entry  # left for the strict reader to report, or already of schema 2
@@ -374,13 +375,10 @@ def _entry_to_2(entry: Any) -> Any:
     return data
 
 
-def update_to_2(document: dict[str, Any]) -> dict[str, Any]:
+@migration(BASELINE_FILE, 2)
+def baseline_file_to_2(document: dict[str, Any]) -> dict[str, Any]:
     """Baseline file schema 1 → 2 (entries' ``probe`` renamed ``control``, ``conditions`` added)."""
     entries = document.get("entries")
     if isinstance(entries, Mapping):
-        document["entries"] = {key: _entry_to_2(value) for key, value in entries.items()}
+        document["entries"] = {key: entry_to_2(value) for key, value in entries.items()}
     return document
-
-
-#: schema version → the step that produces it from the version before.
-MIGRATIONS = {2: update_to_2}

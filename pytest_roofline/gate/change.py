@@ -50,8 +50,8 @@ class ChangeReport:
 
 def baseline_profile(entry: BaselineEntry) -> ModelProfile | None:
     """The baseline's per-layer times as a profile the prediction can read (None without them)."""
+    from pytest_roofline.measure.stats import LatencyStats
     from pytest_roofline.profile import Layer, ModelProfile
-    from pytest_roofline.stats import LatencyStats
 
     layers = tuple(
         Layer(

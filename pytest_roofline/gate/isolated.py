@@ -85,8 +85,8 @@ def serve() -> None:
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # what native code prints cannot corrupt the replies
     requests = sys.stdin.buffer
-    from pytest_roofline.backends.onnxruntime import use_global_pool
-    from pytest_roofline.measure import sample_interleaved
+    from pytest_roofline.backends.onnxruntime.runner import use_global_pool
+    from pytest_roofline.measure.rounds import sample_interleaved
 
     use_global_pool(intra, inter)  # every onnxruntime session of the helper shares one pool
     _send(replies, ("ready", None))
@@ -136,7 +136,7 @@ class IsolatedSampler:
         iterations: int,
         warmup: int,
     ) -> list[list[list[float]]]:
-        from pytest_roofline.bounded import on_timeout
+        from pytest_roofline.backends.bounded import on_timeout
 
         on_timeout(self.kill)  # a bounded measurement past its timeout ends the helper
         kwargs = {"sessions": sessions, "rounds": rounds, "iterations": iterations, "warmup": warmup}

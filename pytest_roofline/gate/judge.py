@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_roofline.gate.verdict import Verdict, compare, new_verdict
+from pytest_roofline.fmt import printable
+from pytest_roofline.gate.verdict import Verdict, compare, new_verdict, verdict_table
 
 if TYPE_CHECKING:
     from pytest_roofline.gate.baseline import BaselineEntry
 
-__all__ = ["compare_entries", "incomparable"]
+__all__ = ["compare_entries", "failure_messages", "incomparable"]
 
 
 def incomparable(differences: Sequence[str], figures: Sequence[float], tolerance: float) -> Verdict:
@@ -49,3 +51,30 @@ def compare_entries(stored: BaselineEntry, current: BaselineEntry, tolerance: fl
         layers=tuple(deltas),
         reasons=(*verdict.reasons, *stored.conditions.notes(current.conditions)),
     )
+
+
+def failure_messages(
+    verdicts: Sequence[Verdict], *, model: str, batch: int, key: str, baseline_file: Path, strict: bool
+) -> list[str]:
+    """A test's failure messages for the verdicts of one profiled model: regressions, and under
+    ``strict`` (``--roofline-strict``) the undecided and the missing baselines."""
+    messages = []
+    for verdict in verdicts:
+        head = printable(f"roofline {verdict.status}: {model} (batch {batch}) {verdict.message}")
+        if verdict.explanation:
+            head += f"\n  why: {printable(verdict.explanation)}"
+        table = [printable(line) for line in verdict_table(verdict)]
+        if verdict.status == "regression":
+            messages.append("\n".join([head, *table]))
+        elif strict and verdict.status in ("inconclusive", "incomparable"):
+            messages.append("\n".join([f"{head} [--roofline-strict]", *table]))
+        elif strict and verdict.status == "new" and verdict.mode == "paired":
+            messages.append(f"{head} [--roofline-strict]")
+        elif strict and verdict.status == "new":
+            messages.append(
+                printable(
+                    f"roofline: no baseline for {key} in {baseline_file} "
+                    "[--roofline-strict]; record one with --roofline-update"
+                )
+            )
+    return messages

@@ -17,6 +17,7 @@ The model store is :mod:`pytest_roofline.gate.model_store` (``default_model_stor
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,10 +29,11 @@ if TYPE_CHECKING:
     from pytest_roofline.api import PreparedModel
     from pytest_roofline.gate.runner import GateOutcome, GateRequest
     from pytest_roofline.gate.verdict import Verdict
+    from pytest_roofline.measure.stats import LatencyStats
     from pytest_roofline.model import ModelSpec
-    from pytest_roofline.stats import LatencyStats
 
 __all__ = [
+    "MeasuredIdentities",
     "ModelStoreLike",
     "Route",
     "current_identity",
@@ -192,7 +194,7 @@ def short_sample(session: Any) -> LatencyStats:
     :data:`SHORT_MIN_RUNS` and up to :data:`SHORT_MAX_RUNS` runs within :data:`SHORT_SECONDS`."""
     import time
 
-    from pytest_roofline.stats import LatencyStats
+    from pytest_roofline.measure.stats import LatencyStats
 
     session.time(2)  # warm-up
     samples: list[float] = []
@@ -239,7 +241,7 @@ def measured_again(request: GateRequest, earlier: GateOutcome, earlier_test: str
     import dataclasses
 
     from pytest_roofline.gate.verdict import new_verdict
-    from pytest_roofline.results import now
+    from pytest_roofline.stamp import now
 
     assert earlier.entry is not None
     entry = dataclasses.replace(
@@ -249,3 +251,38 @@ def measured_again(request: GateRequest, earlier: GateOutcome, earlier_test: str
     reused = f"figures measured earlier in this session ({earlier_test}), not measured again"
     verdict = dataclasses.replace(verdict, reasons=(reused,))
     return dataclasses.replace(earlier, verdict=verdict, extra_verdicts=(), entry=entry, history=())
+
+
+class MeasuredIdentities:
+    """What this session already measured, by identity (model bytes, inputs, backend build, settings,
+    env vars, device class, batch, dims): a later first baseline of the same identity takes the
+    earlier test's figures under its own key instead of being timed again."""
+
+    def __init__(self) -> None:
+        self._measured: dict[str, tuple[str, GateOutcome]] = {}  # identity -> first test, its outcome
+
+    @staticmethod
+    def key(request: GateRequest) -> str | None:
+        """What a measurement of ``request`` measures (its identity, batch, dims), as a lookup key."""
+        if request.prepared is None or request.reference is not None or request.metrics != ("latency",):
+            return None
+        identity = current_identity(request, request.prepared).to_dict()
+        return json.dumps([identity, request.batch, sorted(request.dims.items())], sort_keys=True)
+
+    def before(self, request: GateRequest, update: bool) -> GateOutcome | None:
+        """A first baseline this session already measured under the same identity (recorded, not
+        measured again), or None."""
+        if request.baseline is not None and not update:
+            return None
+        key = self.key(request)
+        if key is None or key not in self._measured:
+            return None
+        test, earlier = self._measured[key]
+        return measured_again(request, earlier, test)
+
+    def remember(self, request: GateRequest, outcome: GateOutcome) -> None:
+        """Keep ``outcome`` of a measured request for the tests after it."""
+        if outcome.entry is not None:
+            key = self.key(request)
+            if key is not None:
+                self._measured.setdefault(key, (request.test, outcome))

@@ -102,9 +102,9 @@ def static_outcome(request: GateRequest) -> GateOutcome:
     """A profile from static analysis alone (``--roofline-disable``): no timing, no gate."""
     from pytest_roofline.analysis import analyze
     from pytest_roofline.gate.verdict import new_verdict
+    from pytest_roofline.measure.stats import LatencyStats
     from pytest_roofline.model import model_hash
     from pytest_roofline.profile import ModelProfile
-    from pytest_roofline.stats import LatencyStats
 
     analysis = analyze(str(request.model), batch=request.batch, dims=dict(request.dims), trips=request.trips)
     nan = math.nan
@@ -151,7 +151,7 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
         RooflineError: bad model, inputs or backend failure (one line).
     """
     from pytest_roofline.api import assemble, prepare, profile_layers
-    from pytest_roofline.gate.control import PROBE_NAME, fit_probe, memory_share, probe_opener
+    from pytest_roofline.gate.control_probe import PROBE_NAME, fit_probe, memory_share, probe_opener
     from pytest_roofline.gate.isolated import sampler_for
     from pytest_roofline.gate.judge import incomparable
     from pytest_roofline.gate.layers import layer_deltas, layer_verdicts
@@ -165,9 +165,9 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
         stored_decider,
     )
     from pytest_roofline.gate.verdict import new_verdict, round_ratios
-    from pytest_roofline.measure import SessionOpener
+    from pytest_roofline.measure.rounds import SessionOpener
+    from pytest_roofline.measure.stats import LatencyStats
     from pytest_roofline.profile import build_layers
-    from pytest_roofline.stats import LatencyStats
 
     engine, tolerance = request.backend, request.tolerance
     prepared = request.prepared or prepare(
@@ -474,7 +474,7 @@ def _entry(
         LayerRecord,
     )
     from pytest_roofline.gate.identity import graph_hash
-    from pytest_roofline.results import now
+    from pytest_roofline.stamp import now
 
     lat = profile.latency
     try:

@@ -194,7 +194,7 @@ def run_gate(
         The figures (subject/control per session), the load while sampling and the last verdict.
     """
     if sampler is None:
-        from pytest_roofline.measure import sample_interleaved
+        from pytest_roofline.measure.rounds import sample_interleaved
 
         sampler = sample_interleaved
     start = time.perf_counter()

@@ -13,17 +13,38 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from pytest_roofline.errors import BaselineError
+from pytest_roofline.errors import BaselineError, RooflineError
 from pytest_roofline.files import atomic_write_text, file_lock, lock_path, read_document
-from pytest_roofline.gate.baseline import MIGRATIONS, SCHEMA_VERSION, BaselineEntry, module_of
-from pytest_roofline.schema import NewerSchema, SchemaError, check_kind, dumps, loads, migrate
+from pytest_roofline.gate.baseline import BaselineEntry, module_of
+from pytest_roofline.schema import (
+    BASELINE_FILE,
+    BASELINE_FILE_SCHEMA,
+    NewerSchema,
+    SchemaError,
+    check_kind,
+    dumps,
+    loads,
+    migrate,
+)
 
-__all__ = ["BASELINE_KIND", "BaselineFile", "BaselineStore"]
+if TYPE_CHECKING:
+    from pytest_roofline.gate.order import ModelStoreLike
+    from pytest_roofline.gate.verdict import Verdict
+
+__all__ = [
+    "BASELINE_KIND",
+    "BaselineFile",
+    "BaselineStore",
+    "RunRecord",
+    "Written",
+    "find_stale",
+    "write_baselines",
+]
 
 #: The ``kind`` of a baseline file (beside its ``schema_version``).
 BASELINE_KIND = "baseline"
@@ -103,7 +124,7 @@ class BaselineStore:
             if not isinstance(data, dict):
                 raise SchemaError(f"the document is a {type(data).__name__}, not an object")
             check_kind(data, BASELINE_KIND, "a baseline file")
-            data, version = migrate(data, MIGRATIONS, SCHEMA_VERSION, f"baseline file {path}")
+            data, version = migrate(data, BASELINE_FILE, f"baseline file {path}")
             entries = data.get("entries", {})
             if not isinstance(entries, dict):
                 raise SchemaError(f"'entries' is a {type(entries).__name__}, not an object")
@@ -196,7 +217,7 @@ class BaselineStore:
         try:
             data = loads(read_document(path))
             version = data.get("schema_version") if isinstance(data, dict) else None
-            return isinstance(version, int) and version > SCHEMA_VERSION
+            return isinstance(version, int) and version > BASELINE_FILE_SCHEMA
         except (OSError, UnicodeDecodeError, SchemaError):
             return False
 
@@ -266,7 +287,7 @@ class BaselineStore:
     def _dump(path: Path, entries: Mapping[str, Any]) -> None:
         data = {
             "kind": BASELINE_KIND,
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": BASELINE_FILE_SCHEMA,
             "tool": "pytest-roofline",
             "entries": {
                 key: value.to_dict() if isinstance(value, BaselineEntry) else value
@@ -274,6 +295,115 @@ class BaselineStore:
             },
         }
         atomic_write_text(path, _one_line_layers(data) + "\n")
+
+
+# --- the store's policy at the end of a run --------------------------------------------------------
+
+
+class RunRecord(Protocol):
+    """What the store's policy reads of a run's record (:class:`~pytest_roofline.results.ProfileRecord`)."""
+
+    @property
+    def test(self) -> str: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def entry(self) -> BaselineEntry | None: ...
+    @property
+    def outcome(self) -> str: ...
+    @property
+    def verdict(self) -> Verdict: ...
+
+
+@dataclass
+class Written:
+    """What :func:`write_baselines` wrote: files, the entries in them, the files it could not write."""
+
+    paths: list[Path] = field(default_factory=list)
+    entries: list[BaselineEntry] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def write_baselines(
+    store: BaselineStore,
+    records: Sequence[RunRecord],
+    *,
+    update: bool,
+    models: Callable[[], ModelStoreLike | None],
+    rootdir: Path,
+) -> Written:
+    """Write the run's baselines once, at the end: under ``update`` every entry the tests that ran
+    produced, else only first baselines (new here, or of another device class than those recorded).
+    The models of the entries written go to the model store (``models()``, asked only then): a later
+    changed model is timed against them."""
+    ran = [r for r in records if r.entry is not None and r.outcome != "skipped"]
+    chosen: Sequence[BaselineEntry]
+    if update:
+        chosen, replace = [r.entry for r in ran if r.entry], True
+    else:
+        firsts = ("new", "incomparable")
+        chosen, replace = [r.entry for r in ran if r.entry and r.verdict.status in firsts], False
+    by_file: dict[Path, list[BaselineEntry]] = {}
+    for entry in chosen:
+        by_file.setdefault(store.file_for(entry.test), []).append(entry)
+    done = Written()
+    for path, entries in sorted(by_file.items()):
+        try:
+            written = store.write(entries, replace_existing=replace, force=update)
+        except (BaselineError, OSError) as exc:
+            done.errors.append(f"baselines not written to {path}: {exc}")
+            continue
+        done.paths.extend(written)
+        if written:
+            done.entries.extend(entries)
+            keep_models(store, models(), entries, rootdir)
+    return done
+
+
+def keep_models(
+    store: BaselineStore, models: ModelStoreLike | None, entries: Sequence[BaselineEntry], rootdir: Path
+) -> None:
+    """Put the recorded models in the model store: a later changed model is timed against them."""
+    if models is None:
+        return
+    for model in sorted({e.model for e in entries if e.identity is not None}):
+        path = Path(model) if Path(model).is_absolute() else rootdir / model
+        try:
+            models.put(path)
+        except (RooflineError, OSError) as exc:
+            store.notes.append(
+                f"{model} not kept in the model store ({exc}); a changed model will be compared "
+                "with the stored figures"
+            )
+
+
+def find_stale(
+    store: BaselineStore,
+    records: Sequence[RunRecord],
+    collected: set[str],
+    backends_used: set[tuple[str, str]],
+) -> list[str]:
+    """Entries this run could have produced and did not: same backend and device class as a
+    measurement of this run, test module run, test selected (or gone from the module)."""
+    if not collected or not backends_used:
+        return []
+    produced = {r.key for r in records}
+    producing_tests = {r.test for r in records}
+    modules = {module_of(t) for t in collected}
+    stale = []
+    for path in {store.file_for(t) for t in collected}:
+        try:
+            entries = store.read_file(path).entries
+        except BaselineError:
+            continue
+        for key, entry in entries.items():
+            if module_of(entry.test) not in modules or key in produced:
+                continue
+            if (entry.backend, entry.device_class) not in backends_used:
+                continue  # another backend's or device's baseline: this run says nothing of it
+            if entry.test not in collected or entry.test in producing_tests:
+                stale.append(key)
+    return sorted(stale)
 
 
 def _one_line_layers(data: dict[str, Any]) -> str:

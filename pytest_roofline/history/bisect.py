@@ -2,7 +2,7 @@
 
 Each candidate commit is checked out in a temporary worktree (``git worktree add --detach``; the
 user's tree is never touched), its model optionally built by ``--build CMD``, and timed paired
-against GOOD's model (:func:`~pytest_roofline.diff.paired.measure_change`: both models
+against GOOD's model (:func:`~pytest_roofline.gate.paired.measure_change`: both models
 interleaved in fresh sessions, the gate's paired decision rule).  A verdict is ``same`` (a
 slowdown beyond the threshold is ruled out), ``different`` (slower beyond it, or faster), or
 ``unknown`` (too noisy: measured again with twice the sessions until the budget is spent), as
@@ -203,7 +203,7 @@ def bisect(
             failed build, a model missing at a commit.  One line each.
     """
     from pytest_roofline.backends.base import get_backend
-    from pytest_roofline.diff.paired import measure_change
+    from pytest_roofline.gate.paired import measure_change
 
     started = time.monotonic()
     root = repository(cwd)

@@ -69,7 +69,7 @@ class Paired:
             return None
         import numpy as np
 
-        from pytest_roofline.stats import median_ci
+        from pytest_roofline.measure.stats import median_ci
 
         low, high = median_ci(np.asarray(self.figures, dtype=float), confidence)
         return (low, high)
@@ -176,7 +176,7 @@ def _paired_figures(request: GateRequest, reference: Path) -> tuple[float, ...]:
     sampling, at one thread where the backend runs several: the steadier figure)."""
     from pytest_roofline.gate.isolated import sampler_for
     from pytest_roofline.gate.sampling import GateDesign, paired_decider, run_gate
-    from pytest_roofline.measure import SessionOpener
+    from pytest_roofline.measure.rounds import SessionOpener
     from pytest_roofline.model import ModelSpec
 
     prepared = request.prepared

@@ -180,7 +180,7 @@ def _sessions_ci(sessions: tuple[float, ...]) -> tuple[float, float] | None:
         return None
     import numpy as np
 
-    from pytest_roofline.stats import median_ci
+    from pytest_roofline.measure.stats import median_ci
 
     low, high = median_ci(np.asarray(sessions, dtype=float))
     return (low, high)

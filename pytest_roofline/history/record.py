@@ -15,7 +15,7 @@ from pytest_roofline.history.store import open_store
 if TYPE_CHECKING:
     from pytest_roofline.results import RunResults
 
-__all__ = ["confirmed_changes", "parent_commit", "record_run"]
+__all__ = ["confirmed_changes", "parent_commit", "record_or_note", "record_run"]
 
 RECENT = 200
 
@@ -54,6 +54,17 @@ def confirmed_changes(stored: list[HistoryPoint], new_ids: set[str]) -> list[str
             if (change.commit, change.previous_commit) not in known:
                 lines.append(f"change point: {change.describe(items[0].test)}")
     return lines
+
+
+def record_or_note(
+    results: RunResults, url: str | None, default_dir: Path, rootdir: Path, errors: list[str]
+) -> list[str]:
+    """:func:`record_run`; a store that fails adds one line to ``errors`` instead of raising."""
+    try:
+        return record_run(results, url, default_dir, rootdir)
+    except (RooflineError, OSError) as exc:
+        errors.append(f"history not written: {exc}")
+        return []
 
 
 def record_run(results: RunResults, url: str | None, default_dir: Path, rootdir: Path) -> list[str]:

@@ -189,7 +189,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE INDEX IF NOT EXISTS roofline_points_test ON roofline_points (test)",
     ),
 }
-SCHEMA_VERSION = max(MIGRATIONS)
+HISTORY_STORE_SCHEMA = max(MIGRATIONS)
 MIGRATION_LOCK = 0x726F6F66  # the advisory lock every migrating writer takes ("roof")
 
 
@@ -202,7 +202,7 @@ def _psycopg() -> Any:
 
 
 class PostgresStore:
-    """The PostgreSQL store (psycopg 3), migrated to :data:`SCHEMA_VERSION` when opened."""
+    """The PostgreSQL store (psycopg 3), migrated to :data:`HISTORY_STORE_SCHEMA` when opened."""
 
     def __init__(self, url: str) -> None:
         self.location = re.sub(r"//([^:/@]*):[^@/]*@", r"//\1:***@", url)  # never print a password
@@ -216,7 +216,7 @@ class PostgresStore:
         self.migrate()
 
     def migrate(self) -> int:
-        """Bring the schema to :data:`SCHEMA_VERSION` (one writer at a time); returns the version."""
+        """Bring the schema to :data:`HISTORY_STORE_SCHEMA` (one writer at a time); returns the version."""
         _psycopg()
         try:
             with self._conn.transaction():
@@ -226,12 +226,12 @@ class PostgresStore:
                 )
                 row = self._conn.execute("SELECT max(version) FROM roofline_schema_version").fetchone()
                 current = int(row[0]) if row and row[0] is not None else 0
-                if current > SCHEMA_VERSION:
+                if current > HISTORY_STORE_SCHEMA:
                     raise RooflineError(
                         f"history {self.location} has schema {current}, newer than this version's "
-                        f"{SCHEMA_VERSION}; upgrade pytest-roofline"
+                        f"{HISTORY_STORE_SCHEMA}; upgrade pytest-roofline"
                     )
-                for version in range(current + 1, SCHEMA_VERSION + 1):
+                for version in range(current + 1, HISTORY_STORE_SCHEMA + 1):
                     for statement in MIGRATIONS[version]:
                         self._conn.execute(statement)
                     self._conn.execute(
@@ -243,7 +243,7 @@ class PostgresStore:
             raise RooflineError(
                 f"history {self.location}: cannot migrate the schema ({_first(exc)})"
             ) from None
-        return SCHEMA_VERSION
+        return HISTORY_STORE_SCHEMA
 
     def append(self, points: Sequence[HistoryPoint]) -> int:
         """Insert in one transaction; an id already stored is skipped (ON CONFLICT DO NOTHING)."""

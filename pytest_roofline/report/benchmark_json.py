@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pytest_roofline.measure.stats import LatencyStats
     from pytest_roofline.results import ProfileRecord, RunResults
-    from pytest_roofline.stats import LatencyStats
 
 __all__ = ["benchmark_entry", "benchmark_stats", "render", "to_benchmark_json", "write"]
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.errors import RooflineError
 from pytest_roofline.fmt import fmt_bytes, fmt_count, fmt_pct, fmt_rate, fmt_ratio, fmt_seconds
+from pytest_roofline.profile.sanity import warning_line
 from pytest_roofline.report import finite
 from pytest_roofline.report.view import (
     FLOP_CONVENTION,
@@ -25,7 +26,6 @@ from pytest_roofline.report.view import (
     status_word,
     sweeps,
 )
-from pytest_roofline.roofline.sanity import warning_line
 
 if TYPE_CHECKING:
     from pytest_roofline.profile import Layer, ModelProfile, OpTypeSummary

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.fmt import fmt_pct, fmt_ratio, fmt_seconds
+from pytest_roofline.profile.sanity import warning_line
 from pytest_roofline.report.view import accepted_message, status_word, was_accepted, worst_layers
-from pytest_roofline.roofline.sanity import warning_line
 
 if TYPE_CHECKING:
     from pytest_roofline.gate.verdict import Verdict

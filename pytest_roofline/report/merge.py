@@ -4,18 +4,55 @@
 :class:`~pytest_roofline.results.RunResults`, so one report and one ``roofline baseline update``
 cover the whole suite.  Shards must have measured the same commit; a test measured by two shards
 is kept once (the later file's record).  Stale entries are those no shard produced.
+
+:class:`WorkerPayload` is the same join inside one pytest run: what an xdist worker sends the
+controller (its records, the node ids it collected, the backends it measured), as JSON text.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pytest_roofline.errors import RooflineError
 from pytest_roofline.results import ProfileRecord, RunResults, load_results
 
-__all__ = ["merge_results"]
+__all__ = ["WorkerPayload", "merge_results"]
+
+
+@dataclass(frozen=True)
+class WorkerPayload:
+    """What one xdist worker hands the controller at its session end."""
+
+    records: tuple[ProfileRecord, ...] = ()
+    collected: frozenset[str] = frozenset()
+    backends_used: frozenset[tuple[str, str]] = frozenset()  # (backend, device class) measured
+
+    def to_json(self) -> str:
+        """The payload as JSON text (non-finite numbers as null)."""
+        from pytest_roofline.report import finite
+
+        return json.dumps(
+            finite(
+                {
+                    "records": [r.to_dict() for r in self.records],
+                    "collected": sorted(self.collected),
+                    "backends_used": sorted(self.backends_used),
+                }
+            )
+        )
+
+    @classmethod
+    def from_json(cls, payload: str) -> WorkerPayload:
+        """Inverse of :meth:`to_json`."""
+        data = json.loads(payload)
+        return cls(
+            records=tuple(ProfileRecord.from_dict(r) for r in data.get("records", [])),
+            collected=frozenset(data.get("collected", [])),
+            backends_used=frozenset((str(b), str(d)) for b, d in data.get("backends_used", [])),
+        )
 
 
 def merge_results(paths: Sequence[str | Path]) -> RunResults:

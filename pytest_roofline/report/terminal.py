@@ -18,7 +18,21 @@ if TYPE_CHECKING:
     from pytest_roofline.profile import ModelProfile
     from pytest_roofline.results import ProfileRecord, RunResults
 
-__all__ = ["inconclusive_remedy", "model_label", "summary_lines", "verdict_reason"]
+__all__ = [
+    "PAIRED_UPDATE_NOTE",
+    "inconclusive_remedy",
+    "model_label",
+    "session_summary",
+    "summary_lines",
+    "verdict_reason",
+]
+
+#: Said after a paired run asked to update: it compared with the reference and recorded nothing.
+PAIRED_UPDATE_NOTE = (
+    "roofline: --roofline-update records no baseline in paired mode: --roofline-compare-ref compares "
+    "each model with its file at the reference and stores nothing (its verdicts still count); run "
+    "without --roofline-compare-ref to record baselines"
+)
 
 
 def inconclusive_remedy(profile: ModelProfile | None = None) -> str:
@@ -74,8 +88,8 @@ def summary_lines(
 ) -> list[str]:
     """One line per profiled model, verdict reasons and tables, spans, stale entries, files written."""
     from pytest_roofline.gate.verdict import verdict_table
+    from pytest_roofline.profile.sanity import warning_line
     from pytest_roofline.report.view import accepted_message, was_accepted
-    from pytest_roofline.roofline.sanity import warning_line
 
     lines: list[str] = []
     header = ("test", "model", "median", "efficiency", "verdict", "vs baseline")
@@ -121,3 +135,28 @@ def summary_lines(
     lines.extend(f"baseline written: {path}" for path in baseline_files)
     lines.extend(f"report written: {path}" for path in reports)
     return [printable(line) for line in lines]  # test, model, layer and span names come from users
+
+
+def session_summary(
+    results: RunResults | None,
+    *,
+    reports: Sequence[str] = (),
+    baseline_files: Sequence[str] = (),
+    store_notes: Sequence[str] = (),
+    paired_update: bool = False,
+    history_lines: Sequence[str] = (),
+    errors: Sequence[str] = (),
+) -> list[str]:
+    """The plugin's terminal summary: :func:`summary_lines`, then the notes, then the errors.
+
+    ``results`` is None when the run ended before it had results: then only the errors.
+    ``paired_update`` adds :data:`PAIRED_UPDATE_NOTE` (an update asked for in paired mode).
+    """
+    if results is None:
+        return [f"roofline error: {e}" for e in errors]
+    lines = summary_lines(results, reports=reports, baseline_files=baseline_files)
+    notes = [f"roofline: {n}" for n in store_notes]
+    if paired_update:
+        notes.append(PAIRED_UPDATE_NOTE)
+    notes += [f"roofline: {line}" for line in history_lines]
+    return lines + notes + [f"roofline error: {e}" for e in errors]

@@ -28,13 +28,9 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_roofline.errors import BackendError, BackendUnavailable, OptionError
-from pytest_roofline.files import file_lock
-from pytest_roofline.model import graph_inputs, load_model, model_hash
-
-from .attribution import GraphIndex
-from .base import Backend, BackendSession, KernelProfile
-from .trtexec_formats import (
+from pytest_roofline.backends.attribution import GraphIndex
+from pytest_roofline.backends.base import Backend, BackendSession, KernelProfile
+from pytest_roofline.backends.trtexec.formats import (
     TrtVersion,
     attribute_layers,
     build_command,
@@ -44,6 +40,9 @@ from .trtexec_formats import (
     parse_times,
     read_json,
 )
+from pytest_roofline.errors import BackendError, BackendUnavailable, OptionError
+from pytest_roofline.files import file_lock
+from pytest_roofline.model import graph_inputs, load_model, model_hash
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

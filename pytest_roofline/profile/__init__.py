@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pytest_roofline.analysis.views import RUNTIME_VIEW_OPS
+from pytest_roofline.errors import RooflineError
+from pytest_roofline.measure.stats import LatencyStats
 from pytest_roofline.roofline import DeviceRoofline
 from pytest_roofline.roofline.roofs import MemoryRoof
-
-from .errors import RooflineError
-from .stats import LatencyStats
+from pytest_roofline.schema import PROFILE_SCHEMA
 
 if TYPE_CHECKING:
-    from .analysis.types import ModelAnalysis
-    from .backends.base import KernelProfile, KernelRecord
-    from .roofline.sanity import RooflineCheck
+    from pytest_roofline.analysis.types import ModelAnalysis
+    from pytest_roofline.backends.base import KernelProfile, KernelRecord
+    from pytest_roofline.profile.sanity import RooflineCheck
 
 __all__ = [
     "FractionUnavailable",
@@ -38,7 +38,6 @@ __all__ = [
     "roof_dtype",
 ]
 
-SCHEMA_VERSION = 1
 _PRECISION_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int8": "int8"}
 
 
@@ -254,7 +253,7 @@ def build_layers(
     ran at that precision (onnxruntime runs fp16 nodes without an fp16 kernel in fp32): its
     bytes are counted at that precision's element size.
     """
-    from pytest_roofline.precision import precision_itemsize
+    from pytest_roofline.model.precision import precision_itemsize
 
     known = {node.name for node in analysis.nodes}
     owner = _flop_owners(kernels, known)
@@ -369,7 +368,7 @@ def roof_dtype(roofline: DeviceRoofline, precision: str) -> str:
     (onnxruntime's CPU EP inserts Casts around Conv; measured: a ResNet-50 fp16 "reached" 134 % of
     the CPU's fp16 roof), and on a GPU the fp16 roof is the higher one.  ``mixed`` takes the
     highest float roof.  A precision without a calibrated roof falls back to float32's, which the
-    physical sanity check (:mod:`pytest_roofline.roofline.sanity`) names when it yields impossible
+    physical sanity check (:mod:`pytest_roofline.profile.sanity`) names when it yields impossible
     figures (fp16 tensor cores against a TF32 roof).
     """
     peaks = roofline.peak_flops
@@ -571,12 +570,12 @@ class ModelProfile:
 
     @property
     def roofline_check(self) -> RooflineCheck:
-        """Whether this profile's roofline figures are physically possible (see :mod:`.roofline.sanity`).
+        """Whether this profile's roofline figures are physically possible (see :mod:`.sanity`).
 
         ``check.valid`` is False when a layer runs above 1.15 x its roof or the model above 100 %;
         ``check.message()`` names the likely cause; :attr:`efficiency` is then a :class:`NoFraction`.
         """
-        from .roofline.sanity import check_profile
+        from pytest_roofline.profile.sanity import check_profile
 
         return check_profile(self)
 
@@ -593,7 +592,7 @@ class ModelProfile:
         """
         check = self.roofline_check
         return {
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": PROFILE_SCHEMA,
             "model": self.model_name,
             "model_path": self.model_path,
             "model_hash": self.model_hash,

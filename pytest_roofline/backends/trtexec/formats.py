@@ -13,14 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_roofline.backends.base import KernelProfile, KernelRecord
 from pytest_roofline.errors import BackendError
-
-from .base import KernelProfile, KernelRecord
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from .attribution import GraphIndex
+    from pytest_roofline.backends.attribution import GraphIndex
 
 __all__ = [
     "EngineLayer",

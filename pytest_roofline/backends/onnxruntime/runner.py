@@ -4,12 +4,12 @@ Timing (``time``) runs a plain session with the profiler off, inputs and outputs
 an ``IOBinding``, and times each call with ``perf_counter_ns``.  Profiling (``profile``) opens a
 second session with ``enable_profiling`` and ``optimized_model_filepath`` in a temporary
 directory, and maps ORT's kernel names back to the original graph
-(:mod:`pytest_roofline.backends.ort_attribution`).
+(:mod:`pytest_roofline.backends.onnxruntime.attribution`).
 
 On an NVIDIA GPU (the CUDA or TensorRT execution provider first) inputs and outputs live on the
 device by default (``io_binding=device``): the gated latency is the model's, not PCIe's, and the
 host<->device copies are measured apart (``KernelProfile.extra["transfer"]``).  Layer times come
-from CUPTI when ``cupti-python`` is installed (:mod:`pytest_roofline.backends.cupti`); without it
+from CUPTI when ``cupti-python`` is installed (:mod:`pytest_roofline.backends.onnxruntime.cupti`); without it
 the profiler's node times are host-side launch times, and the profile says so (``timing="host"``).
 """
 
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from pytest_roofline.backends.base import MAX_THREADS, Backend, BackendSession, KernelProfile, importable
-from pytest_roofline.bounded import on_timeout
+from pytest_roofline.backends.bounded import on_timeout
 from pytest_roofline.errors import BackendError, OptionError, ShapeError
 
 if TYPE_CHECKING:
@@ -483,7 +483,7 @@ class OnnxRuntimeSession(BackendSession):
         """
         import onnx
 
-        from pytest_roofline.backends.ort_attribution import attribute, kernel_events, load_trace
+        from pytest_roofline.backends.onnxruntime.attribution import attribute, kernel_events, load_trace
         from pytest_roofline.model import load_model
 
         extra: dict[str, Any] = {}
@@ -534,8 +534,12 @@ class OnnxRuntimeSession(BackendSession):
 
     def _profile_gpu(self, session: Any, iterations: int, warmup: int) -> tuple[list[dict[str, Any]], Any]:
         """Profiled runs on a GPU provider: (profiler events, GpuTiming or None without CUPTI)."""
-        from pytest_roofline.backends.cupti import CuptiRecorder, cupti_available, map_gpu_activity
-        from pytest_roofline.backends.ort_attribution import load_trace
+        from pytest_roofline.backends.onnxruntime.attribution import load_trace
+        from pytest_roofline.backends.onnxruntime.cupti import (
+            CuptiRecorder,
+            cupti_available,
+            map_gpu_activity,
+        )
 
         try:
             binding = self._io_binding(session)
@@ -610,8 +614,8 @@ class OnnxRuntimeSession(BackendSession):
 
 
 def _precision(model: Any) -> str:
-    """int4 | int8 | fp16 | bf16 | fp32 | mixed (see :func:`pytest_roofline.precision.model_precision`)."""
-    from pytest_roofline.precision import model_precision
+    """int4 | int8 | fp16 | bf16 | fp32 | mixed (see :mod:`pytest_roofline.model.precision`)."""
+    from pytest_roofline.model.precision import model_precision
 
     return model_precision(model)
 

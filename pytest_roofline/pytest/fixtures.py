@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import pytest
 
 from pytest_roofline.errors import BackendUnavailable, RooflineError
-from pytest_roofline.session import RooflineSession
-from pytest_roofline.spans import Spans
+from pytest_roofline.gate.request import ModelCall
+from pytest_roofline.measure.spans import Spans
+from pytest_roofline.pytest.session import RooflineSession
 
 if TYPE_CHECKING:
     from pytest_roofline.profile import ModelProfile
@@ -40,8 +41,8 @@ def device_roofline(pytestconfig: pytest.Config) -> DeviceRoofline | None:
     """The device roofline through the session's backend (cached; ``--roofline-recalibrate``)."""
     session = _session(pytestconfig)
     try:
-        name, backend = session.backend(None, None)
-        return session.roofline_for(name, backend)
+        name, backend = session.engines.backend(None, None)
+        return session.engines.roofline_for(name, backend)
     except BackendUnavailable as exc:
         skipped, message = True, str(exc)
     except RooflineError as exc:
@@ -76,17 +77,8 @@ def model_profile(request: pytest.FixtureRequest) -> Callable[..., ModelProfile]
     ) -> ModelProfile:
         __tracebackhide__ = True
         try:
-            prof = session.profile(
-                request.node,
-                path,
-                batch_size=batch_size,
-                dims=dims,
-                inputs=inputs,
-                backend=backend,
-                options=options,
-                check_outputs=check_outputs,
-                trips=trips,
-            )
+            call = ModelCall(path, batch_size, dims, inputs, backend, options, check_outputs, trips)
+            prof = session.profile(request.node, call)
             spans = request.node.stash.get(SPANS_KEY, None)
             # spans recorded so far are visible to the test; the full set is attached after the call
             return dataclasses.replace(prof, spans=spans.stats()) if spans else prof

@@ -6,7 +6,7 @@ import onnx
 import pytest
 
 from pytest_roofline.backends.fake import FakeBackend
-from pytest_roofline.gate.control import fit_probe, memory_share, probe_model
+from pytest_roofline.gate.control_probe import fit_probe, memory_share, probe_model
 from pytest_roofline.gate.sampling import GateDesign, paired_decider, run_gate, stored_decider
 from pytest_roofline.profile import Layer
 
@@ -89,9 +89,9 @@ def test_noisy_new_baseline_is_sampled_until_the_batches_run_out():
 
 
 def test_layer_deltas_name_new_and_gone_layers_and_the_table_leads_with_growth():
-    from pytest_roofline.gate import Verdict, verdict_table
     from pytest_roofline.gate.baseline import LayerRecord
     from pytest_roofline.gate.layers import layer_deltas
+    from pytest_roofline.gate.verdict import Verdict, verdict_table
 
     baseline = {"conv1": LayerRecord(1e-4), "relu9": LayerRecord(5e-6)}
     deltas = {d.name: d for d in layer_deltas(baseline, {"conv1": 1.1e-4, "conv_extra": 3e-5})}
@@ -169,7 +169,7 @@ def test_a_real_busy_process_beside_the_sampling_is_seen(monkeypatch):
 
 
 def test_a_pass_must_rule_out_a_slowdown_beyond_the_tolerance():
-    from pytest_roofline.gate import compare
+    from pytest_roofline.gate.verdict import compare
 
     # 2 % slower, measured with ±3 % noise: neither a regression nor a pass
     verdict = compare([1.02, 1.05, 0.99, 1.02, 1.04, 1.00], [1.0] * 6, tolerance=0.05)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import onnx
 
-from .errors import ModelError, OptionError, ShapeError, UnboundDim
+from pytest_roofline.errors import ModelError, OptionError, ShapeError, UnboundDim
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
@@ -105,7 +105,7 @@ def load_model(source: ModelSource) -> onnx.ModelProto:
         try:
             model = onnx.load(str(path), load_external_data=False)
         except Exception as exc:  # protobuf raises DecodeError and friends
-            from .gitref import LFS_HINT, LFS_POINTER
+            from pytest_roofline.gitref import LFS_HINT, LFS_POINTER
 
             with open(path, "rb") as handle:
                 if handle.read(len(LFS_POINTER)) == LFS_POINTER:
@@ -294,7 +294,7 @@ def check_input_memory(model: onnx.ModelProto, shapes: Mapping[str, tuple[int, .
     need = sum(s[0] for s in sizes) + 8 * max(s[1] for s in sizes)
     limit = input_memory_limit()
     if limit is not None and need > limit:
-        from .fmt import fmt_bytes
+        from pytest_roofline.fmt import fmt_bytes
 
         largest = max(sizes)
         source = (

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pytest_roofline.stats import LatencyStats
+    from pytest_roofline.measure.stats import LatencyStats
 
 __all__ = ["Spans"]
 
@@ -47,6 +47,6 @@ class Spans:
 
     def stats(self) -> dict[str, LatencyStats]:
         """Statistics per span name, in the order the spans first ran."""
-        from pytest_roofline.stats import LatencyStats
+        from pytest_roofline.measure.stats import LatencyStats
 
         return {name: LatencyStats.from_samples(values) for name, values in self._samples.items() if values}

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_roofline.stats import LatencyStats
+from pytest_roofline.measure.stats import LatencyStats
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

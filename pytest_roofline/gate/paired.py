@@ -45,7 +45,7 @@ def measure_change(
     """
     from pytest_roofline.gate.isolated import sampler_for
     from pytest_roofline.gate.verdict import compare, session_ratios
-    from pytest_roofline.measure import SessionOpener, sample_interleaved
+    from pytest_roofline.measure.rounds import SessionOpener, sample_interleaved
     from pytest_roofline.model import ModelSpec, bind_input_shapes, load_model, make_inputs
 
     def opener(model: ModelSource) -> SessionOpener:

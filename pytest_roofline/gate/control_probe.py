@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import onnx
 
     from pytest_roofline.backends.base import Backend
-    from pytest_roofline.measure import SessionOpener
+    from pytest_roofline.measure.rounds import SessionOpener
 
 __all__ = ["PROBE_NAME", "fit_probe", "memory_share", "probe_model", "probe_opener"]
 
@@ -89,7 +89,7 @@ def probe_model(compute: int = 1, memory: int = 0) -> onnx.ModelProto:
 
 def probe_opener(backend: Backend, compute: int, memory: int = 0) -> SessionOpener:
     """A callable opening a fresh session of the probe of that shape on ``backend``."""
-    from pytest_roofline.measure import SessionOpener
+    from pytest_roofline.measure.rounds import SessionOpener
     from pytest_roofline.model import ModelSpec, bind_input_shapes, make_inputs
 
     probe = probe_model(compute, memory)

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .errors import BackendError
+from pytest_roofline.errors import BackendError
 
 __all__ = ["abandoned_threads", "on_timeout", "run_bounded", "set_exit_status"]
 
