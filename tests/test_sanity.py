@@ -197,6 +197,29 @@ def test_busy_calibration_only_when_its_own_record_says_so() -> None:
     assert not any("busy" in c for c in calm.roofline_check.causes)
 
 
+def test_a_spread_with_a_quiet_load_record_is_an_unsteady_roof_not_a_busy_calibration() -> None:
+    """Every quiet OpenVINO calibration here recorded a 17 % spread; the guard blamed load it had
+    measured as absent.  The spread is named only for the roof the layer was judged against."""
+    conv = Layer(
+        "conv", "Conv", ("Conv_0",), 1e-3, 200_000_000, 100_000, roofline_fraction=2.0, bound="compute"
+    )
+    quiet = {"seconds": 10.0, "other": 0.01, "steal": 0.0, "loadavg": 1.7, "cores": 2}
+    for spread, unsteady in (({"float32": 0.18, "dram": 0.0}, True), ({"float32": 0.0, "dram": 0.17}, False)):
+        roof_ = _probed_roof(load=quiet, spread=spread)
+        causes = dataclasses.replace(
+            profile([(1e-3, 0.5)], roofline=roof_), layers=(conv,)
+        ).roofline_check.causes
+        assert not any("busy" in c for c in causes)
+        assert (
+            any(
+                c.startswith("an unsteady float32 roof: its probe's two sessions differ by 18%")
+                for c in causes
+            )
+            == unsteady
+        )
+        assert any("the compute roof" in c for c in causes)
+
+
 def test_json_reports_no_efficiency_when_invalid_and_round_trips() -> None:
     prof = profile([(1e-3, 57.77)])
     data = json.loads(json.dumps(prof.to_dict()))
