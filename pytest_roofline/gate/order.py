@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pytest_roofline.gate.identity import Change, RunIdentity
 
 if TYPE_CHECKING:
-    from pytest_roofline.api import PreparedModel
     from pytest_roofline.gate.runner import GateOutcome, GateRequest
     from pytest_roofline.gate.verdict import Verdict
     from pytest_roofline.measure.stats import LatencyStats
     from pytest_roofline.model import ModelSpec
+    from pytest_roofline.pipeline import PreparedModel
 
 __all__ = [
     "MeasuredIdentities",

@@ -25,12 +25,12 @@ if TYPE_CHECKING:
     from pytest_roofline.gate.runner import GateOutcome, GateRequest
     from pytest_roofline.gate.store import BaselineStore
     from pytest_roofline.model import ModelSpec
+    from pytest_roofline.pipeline import ModelCall
     from pytest_roofline.roofline import DeviceRoofline
 
 __all__ = [
     "METRICS_HELP",
     "GateSettings",
-    "ModelCall",
     "RunMode",
     "build_request",
     "check_call_outputs",
@@ -51,20 +51,6 @@ class GateSettings:
     budget: float
     metrics: tuple[str, ...] = ("latency",)
     retime: bool = False
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelCall:
-    """The arguments of one ``model_profile(path, batch_size=None, ...)`` call, as one value."""
-
-    path: str | os.PathLike[str]
-    batch_size: int | None = None
-    dims: Mapping[str, int] | None = None
-    inputs: Any = None
-    backend: str | None = None
-    options: Mapping[str, str] | None = None
-    check_outputs: Any = None
-    trips: Mapping[str, int] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,21 +122,24 @@ def build_request(
     device_class: Callable[[Mapping[str, Any]], str],
     commit: Callable[[], str | None],
     models: Callable[[], ModelStoreLike | None],
-    batch_size: int | None = None,
-    dims: Mapping[str, int] | None = None,
-    inputs: Any = None,
-    trips: Mapping[str, int] | None = None,
+    call: ModelCall,
 ) -> GateRequest:
-    """The gate request of one ``model_profile(...)`` call (a corrupt baseline fails here)."""
+    """The gate request of one ``model_profile(...)`` call (a corrupt baseline fails here).
+
+    ``model_path`` is ``call.model`` resolved, ``backend`` the call's backend with its options.
+    """
     from pytest_roofline.gate.baseline import entry_key
     from pytest_roofline.gate.runner import GateRequest
 
     backend_name, engine = backend
+    batch_size, dims, inputs, trips = call.batch, call.dims, call.inputs, call.trips
     prepared = None
     if not mode.disable:  # load and bind now: a bad model or input fails before measuring
-        from pytest_roofline.api import prepare
+        from pytest_roofline.pipeline import prepare
 
-        prepared = prepare(str(model_path), backend=engine, batch=batch_size, dims=dims, inputs=inputs)
+        # the engine carries the call's options
+        resolved = dataclasses.replace(call, model=str(model_path), backend=engine, options=None)
+        prepared = prepare(resolved)
         batch_size = prepared.batch or 1
     elif batch_size is None:  # 1 for a symbolic batch dim, the model's own when it is static
         from pytest_roofline.model import default_batch, load_model

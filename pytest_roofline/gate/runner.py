@@ -22,7 +22,6 @@ from pytest_roofline.gate.conditions import Conditions, settings_of
 from pytest_roofline.gate.sampling import GateDesign
 
 if TYPE_CHECKING:
-    from pytest_roofline.api import LayerRun, PreparedModel
     from pytest_roofline.backends.base import Backend
     from pytest_roofline.diff import ModelSummary
     from pytest_roofline.gate.baseline import BaselineEntry, HistoryPoint
@@ -32,6 +31,7 @@ if TYPE_CHECKING:
     from pytest_roofline.gate.sampling import GateRun
     from pytest_roofline.gate.verdict import Verdict
     from pytest_roofline.model import ModelSpec
+    from pytest_roofline.pipeline import LayerRun, PreparedModel
     from pytest_roofline.profile import ModelProfile
     from pytest_roofline.roofline import DeviceRoofline
 
@@ -150,7 +150,6 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
     Raises:
         RooflineError: bad model, inputs or backend failure (one line).
     """
-    from pytest_roofline.api import assemble, prepare, profile_layers
     from pytest_roofline.gate.control_probe import PROBE_NAME, fit_probe, memory_share, probe_opener
     from pytest_roofline.gate.isolated import sampler_for
     from pytest_roofline.gate.judge import incomparable
@@ -167,15 +166,18 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
     from pytest_roofline.gate.verdict import new_verdict, round_ratios
     from pytest_roofline.measure.rounds import SessionOpener
     from pytest_roofline.measure.stats import LatencyStats
+    from pytest_roofline.pipeline import ModelCall, assemble, prepare, profile_layers
     from pytest_roofline.profile import build_layers
 
     engine, tolerance = request.backend, request.tolerance
     prepared = request.prepared or prepare(
-        str(request.model),
-        backend=engine,
-        batch=request.batch,
-        dims=dict(request.dims),
-        inputs=request.inputs,
+        ModelCall(
+            str(request.model),
+            batch=request.batch,
+            dims=dict(request.dims),
+            inputs=request.inputs,
+            backend=engine,
+        )
     )
     way = route(request, prepared)  # identity first: nothing is timed to learn that nothing changed
     sampler = sampler_for(engine) if way.kind != "unchanged" else None  # warm when sampling begins
@@ -327,8 +329,8 @@ def _unchanged(request: GateRequest, prepared: PreparedModel, layer_run: LayerRu
     """Nothing that runs changed: a short latency sample for the test and the report, no comparison."""
     import math
 
-    from pytest_roofline.api import assemble
     from pytest_roofline.gate.order import short_latency, unchanged_verdict
+    from pytest_roofline.pipeline import assemble
 
     baseline = request.baseline
     assert baseline is not None
@@ -364,7 +366,6 @@ def _change(
     profile: ModelProfile,
 ) -> ChangeReport:
     """What changed since the baseline (stored) or the reference (paired), explaining ``verdict``."""
-    from pytest_roofline.api import prepare, profile_layers
     from pytest_roofline.diff import summarize
     from pytest_roofline.gate.change import baseline_profile, explain_change, stored_summary
 
@@ -373,9 +374,10 @@ def _change(
         old = summarize(reference, batch=prepared.batch, dims=prepared.dims)
         old_profile = None
         if old.to_dict() != summary.to_dict():  # profile the reference's layers only when it differs
-            from pytest_roofline.api import assemble
+            from pytest_roofline.pipeline import ModelCall, assemble, prepare, profile_layers
 
-            ref = prepare(reference, backend=request.backend, batch=prepared.batch, dims=prepared.dims)
+            call = ModelCall(reference, batch=prepared.batch, dims=prepared.dims, backend=request.backend)
+            ref = prepare(call)
             ref_run = profile_layers(
                 ref, iterations=PROFILE_ITERATIONS, roofline=roofline, trips=request.trips
             )
