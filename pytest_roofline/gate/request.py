@@ -243,11 +243,18 @@ def run_request(
 
 def check_call_outputs(request: GateRequest, call: ModelCall) -> None:
     """The call's ``check_outputs=``, if any: the request's model on the backends it names must
-    compute the outputs of the request's backend (:func:`pytest_roofline.check.check_test_outputs`)."""
+    compute the outputs of the request's backend (:func:`pytest_roofline.check.check_test_outputs`),
+    on the inputs the request's prepared model binds when it has one (the model is loaded once)."""
     if call.check_outputs:
         from pytest_roofline.check import check_test_outputs
 
         engine, checks = request.backend.name, call.check_outputs
         check_test_outputs(
-            request.model, engine, checks, inputs=call.inputs, batch=request.batch, dims=call.dims
+            request.model,
+            engine,
+            checks,
+            inputs=call.inputs,
+            batch=request.batch,
+            dims=call.dims,
+            prepared=request.prepared,
         )
