@@ -240,8 +240,8 @@ def profile_layers(
         latency = sample_latency(session) if sample_latency is not None else None
         kernels = session.profile(iterations)
     say(f"analyzing {spec.name}")
-    source = prepared.proto if spec.path is None else spec.path
-    analysis = analyze(source, batch=prepared.batch, dims=prepared.dims, trips=trips)
+    source = prepared.proto if spec.path is None else spec.path  # a path: its external data's directory
+    analysis = analyze(source, batch=prepared.batch, dims=prepared.dims, trips=trips, proto=prepared.proto)
     return LayerRun(kernels, analysis, resolve_roofline(roofline, prepared.engine), iterations, latency)
 
 

@@ -370,14 +370,20 @@ def _change(
     from pytest_roofline.gate.change import baseline_profile, explain_change, stored_summary
 
     if request.reference is not None:
-        reference = request.reference.source
-        old = summarize(reference, batch=prepared.batch, dims=prepared.dims)
+        from pytest_roofline.analysis import analyze
+        from pytest_roofline.model import load_model
+        from pytest_roofline.pipeline import ModelCall, assemble, prepare, profile_layers
+
+        # the reference loaded once: for its summary and, when that differs, its layers' profile
+        call = ModelCall(
+            request.reference.source, batch=prepared.batch, dims=prepared.dims, backend=request.backend
+        )
+        proto = load_model(call.model)
+        analysis = analyze(call.model, batch=prepared.batch, dims=prepared.dims, proto=proto)
+        old = summarize(proto, batch=prepared.batch, dims=prepared.dims, analysis=analysis)
         old_profile = None
         if old.to_dict() != summary.to_dict():  # profile the reference's layers only when it differs
-            from pytest_roofline.pipeline import ModelCall, assemble, prepare, profile_layers
-
-            call = ModelCall(reference, batch=prepared.batch, dims=prepared.dims, backend=request.backend)
-            ref = prepare(call)
+            ref = prepare(call, proto)
             ref_run = profile_layers(
                 ref, iterations=PROFILE_ITERATIONS, roofline=roofline, trips=request.trips
             )
