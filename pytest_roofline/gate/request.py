@@ -21,9 +21,9 @@ from pytest_roofline.errors import BaselineError, OptionError
 
 if TYPE_CHECKING:
     from pytest_roofline.backends.base import Backend
-    from pytest_roofline.gate.order import MeasuredIdentities, ModelStoreLike
-    from pytest_roofline.gate.runner import GateOutcome, GateRequest
+    from pytest_roofline.gate.order import MeasuredIdentities
     from pytest_roofline.gate.store import BaselineStore
+    from pytest_roofline.gate.types import GateOutcome, GateRequest, ModelStoreLike
     from pytest_roofline.model import ModelSpec
     from pytest_roofline.pipeline import ModelCall
     from pytest_roofline.roofline import DeviceRoofline
@@ -129,7 +129,7 @@ def build_request(
     ``model_path`` is ``call.model`` resolved, ``backend`` the call's backend with its options.
     """
     from pytest_roofline.gate.baseline import entry_key
-    from pytest_roofline.gate.runner import GateRequest
+    from pytest_roofline.gate.types import GateRequest
 
     backend_name, engine = backend
     batch_size, dims, inputs, trips = call.batch, call.dims, call.inputs, call.trips

@@ -1,7 +1,7 @@
 """Per-run state of the pytest plugin: the pytest bookkeeping around the gate.
 
 A :class:`RooflineSession` turns a test's ``model_profile(...)`` call into a
-:class:`~pytest_roofline.gate.runner.GateRequest` (test settings, model path, backend, baseline),
+:class:`~pytest_roofline.gate.types.GateRequest` (test settings, model path, backend, baseline),
 runs it through the gate (:func:`~pytest_roofline.gate.request.run_request`), keeps the records, and
 at session end (controller only) merges workers' records, writes accepted baselines once, lists stale
 entries and writes the reports.  What judges performance lives in :mod:`pytest_roofline.gate`.
@@ -30,9 +30,9 @@ from pytest_roofline.roofline.engines import Engines
 if TYPE_CHECKING:
     import pytest
 
-    from pytest_roofline.gate.order import MeasuredIdentities, ModelStoreLike
-    from pytest_roofline.gate.runner import GateOutcome, GateRequest
+    from pytest_roofline.gate.order import MeasuredIdentities
     from pytest_roofline.gate.store import BaselineStore
+    from pytest_roofline.gate.types import GateOutcome, GateRequest, ModelStoreLike
     from pytest_roofline.gitref import GitInfo
     from pytest_roofline.measure.stats import LatencyStats
     from pytest_roofline.pipeline import ModelCall
