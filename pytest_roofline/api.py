@@ -49,6 +49,12 @@ __all__ = [
 ]
 
 
+def _call(arguments: dict[str, Any]) -> ModelCall:
+    """A public function's arguments as one ModelCall: its parameters are the call's fields, by name
+    (``progress`` aside, which is not an option of the call)."""
+    return ModelCall(**{name: value for name, value in arguments.items() if name != "progress"})
+
+
 def prepare(
     model: ModelSource,
     *,
@@ -59,8 +65,7 @@ def prepare(
     options: Mapping[str, str] | None = None,
 ) -> PreparedModel:
     """Load ``model``, bind its dims and inputs for ``backend`` (raises one-line RooflineErrors)."""
-    call = ModelCall(model, batch=batch, dims=dims, inputs=inputs, backend=backend, options=options)
-    return pipeline.prepare(call)
+    return pipeline.prepare(_call(locals()))
 
 
 def run_profile(
@@ -80,21 +85,7 @@ def run_profile(
     progress: Callable[[str], None] | None = None,
 ) -> ProfileRun:
     """:func:`profile_model`, also returning the kernel profile (for traces)."""
-    call = ModelCall(
-        model,
-        batch=batch,
-        dims=dims,
-        inputs=inputs,
-        backend=backend,
-        options=options,
-        trips=trips,
-        roofline=roofline,
-        sessions=sessions,
-        rounds=rounds,
-        profile_iterations=profile_iterations,
-        budget=budget,
-    )
-    return pipeline.run(call, progress)
+    return pipeline.run(_call(locals()), progress)
 
 
 def profile_model(
@@ -134,21 +125,7 @@ def profile_model(
     Raises:
         RooflineError: bad model, shapes, inputs, options, or the backend rejected the model.
     """
-    call = ModelCall(
-        model,
-        batch=batch,
-        dims=dims,
-        inputs=inputs,
-        backend=backend,
-        options=options,
-        trips=trips,
-        roofline=roofline,
-        sessions=sessions,
-        rounds=rounds,
-        profile_iterations=profile_iterations,
-        budget=budget,
-    )
-    return pipeline.run(call).profile
+    return pipeline.run(_call(locals())).profile
 
 
 def profile_sweep(model: ModelSource, batches: str | Sequence[int], **kwargs: Any) -> list[ModelProfile]:
