@@ -20,14 +20,16 @@ from pytest_roofline.errors import OptionError, RooflineError
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from pytest_roofline.model import ModelSource
+    from pytest_roofline.model import ModelSource, ModelSpec
     from pytest_roofline.model.inputs import InputSource
+    from pytest_roofline.pipeline import PreparedModel
 
 __all__ = ["CheckResult", "OutputComparison", "check_outputs", "check_test_outputs", "compare_arrays"]
 
 # Accuracy is checked at full precision unless the caller asks otherwise: OpenVINO's CPU plugin
 # otherwise picks bf16 on CPUs that have it, which no fp32 tolerance accepts.
 DEFAULT_OPTIONS: dict[str, dict[str, str]] = {"openvino": {"precision": "f32"}}
+RTOL, ATOL = 1e-3, 1e-4  # the default tolerances (numpy.isclose's rtol and atol)
 
 
 @dataclass(frozen=True)
@@ -124,8 +126,8 @@ def check_outputs(
     backends: Sequence[str] = ("onnxruntime", "openvino"),
     inputs: InputSource | None = None,
     seed: int = 0,
-    rtol: float = 1e-3,
-    atol: float = 1e-4,
+    rtol: float = RTOL,
+    atol: float = ATOL,
     options: Mapping[str, Mapping[str, str]] | None = None,
     batch: int | None = None,
     dims: Mapping[str, int] | None = None,
@@ -147,17 +149,10 @@ def check_outputs(
         ShapeError: inputs that do not fit the model.
         BackendUnavailable, BackendError: a backend missing or failing.
     """
-    from pytest_roofline.backends.base import get_backend
     from pytest_roofline.model import ModelSpec, bind_input_shapes, graph_inputs, load_model, make_inputs
     from pytest_roofline.model.inputs import dims_from_inputs, load_inputs
 
-    backends = tuple(backends)
-    if len(backends) < 2:
-        raise OptionError(f"a check needs two or more backends, got {', '.join(backends) or 'none'}")
-    if len(set(backends)) != len(backends):
-        raise OptionError(f"a backend is listed twice: {', '.join(backends)}")
-    if rtol < 0 or atol < 0:
-        raise OptionError(f"tolerances must be non-negative (rtol={rtol}, atol={atol})")
+    backends = _checked(backends, rtol, atol)
     proto = load_model(model)
     names = [vi.name for vi in graph_inputs(proto)]
     if inputs is not None:
@@ -168,6 +163,32 @@ def check_outputs(
     else:
         arrays = make_inputs(proto, bind_input_shapes(proto, batch, dims), seed=seed)
     spec = ModelSpec.create(model, batch, dims)
+    return _compare(spec, arrays, backends, rtol, atol, options)
+
+
+def _checked(backends: Sequence[str], rtol: float, atol: float) -> tuple[str, ...]:
+    """``backends`` as a tuple, once checked: two or more, none twice, tolerances non-negative."""
+    backends = tuple(backends)
+    if len(backends) < 2:
+        raise OptionError(f"a check needs two or more backends, got {', '.join(backends) or 'none'}")
+    if len(set(backends)) != len(backends):
+        raise OptionError(f"a backend is listed twice: {', '.join(backends)}")
+    if rtol < 0 or atol < 0:
+        raise OptionError(f"tolerances must be non-negative (rtol={rtol}, atol={atol})")
+    return backends
+
+
+def _compare(
+    spec: ModelSpec,
+    arrays: dict[str, np.ndarray],
+    backends: tuple[str, ...],
+    rtol: float,
+    atol: float,
+    options: Mapping[str, Mapping[str, str]] | None = None,
+) -> CheckResult:
+    """``spec`` run on each backend with ``arrays``, each one's outputs compared with the first's."""
+    from pytest_roofline.backends.base import get_backend
+
     outputs: dict[str, dict[str, np.ndarray]] = {}
     for name in backends:
         backend_options = dict(DEFAULT_OPTIONS.get(name, {}))
@@ -220,9 +241,13 @@ def check_test_outputs(
     inputs: Any = None,
     batch: int | None = None,
     dims: Mapping[str, int] | None = None,
+    prepared: PreparedModel | None = None,
 ) -> None:
     """A test's ``check_outputs=``: ``True`` (vs onnxruntime, or openvino when the test's backend is
     onnxruntime), a backend name, or a list of names; their outputs must match ``backend``'s.
+
+    ``prepared``: the test's model as the gate loaded and bound it (its inputs are the ones compared;
+    the model is not loaded again), else ``model`` is loaded with ``inputs``, ``batch`` and ``dims``.
 
     Raises:
         RooflineError: the outputs differ (the first three differences named).
@@ -232,7 +257,10 @@ def check_test_outputs(
     else:
         names = [others] if isinstance(others, str) else list(others)
     backends = [backend, *[n for n in names if n != backend]]
-    result = check_outputs(str(model), backends=backends, inputs=inputs, batch=batch, dims=dims or None)
+    if prepared is not None:
+        result = _compare(prepared.spec, prepared.arrays, _checked(backends, RTOL, ATOL), RTOL, ATOL)
+    else:
+        result = check_outputs(str(model), backends=backends, inputs=inputs, batch=batch, dims=dims or None)
     if not result.passed:
         details = "; ".join(c.describe() for c in result.failures[:3])
         raise RooflineError(f"outputs of {Path(model).name} differ between backends: {details}")

@@ -31,7 +31,7 @@ from pytest_roofline.stamp import __version__, now
 if TYPE_CHECKING:
     from pytest_roofline.gate.baseline import BaselineEntry, HistoryPoint
     from pytest_roofline.gate.change import ChangeReport
-    from pytest_roofline.gate.runner import GateOutcome
+    from pytest_roofline.gate.types import GateOutcome
     from pytest_roofline.gate.verdict import Verdict
     from pytest_roofline.gitref import GitInfo
     from pytest_roofline.measure.stats import LatencyStats

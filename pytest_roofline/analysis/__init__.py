@@ -75,6 +75,7 @@ def analyze(
     batch: int | None = None,
     dims: Mapping[str, int] | None = None,
     trips: Mapping[str, int] | None = None,
+    proto: onnx.ModelProto | None = None,
 ) -> ModelAnalysis:
     """Analyze a model at bound shapes without reading its external-data weights.
 
@@ -84,6 +85,9 @@ def analyze(
         dims: binds symbolic dims by name.
         trips: binds the trip count of Loop nodes whose count the graph does not fix, by the Loop
             node's name (its display name for a nested loop) or the name of its trip-count input.
+        proto: ``model`` as :func:`~pytest_roofline.model.load_model` loaded it already, when
+            the caller has it (read, not changed, and not loaded again); ``model`` still names
+            the file whose directory holds its external data.
 
     Returns:
         Per-node costs (subgraph and local-function nodes included, each with its executions per
@@ -100,7 +104,8 @@ def analyze(
     else:
         source = model
     spec = ModelSpec.create(source, batch, dims)
-    proto = load_model(source)
+    if proto is None:
+        proto = load_model(source)
     input_shapes = bind_input_shapes(proto, batch, dims)
     flat, origin = inline_local_functions(proto)
     base_dir = spec.path.parent if spec.path is not None else None

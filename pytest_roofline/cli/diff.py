@@ -90,11 +90,12 @@ def run(args: argparse.Namespace) -> int:
     roofline, why_not, engine = _roofline(args, say)
     profile = verdict = None
     if args.profile and engine is not None:
-        from pytest_roofline.api import profile_model
+        from pytest_roofline import pipeline
         from pytest_roofline.gate.paired import measure_change
 
         say(f"profiling {old.model_name} on {engine.name} for its per-layer efficiencies")
-        profile = profile_model(args.old, backend=engine, batch=batch, dims=dims or None, roofline=roofline)
+        call = pipeline.ModelCall(args.old, batch=batch, dims=dims or None, backend=engine, roofline=roofline)
+        profile = pipeline.run(call).profile
         say(f"timing {old.model_name} and {new.model_name} interleaved: {args.sessions} session pairs")
         verdict = measure_change(
             args.old,

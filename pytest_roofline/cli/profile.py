@@ -9,6 +9,7 @@ profile (``ModelProfile.to_dict``), or ``{"profiles": [...]}`` for a batch sweep
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -27,8 +28,7 @@ from pytest_roofline.fmt import printable
 from pytest_roofline.report.tables import profile_table
 
 if TYPE_CHECKING:
-    from pytest_roofline.api import ProfileRun
-    from pytest_roofline.roofline import DeviceRoofline
+    from pytest_roofline.pipeline import ProfileRun
 
 __all__ = ["add_parser", "run"]
 
@@ -84,7 +84,8 @@ def _timeout(text: str) -> float:
 
 def run(args: argparse.Namespace) -> int:
     """Profile ``args.model`` at each requested batch and print the result."""
-    from pytest_roofline.api import parse_batches, run_profile
+    from pytest_roofline import pipeline
+    from pytest_roofline.pipeline import ModelCall, parse_batches
 
     for name, value in (
         ("--top", args.top),
@@ -95,7 +96,19 @@ def run(args: argparse.Namespace) -> int:
         if value < 0:
             raise OptionError(f"{name} is too small")
     batches: list[int | None] = [b for b in parse_batches(args.batch)] if args.batch else [None]
-    roofline: DeviceRoofline | str | None = None if args.no_roofline else "auto"
+    call = ModelCall(
+        args.model,
+        dims=dict(args.dim),
+        inputs=args.inputs,
+        backend=args.backend,
+        options=dict(args.option),
+        trips=dict(args.trip),
+        roofline=None if args.no_roofline else "auto",
+        sessions=args.sessions,
+        rounds=args.rounds,
+        profile_iterations=args.iterations,
+        budget=args.budget,
+    )
 
     def say(message: str) -> None:
         if not args.quiet:
@@ -105,27 +118,15 @@ def run(args: argparse.Namespace) -> int:
     runs: list[ProfileRun] = []
     set_exit_status(2)  # if a runaway model cannot be stopped, the process still exits 2, not 134
     for batch in batches:
+        at_batch = dataclasses.replace(call, batch=batch)
 
-        def work(batch: int | None = batch, roofline: Any = roofline) -> ProfileRun:
-            return run_profile(
-                args.model,
-                backend=args.backend,
-                batch=batch,
-                dims=dict(args.dim),
-                inputs=args.inputs,
-                options=dict(args.option),
-                roofline=roofline,
-                sessions=args.sessions,
-                rounds=args.rounds,
-                profile_iterations=args.iterations,
-                budget=args.budget,
-                trips=dict(args.trip),
-                progress=say,
-            )
+        def work(at_batch: ModelCall = at_batch) -> ProfileRun:
+            return pipeline.run(at_batch, say)
 
         what = args.model if batch is None else f"{args.model} (batch {batch})"
         runs.append(run_bounded(work, args.timeout, what, hint="raise --timeout if the model is that slow"))
-        roofline = runs[-1].profile.roofline or roofline  # calibrate once per sweep
+        # calibrate once per sweep
+        call = dataclasses.replace(call, roofline=runs[-1].profile.roofline or call.roofline)
     profiles = [r.profile for r in runs]
     if args.trace:
         from pytest_roofline.report.trace import write_trace

@@ -12,7 +12,8 @@ baseline's:
   was missing.
 
 The model store is :mod:`pytest_roofline.gate.model_store` (``default_model_store()``, ``put``,
-``get``); the request carries it as a :class:`ModelStoreLike`, so a test can hand in another.
+``get``); the request carries it as a :class:`~pytest_roofline.gate.types.ModelStoreLike`, so a
+test can hand in another.
 """
 
 from __future__ import annotations
@@ -21,20 +22,19 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.gate.identity import Change, RunIdentity
 
 if TYPE_CHECKING:
-    from pytest_roofline.api import PreparedModel
-    from pytest_roofline.gate.runner import GateOutcome, GateRequest
+    from pytest_roofline.gate.types import GateOutcome, GateRequest, ModelStoreLike
     from pytest_roofline.gate.verdict import Verdict
     from pytest_roofline.measure.stats import LatencyStats
     from pytest_roofline.model import ModelSpec
+    from pytest_roofline.pipeline import PreparedModel
 
 __all__ = [
     "MeasuredIdentities",
-    "ModelStoreLike",
     "Route",
     "current_identity",
     "default_models",
@@ -52,16 +52,6 @@ REMEDY = (
     "keep the cache dir between runs ($ROOFLINE_CACHE_DIR, e.g. a CI cache) so the baseline's model "
     "stays in the model store, or record baselines from committed models"
 )
-
-
-class ModelStoreLike(Protocol):
-    """What the gate needs of the content-addressed model store (its ``root`` is named when present)."""
-
-    def put(self, model_path: Path) -> str:
-        """Keep ``model_path`` (and its external data); returns its content hash."""
-
-    def get(self, digest: str) -> Path | None:
-        """A verified copy of the model of content hash ``digest``, or None."""
 
 
 def default_models() -> ModelStoreLike | None:

@@ -21,16 +21,16 @@ from pytest_roofline.errors import BaselineError, OptionError
 
 if TYPE_CHECKING:
     from pytest_roofline.backends.base import Backend
-    from pytest_roofline.gate.order import MeasuredIdentities, ModelStoreLike
-    from pytest_roofline.gate.runner import GateOutcome, GateRequest
+    from pytest_roofline.gate.order import MeasuredIdentities
     from pytest_roofline.gate.store import BaselineStore
+    from pytest_roofline.gate.types import GateOutcome, GateRequest, ModelStoreLike
     from pytest_roofline.model import ModelSpec
+    from pytest_roofline.pipeline import ModelCall
     from pytest_roofline.roofline import DeviceRoofline
 
 __all__ = [
     "METRICS_HELP",
     "GateSettings",
-    "ModelCall",
     "RunMode",
     "build_request",
     "check_call_outputs",
@@ -51,20 +51,6 @@ class GateSettings:
     budget: float
     metrics: tuple[str, ...] = ("latency",)
     retime: bool = False
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelCall:
-    """The arguments of one ``model_profile(path, batch_size=None, ...)`` call, as one value."""
-
-    path: str | os.PathLike[str]
-    batch_size: int | None = None
-    dims: Mapping[str, int] | None = None
-    inputs: Any = None
-    backend: str | None = None
-    options: Mapping[str, str] | None = None
-    check_outputs: Any = None
-    trips: Mapping[str, int] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,21 +122,24 @@ def build_request(
     device_class: Callable[[Mapping[str, Any]], str],
     commit: Callable[[], str | None],
     models: Callable[[], ModelStoreLike | None],
-    batch_size: int | None = None,
-    dims: Mapping[str, int] | None = None,
-    inputs: Any = None,
-    trips: Mapping[str, int] | None = None,
+    call: ModelCall,
 ) -> GateRequest:
-    """The gate request of one ``model_profile(...)`` call (a corrupt baseline fails here)."""
+    """The gate request of one ``model_profile(...)`` call (a corrupt baseline fails here).
+
+    ``model_path`` is ``call.model`` resolved, ``backend`` the call's backend with its options.
+    """
     from pytest_roofline.gate.baseline import entry_key
-    from pytest_roofline.gate.runner import GateRequest
+    from pytest_roofline.gate.types import GateRequest
 
     backend_name, engine = backend
+    batch_size, dims, inputs, trips = call.batch, call.dims, call.inputs, call.trips
     prepared = None
     if not mode.disable:  # load and bind now: a bad model or input fails before measuring
-        from pytest_roofline.api import prepare
+        from pytest_roofline.pipeline import prepare
 
-        prepared = prepare(str(model_path), backend=engine, batch=batch_size, dims=dims, inputs=inputs)
+        # the engine carries the call's options
+        resolved = dataclasses.replace(call, model=str(model_path), backend=engine, options=None)
+        prepared = prepare(resolved)
         batch_size = prepared.batch or 1
     elif batch_size is None:  # 1 for a symbolic batch dim, the model's own when it is static
         from pytest_roofline.model import default_batch, load_model
@@ -254,11 +243,18 @@ def run_request(
 
 def check_call_outputs(request: GateRequest, call: ModelCall) -> None:
     """The call's ``check_outputs=``, if any: the request's model on the backends it names must
-    compute the outputs of the request's backend (:func:`pytest_roofline.check.check_test_outputs`)."""
+    compute the outputs of the request's backend (:func:`pytest_roofline.check.check_test_outputs`),
+    on the inputs the request's prepared model binds when it has one (the model is loaded once)."""
     if call.check_outputs:
         from pytest_roofline.check import check_test_outputs
 
         engine, checks = request.backend.name, call.check_outputs
         check_test_outputs(
-            request.model, engine, checks, inputs=call.inputs, batch=request.batch, dims=call.dims
+            request.model,
+            engine,
+            checks,
+            inputs=call.inputs,
+            batch=request.batch,
+            dims=call.dims,
+            prepared=request.prepared,
         )

@@ -13,29 +13,28 @@ import contextlib
 import dataclasses
 import math
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.gate.conditions import Conditions, settings_of
 from pytest_roofline.gate.sampling import GateDesign
+from pytest_roofline.gate.types import GateOutcome, GateRequest
 
 if TYPE_CHECKING:
-    from pytest_roofline.api import LayerRun, PreparedModel
     from pytest_roofline.backends.base import Backend
     from pytest_roofline.diff import ModelSummary
-    from pytest_roofline.gate.baseline import BaselineEntry, HistoryPoint
+    from pytest_roofline.gate.baseline import BaselineEntry
     from pytest_roofline.gate.change import ChangeReport
     from pytest_roofline.gate.identity import RunIdentity
-    from pytest_roofline.gate.order import ModelStoreLike, Route
+    from pytest_roofline.gate.order import Route
     from pytest_roofline.gate.sampling import GateRun
     from pytest_roofline.gate.verdict import Verdict
-    from pytest_roofline.model import ModelSpec
+    from pytest_roofline.pipeline import LayerRun, PreparedModel
     from pytest_roofline.profile import ModelProfile
     from pytest_roofline.roofline import DeviceRoofline
 
-__all__ = ["GateOutcome", "GateRequest", "measure_lock", "run_model_gate", "static_outcome"]
+__all__ = ["measure_lock", "run_model_gate", "static_outcome"]
 
 MEASURE_LOCK = Path(tempfile.gettempdir()) / "pytest-roofline-measure.lock"
 
@@ -43,45 +42,6 @@ MEASURE_LOCK = Path(tempfile.gettempdir()) / "pytest-roofline-measure.lock"
 CONFIGURED_DESIGN = GateDesign(sessions=3, rounds=10, max_batches=1)
 #: Profiled iterations of the layer times in a gated run (the gate's own samples give the latency).
 PROFILE_ITERATIONS = 5
-
-
-@dataclass(frozen=True)
-class GateRequest:
-    """Everything the gate needs to judge one model in one test."""
-
-    test: str
-    key: str
-    model: Path
-    model_rel: str
-    batch: int
-    backend: Backend
-    device_class: str
-    tolerance: float
-    budget: float
-    dims: Mapping[str, int] = field(default_factory=dict, hash=False)
-    inputs: Any = None
-    metrics: tuple[str, ...] = ("latency",)
-    baseline: BaselineEntry | None = None
-    reference: ModelSpec | None = None  # paired mode: the model at the git reference
-    new_at_ref: str = ""  # paired mode, the model absent at the reference: why (measured, not compared)
-    commit: str | None = None
-    trips: Mapping[str, int] | None = field(default=None, hash=False)  # Loop trip counts to bind
-    prepared: PreparedModel | None = field(default=None, hash=False)  # the model already loaded and bound
-    retime: bool = False  # a timed comparison even when nothing that runs changed
-    models: ModelStoreLike | None = field(default=None, hash=False)  # where the baseline's model is kept
-    other_device: str | None = None  # no baseline here, but one of another device class
-
-
-@dataclass(frozen=True)
-class GateOutcome:
-    """What the gate found: the profile, its verdicts, what changed, and the baseline candidate."""
-
-    profile: ModelProfile
-    verdict: Verdict
-    extra_verdicts: tuple[Verdict, ...] = ()
-    entry: BaselineEntry | None = None
-    history: tuple[HistoryPoint, ...] = ()
-    change: ChangeReport | None = None
 
 
 @contextlib.contextmanager
@@ -150,7 +110,6 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
     Raises:
         RooflineError: bad model, inputs or backend failure (one line).
     """
-    from pytest_roofline.api import assemble, prepare, profile_layers
     from pytest_roofline.gate.control_probe import PROBE_NAME, fit_probe, memory_share, probe_opener
     from pytest_roofline.gate.isolated import sampler_for
     from pytest_roofline.gate.judge import incomparable
@@ -167,15 +126,18 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
     from pytest_roofline.gate.verdict import new_verdict, round_ratios
     from pytest_roofline.measure.rounds import SessionOpener
     from pytest_roofline.measure.stats import LatencyStats
+    from pytest_roofline.pipeline import ModelCall, assemble, prepare, profile_layers
     from pytest_roofline.profile import build_layers
 
     engine, tolerance = request.backend, request.tolerance
     prepared = request.prepared or prepare(
-        str(request.model),
-        backend=engine,
-        batch=request.batch,
-        dims=dict(request.dims),
-        inputs=request.inputs,
+        ModelCall(
+            str(request.model),
+            batch=request.batch,
+            dims=dict(request.dims),
+            inputs=request.inputs,
+            backend=engine,
+        )
     )
     way = route(request, prepared)  # identity first: nothing is timed to learn that nothing changed
     sampler = sampler_for(engine) if way.kind != "unchanged" else None  # warm when sampling begins
@@ -327,8 +289,8 @@ def _unchanged(request: GateRequest, prepared: PreparedModel, layer_run: LayerRu
     """Nothing that runs changed: a short latency sample for the test and the report, no comparison."""
     import math
 
-    from pytest_roofline.api import assemble
     from pytest_roofline.gate.order import short_latency, unchanged_verdict
+    from pytest_roofline.pipeline import assemble
 
     baseline = request.baseline
     assert baseline is not None
@@ -364,18 +326,24 @@ def _change(
     profile: ModelProfile,
 ) -> ChangeReport:
     """What changed since the baseline (stored) or the reference (paired), explaining ``verdict``."""
-    from pytest_roofline.api import prepare, profile_layers
     from pytest_roofline.diff import summarize
     from pytest_roofline.gate.change import baseline_profile, explain_change, stored_summary
 
     if request.reference is not None:
-        reference = request.reference.source
-        old = summarize(reference, batch=prepared.batch, dims=prepared.dims)
+        from pytest_roofline.analysis import analyze
+        from pytest_roofline.model import load_model
+        from pytest_roofline.pipeline import ModelCall, assemble, prepare, profile_layers
+
+        # the reference loaded once: for its summary and, when that differs, its layers' profile
+        call = ModelCall(
+            request.reference.source, batch=prepared.batch, dims=prepared.dims, backend=request.backend
+        )
+        proto = load_model(call.model)
+        analysis = analyze(call.model, batch=prepared.batch, dims=prepared.dims, proto=proto)
+        old = summarize(proto, batch=prepared.batch, dims=prepared.dims, analysis=analysis)
         old_profile = None
         if old.to_dict() != summary.to_dict():  # profile the reference's layers only when it differs
-            from pytest_roofline.api import assemble
-
-            ref = prepare(reference, backend=request.backend, batch=prepared.batch, dims=prepared.dims)
+            ref = prepare(call, proto)
             ref_run = profile_layers(
                 ref, iterations=PROFILE_ITERATIONS, roofline=roofline, trips=request.trips
             )

@@ -33,7 +33,7 @@ from pytest_roofline.schema import (
 )
 
 if TYPE_CHECKING:
-    from pytest_roofline.gate.order import ModelStoreLike
+    from pytest_roofline.gate.types import ModelStoreLike
     from pytest_roofline.gate.verdict import Verdict
 
 __all__ = [

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_roofline.gate.runner import GateOutcome, GateRequest
+    from pytest_roofline.gate.types import GateOutcome, GateRequest
     from pytest_roofline.history.points import HistoryPoint
 
 __all__ = [

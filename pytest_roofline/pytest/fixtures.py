@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import pytest
 
 from pytest_roofline.errors import BackendUnavailable, RooflineError
-from pytest_roofline.gate.request import ModelCall
 from pytest_roofline.measure.spans import Spans
+from pytest_roofline.pipeline import ModelCall
 from pytest_roofline.pytest.session import RooflineSession
 
 if TYPE_CHECKING:
@@ -77,7 +77,16 @@ def model_profile(request: pytest.FixtureRequest) -> Callable[..., ModelProfile]
     ) -> ModelProfile:
         __tracebackhide__ = True
         try:
-            call = ModelCall(path, batch_size, dims, inputs, backend, options, check_outputs, trips)
+            call = ModelCall(
+                path,
+                batch=batch_size,
+                dims=dims,
+                inputs=inputs,
+                backend=backend,
+                options=options,
+                trips=trips,
+                check_outputs=check_outputs,
+            )
             prof = session.profile(request.node, call)
             spans = request.node.stash.get(SPANS_KEY, None)
             # spans recorded so far are visible to the test; the full set is attached after the call

@@ -1,7 +1,7 @@
 """Per-run state of the pytest plugin: the pytest bookkeeping around the gate.
 
 A :class:`RooflineSession` turns a test's ``model_profile(...)`` call into a
-:class:`~pytest_roofline.gate.runner.GateRequest` (test settings, model path, backend, baseline),
+:class:`~pytest_roofline.gate.types.GateRequest` (test settings, model path, backend, baseline),
 runs it through the gate (:func:`~pytest_roofline.gate.request.run_request`), keeps the records, and
 at session end (controller only) merges workers' records, writes accepted baselines once, lists stale
 entries and writes the reports.  What judges performance lives in :mod:`pytest_roofline.gate`.
@@ -9,13 +9,14 @@ entries and writes the reports.  What judges performance lives in :mod:`pytest_r
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_roofline.errors import OptionError
 from pytest_roofline.gate.request import (
     GateSettings,
-    ModelCall,
     RunMode,
     build_request,
     check_call_outputs,
@@ -29,11 +30,12 @@ from pytest_roofline.roofline.engines import Engines
 if TYPE_CHECKING:
     import pytest
 
-    from pytest_roofline.gate.order import MeasuredIdentities, ModelStoreLike
-    from pytest_roofline.gate.runner import GateOutcome, GateRequest
+    from pytest_roofline.gate.order import MeasuredIdentities
     from pytest_roofline.gate.store import BaselineStore
+    from pytest_roofline.gate.types import GateOutcome, GateRequest, ModelStoreLike
     from pytest_roofline.gitref import GitInfo
     from pytest_roofline.measure.stats import LatencyStats
+    from pytest_roofline.pipeline import ModelCall
     from pytest_roofline.profile import ModelProfile
     from pytest_roofline.results import ProfileRecord, RunResults
 
@@ -104,9 +106,11 @@ class RooflineSession:
 
     def request(self, node: pytest.Item, call: ModelCall) -> GateRequest:
         """The gate request of one ``model_profile(...)`` call (a corrupt baseline fails here)."""
+        if not isinstance(call.model, (str, os.PathLike)) or not isinstance(call.backend, (str, type(None))):
+            raise OptionError("model_profile takes a model's path and a backend's name")
         return build_request(
             node.nodeid,
-            resolve_model_path(call.path, Path(str(node.path)).parent, self.rootdir),
+            resolve_model_path(call.model, Path(str(node.path)).parent, self.rootdir),
             self.rootdir,
             backend=self.engines.backend(call.backend, call.options),
             settings=self.gate_settings(node.get_closest_marker("roofline")),
@@ -115,10 +119,7 @@ class RooflineSession:
             device_class=self.engines.device_class,
             commit=lambda: self.git().commit,
             models=lambda: self.models,
-            batch_size=call.batch_size,
-            dims=call.dims,
-            inputs=call.inputs,
-            trips=call.trips,
+            call=call,
         )
 
     @property
