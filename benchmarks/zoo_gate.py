@@ -142,7 +142,7 @@ def save_like(model: onnx.ModelProto, path: Path) -> None:
 
 def model_files(path: Path) -> list[str]:
     """The model's file name and its external-data locations (relative to its folder)."""
-    from pytest_roofline.gitref import external_data_locations
+    from pytest_roofline.model.gitref import external_data_locations
 
     model = onnx.load(str(path), load_external_data=False)
     return [path.name, *sorted(external_data_locations(model))]

@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from pytest_roofline.gate.change import ChangeReport
     from pytest_roofline.gate.types import GateOutcome
     from pytest_roofline.gate.verdict import Verdict
-    from pytest_roofline.gitref import GitInfo
     from pytest_roofline.measure.stats import LatencyStats
+    from pytest_roofline.model.gitref import GitInfo
     from pytest_roofline.profile import ModelProfile
     from pytest_roofline.roofline import DeviceRoofline
 

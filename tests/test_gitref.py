@@ -19,8 +19,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from pytest_roofline.backends.base import get_backend
 from pytest_roofline.errors import ModelError, RooflineError
-from pytest_roofline.gitref import external_data_locations, model_at_ref
 from pytest_roofline.model import ModelSpec, load_model
+from pytest_roofline.model.gitref import external_data_locations, model_at_ref
 
 POINTER = b"version https://git-lfs.github.com/spec/v1\noid sha256:" + b"ab" * 32 + b"\nsize 4096\n"
 
@@ -175,7 +175,8 @@ def test_the_private_folder_is_removed_at_exit(repo: Path) -> None:
     save_external(weighted_model(1.0), repo / "weighted.onnx", "weighted.data")
     commit(repo)
     script = (
-        "import sys; from pytest_roofline.gitref import model_at_ref as at; print(at(sys.argv[1], 'HEAD'))"
+        "import sys; from pytest_roofline.model.gitref import model_at_ref as at; "
+        "print(at(sys.argv[1], 'HEAD'))"
     )
     done = subprocess.run(
         [sys.executable, "-c", script, str(repo / "weighted.onnx")],

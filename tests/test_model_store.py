@@ -26,8 +26,8 @@ from pytest_roofline.gate.model_store import (
     content_hash,
     default_model_store,
 )
-from pytest_roofline.gitref import LFS_POINTER
 from pytest_roofline.model import model_hash
+from pytest_roofline.model.gitref import LFS_POINTER
 from tests._peak_rss import peak_rss_of
 
 

@@ -80,7 +80,7 @@ def _open(args: argparse.Namespace) -> Any:
 
 def _commits_since(ref: str) -> set[str]:
     """Full SHAs from ``ref`` (included) to HEAD in the repository of the current directory."""
-    from pytest_roofline.gitref import _git
+    from pytest_roofline.model.gitref import _git
 
     cwd = Path.cwd()
     verify = _git(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"], cwd)

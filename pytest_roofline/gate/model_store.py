@@ -33,7 +33,7 @@ from typing import IO
 
 from pytest_roofline.errors import ModelError, OptionError
 from pytest_roofline.fmt import fmt_bytes
-from pytest_roofline.gitref import LFS_HINT, LFS_POINTER, external_data_locations, is_safe_location
+from pytest_roofline.model.gitref import LFS_HINT, LFS_POINTER, external_data_locations, is_safe_location
 
 __all__ = [
     "DEFAULT_MAX_BYTES",

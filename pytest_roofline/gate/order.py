@@ -160,7 +160,7 @@ def _baseline_model(request: GateRequest, digest: str, commit: str | None) -> tu
     if not commit:
         missing.append("the baseline recorded no git commit")
         return None, "; ".join(missing)
-    from pytest_roofline.gitref import model_at_ref
+    from pytest_roofline.model.gitref import model_at_ref
 
     short = commit[:12]
     try:

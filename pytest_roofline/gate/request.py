@@ -159,7 +159,7 @@ def build_request(
             other_device = other_device_class(store, key, test)
     reference, new_at_ref = None, ""
     if mode.compare_ref and not mode.disable:  # a bad ref fails before measuring
-        from pytest_roofline.gitref import NotAtRef
+        from pytest_roofline.model.gitref import NotAtRef
 
         try:
             reference = reference_spec(model_path, mode.compare_ref, batch_size, dims or {})
@@ -203,8 +203,8 @@ def other_device_class(store: BaselineStore, key: str, test: str) -> str | None:
 
 def reference_spec(path: Path, ref: str, batch: int, dims: Mapping[str, int]) -> ModelSpec:
     """The model at ``ref`` (``--roofline-compare-ref``) with its external data at the same ref."""
-    from pytest_roofline.gitref import model_at_ref
     from pytest_roofline.model import ModelSpec
+    from pytest_roofline.model.gitref import model_at_ref
 
     return ModelSpec.create(str(model_at_ref(path, ref)), batch, dims)
 

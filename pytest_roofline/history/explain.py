@@ -2,7 +2,7 @@
 
 The models come from the model store by their content hash
 (:mod:`pytest_roofline.gate.model_store`: every baseline's model), else from git at the recorded
-commits (:func:`~pytest_roofline.gitref.model_at_ref`; the point records the model's path relative
+commits (:func:`~pytest_roofline.model.gitref.model_at_ref`; the point records the model's path relative
 to the rootdir).  When either is unreachable (not a
 repository, the commit not fetched, the model exported by a script and not committed), the
 explanation says so instead of guessing.
@@ -41,7 +41,7 @@ def _model(point: HistoryPoint, rootdir: Path | None) -> Path:
         missing.append("not in the model store")
     if rootdir is None or not point.commit or not point.model:
         raise RooflineError("; ".join([*missing, "no commit or repository recorded"]))
-    from pytest_roofline.gitref import model_at_ref
+    from pytest_roofline.model.gitref import model_at_ref
 
     return model_at_ref(rootdir / point.model, point.commit)
 

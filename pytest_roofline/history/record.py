@@ -24,7 +24,7 @@ def parent_commit(rootdir: Path, commit: str | None) -> str | None:
     """The first parent of ``commit`` in the repository at ``rootdir`` (None when unknown)."""
     if not commit:
         return None
-    from pytest_roofline.gitref import _git
+    from pytest_roofline.model.gitref import _git
 
     try:
         done = _git(["rev-parse", "--verify", "--quiet", f"{commit}^"], rootdir)

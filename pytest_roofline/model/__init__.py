@@ -105,7 +105,7 @@ def load_model(source: ModelSource) -> onnx.ModelProto:
         try:
             model = onnx.load(str(path), load_external_data=False)
         except Exception as exc:  # protobuf raises DecodeError and friends
-            from pytest_roofline.gitref import LFS_HINT, LFS_POINTER
+            from pytest_roofline.model.gitref import LFS_HINT, LFS_POINTER
 
             with open(path, "rb") as handle:
                 if handle.read(len(LFS_POINTER)) == LFS_POINTER:

@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from pytest_roofline.gate.order import MeasuredIdentities
     from pytest_roofline.gate.store import BaselineStore
     from pytest_roofline.gate.types import GateOutcome, GateRequest, ModelStoreLike
-    from pytest_roofline.gitref import GitInfo
     from pytest_roofline.measure.stats import LatencyStats
+    from pytest_roofline.model.gitref import GitInfo
     from pytest_roofline.pipeline import ModelCall
     from pytest_roofline.profile import ModelProfile
     from pytest_roofline.results import ProfileRecord, RunResults
@@ -275,7 +275,7 @@ class RooflineSession:
     def git(self) -> GitInfo:
         """Commit, branch and dirtiness of the rootdir's repository (asked once per run)."""
         if self._git is None:
-            from pytest_roofline.gitref import git_info
+            from pytest_roofline.model.gitref import git_info
 
             self._git = git_info(self.rootdir)
         return self._git

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import RooflineError
+from pytest_roofline.errors import RooflineError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
