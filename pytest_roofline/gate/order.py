@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MeasuredIdentities",
+    "baseline_model",
     "Route",
     "current_identity",
     "default_models",
@@ -109,7 +110,7 @@ def route(request: GateRequest, prepared: PreparedModel) -> Route:
     if not changes:
         return Route("unchanged", identity, reasons=tuple(reasons))
     if any(c.kind == "model" for c in changes):
-        reference, where = _baseline_model(request, baseline.identity.model, baseline.commit)
+        reference, where = baseline_model(request, baseline.identity.model, baseline.commit)
         model = next(c.text for c in changes if c.kind == "model")
         if reference is not None:
             from pytest_roofline.model import ModelSpec
@@ -138,7 +139,7 @@ def _same_graph(recorded: str, model: Path) -> bool:
         return False
 
 
-def _baseline_model(request: GateRequest, digest: str, commit: str | None) -> tuple[Path | None, str]:
+def baseline_model(request: GateRequest, digest: str, commit: str | None) -> tuple[Path | None, str]:
     """The baseline's model (content hash ``digest``) from the model store, else git at ``commit``;
     with where it came from, or what was missing."""
     from pytest_roofline.errors import RooflineError

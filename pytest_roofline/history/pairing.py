@@ -126,12 +126,12 @@ def previous_point(points: Sequence[HistoryPoint], key: str) -> HistoryPoint | N
 
 def _previous_model(request: GateRequest, previous: HistoryPoint) -> tuple[Path | None, str]:
     """The previous point's model: the model store by content hash, else git at its commit."""
-    from pytest_roofline.gate.order import _baseline_model
+    from pytest_roofline.gate.order import baseline_model
 
     content = previous.content
     if not content:
         return None, "the previous point recorded no content hash"
-    return _baseline_model(request, content, previous.commit)
+    return baseline_model(request, content, previous.commit)
 
 
 def pair_with_previous(

@@ -17,7 +17,7 @@ from pytest_roofline.analysis.views import RUNTIME_VIEW_OPS
 from pytest_roofline.errors import RooflineError
 from pytest_roofline.measure.stats import LatencyStats
 from pytest_roofline.roofline import DeviceRoofline
-from pytest_roofline.roofline.roofs import MemoryRoof
+from pytest_roofline.roofline.roofs import MemoryRoof, roof_dtype
 from pytest_roofline.schema import PROFILE_SCHEMA
 
 if TYPE_CHECKING:
@@ -37,8 +37,6 @@ __all__ = [
     "profiler_scale",
     "roof_dtype",
 ]
-
-_PRECISION_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int8": "int8"}
 
 
 class FractionUnavailable(RooflineError):
@@ -359,26 +357,6 @@ def _flop_owners(kernels: KernelProfile, known: set[str]) -> dict[str, KernelRec
                 target = fallback if name in shared else owner
                 target.setdefault(name, kernel)
     return {**fallback, **owner}
-
-
-def roof_dtype(roofline: DeviceRoofline, precision: str) -> str:
-    """The roof a model of ``precision`` is judged against: the highest its data may run at.
-
-    That is the higher of its own dtype's roof and float32's: a backend may compute fp16 in fp32
-    (onnxruntime's CPU EP inserts Casts around Conv; measured: a ResNet-50 fp16 "reached" 134 % of
-    the CPU's fp16 roof), and on a GPU the fp16 roof is the higher one.  ``mixed`` takes the
-    highest float roof.  A precision without a calibrated roof falls back to float32's, which the
-    physical sanity check (:mod:`pytest_roofline.profile.sanity`) names when it yields impossible
-    figures (fp16 tensor cores against a TF32 roof).
-    """
-    peaks = roofline.peak_flops
-    default = roofline.dtype
-    candidates: list[str]
-    if precision == "mixed":
-        candidates = [d for d in ("float32", "float16", "bfloat16") if d in peaks]
-    else:
-        candidates = [d for d in (_PRECISION_DTYPES.get(precision, default), default) if d in peaks]
-    return max(candidates, key=lambda d: peaks[d], default=default)
 
 
 def apply_roofline(

@@ -275,7 +275,7 @@ def _layer_causes(profile: ModelProfile, layer: Layer) -> list[str]:
 
 
 def _roof_dtype(profile: ModelProfile) -> str:
-    from pytest_roofline.profile import roof_dtype
+    from pytest_roofline.roofline.roofs import roof_dtype
 
     assert profile.roofline is not None
     return roof_dtype(profile.roofline, profile.precision)
