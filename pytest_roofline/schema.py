@@ -88,7 +88,9 @@ def migration(fmt: str, version: int) -> Callable[[Migration], Migration]:
 
     def register(step: Migration) -> Migration:
         steps = MIGRATIONS[fmt]
-        if version in steps:
+        known = steps.get(version)
+        name = (step.__module__, step.__qualname__)  # the same step again: its module imported anew
+        if known is not None and (known.__module__, known.__qualname__) != name:
             raise ValueError(f"two migrations of {fmt} to schema_version {version}")
         steps[version] = step
         return step

@@ -35,8 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_roofline.history.pairing import Paired
-from pytest_roofline.history.points import HistoryPoint
+from pytest_roofline.history.points import HistoryPoint, Paired
 
 __all__ = [
     "ChangePoint",

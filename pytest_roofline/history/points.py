@@ -17,15 +17,71 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_roofline.history.pairing import Paired
 from pytest_roofline.schema import SchemaError, read_float, read_floats, read_optional_float, read_str
 
 if TYPE_CHECKING:
     from pytest_roofline.results import ProfileRecord, RunResults
 
-__all__ = ["POINT_VERSION", "HistoryPoint", "points_of", "series_of"]
+__all__ = ["POINT_VERSION", "HistoryPoint", "Paired", "points_of", "series_of"]
 
 POINT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Paired:
+    """The new model over the previous point's model, timed interleaved in one process."""
+
+    figures: tuple[float, ...]  # per fresh session pair: p25(new) / p25(previous)
+    against: str  # the previous point's identity digest
+    reference: str = ""  # where the previous model came from
+
+    @property
+    def ratio(self) -> float:
+        import numpy as np
+
+        return float(np.median(self.figures))
+
+    def ci(self, confidence: float = 0.95) -> tuple[float, float] | None:
+        """Distribution-free interval of the median ratio over session pairs (None with one pair)."""
+        if len(self.figures) < 2:
+            return None
+        import numpy as np
+
+        from pytest_roofline.measure.stats import median_ci
+
+        low, high = median_ci(np.asarray(self.figures, dtype=float), confidence)
+        return (low, high)
+
+    def scaled(self, factor: float) -> Paired:
+        """These figures times ``factor`` (the benchmark's injected step on a real A/A pairing)."""
+        return Paired(tuple(f * factor for f in self.figures), self.against, self.reference)
+
+    def to_dict(self) -> dict[str, Any]:
+        ci = self.ci()
+        return {
+            "ratio": self.ratio,
+            "ci": list(ci) if ci else None,
+            "figures": list(self.figures),
+            "against": self.against,
+            "reference": self.reference,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Paired | None:
+        """The pairing of a stored point (None when absent or malformed)."""
+        if not isinstance(data, dict):
+            return None
+        figures = data.get("figures")
+        if not isinstance(figures, list):
+            return None
+        values = tuple(
+            float(f)
+            for f in figures
+            if isinstance(f, (int, float)) and not isinstance(f, bool) and math.isfinite(f) and f > 0
+        )
+        if not values:
+            return None
+        return cls(values, str(data.get("against") or ""), str(data.get("reference") or ""))
 
 
 def _digest(data: Any) -> str:
