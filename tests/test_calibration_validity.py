@@ -158,7 +158,9 @@ def test_spot_check_catches_a_cache_measured_under_load(
     cached: tuple[DeviceRoofline, Path], ort: Backend
 ) -> None:
     roofline, path = cached
-    _write(path, _scaled(roofline, 0.5))  # every figure halved, as a busy calibration reads
+    # every figure a quarter, as a busy calibration reads: a spot check taken beside other work
+    # (a test run in parallel) still reads well above it, so the cache is re-measured
+    _write(path, _scaled(roofline, 0.25))
     backend = Counting(ort)
     lines: list[str] = []
     result = calibrate(
@@ -168,7 +170,7 @@ def test_spot_check_catches_a_cache_measured_under_load(
     assert plan <= set(backend.opened)  # re-measured
     note = next(line for line in lines if line.startswith("calibration spot check"))
     assert "off by more than 15%; re-measuring" in note and "x of the cached figures" in note
-    assert result.peak > 1.3 * roofline.peak * 0.5  # the halved roofs were replaced
+    assert result.peak > 1.3 * roofline.peak * 0.25  # the quartered roofs were replaced
     assert json.loads(path.read_text())["roofline"]["measured_at"] == result.measured_at
 
 

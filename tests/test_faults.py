@@ -541,7 +541,11 @@ def test_sigkill_of_a_real_pytest_run_while_writing_baselines_leaves_the_old_fil
         import os, signal
         import pytest_roofline.gate.store as b
 
-        def die(src, dst):
+        replace = os.replace
+
+        def die(src, dst):  # at the baseline file's rename; other files (a calibration stamp) go on
+            if not str(dst).endswith("test_p.json"):
+                return replace(src, dst)
             print("TEMP", src, flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
 
