@@ -15,6 +15,7 @@ import numpy as np
 
 from pytest_roofline.analysis.views import RUNTIME_VIEW_OPS
 from pytest_roofline.errors import RooflineError
+from pytest_roofline.fmt import fmt_pct
 from pytest_roofline.measure.stats import LatencyStats
 from pytest_roofline.roofline import DeviceRoofline
 from pytest_roofline.roofline.roofs import MemoryRoof, roof_dtype
@@ -114,8 +115,7 @@ class Layer:
 
     def __repr__(self) -> str:
         """Short form for assertion messages: name, op, time, roofline fraction, bound."""
-        known = known_fraction(self.roofline_fraction)
-        fraction = "-" if known is None else f"{known:.1%}"
+        fraction = fmt_pct(self.roofline_fraction, missing="-")  # a NoFraction is a NaN: "-"
         return (
             f"Layer({self.name!r}, {self.op_type}, time={self.time * 1e3:.4g} ms, "
             f"roofline_fraction={fraction}, bound={self.bound})"
@@ -423,8 +423,7 @@ class ModelProfile:
 
     def __repr__(self) -> str:
         """Short form for assertion messages: model, batch, backend, median, efficiency."""
-        known = known_fraction(self.efficiency)
-        eff = "-" if known is None else f"{known:.1%}"
+        eff = fmt_pct(self.efficiency, missing="-")
         return (
             f"ModelProfile({self.model_name!r}, batch={self.batch}, backend={self.backend}, "
             f"median={self.latency.median * 1e3:.4g} ms, efficiency={eff}, layers={len(self.layers)})"
