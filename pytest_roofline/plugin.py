@@ -22,7 +22,7 @@ from pytest_roofline.pytest.fixtures import (
     roofline_span,
 )
 from pytest_roofline.pytest.options import OPTIONS, parse_bool, settings_from_config
-from pytest_roofline.pytest.session import RooflineSession
+from pytest_roofline.pytest.session import RooflineSession, narrowed_modules
 from pytest_roofline.report.benchmark_bridge import new_benchmark_storage, remove_if_empty
 
 __all__ = ["device_roofline", "model_profile", "roofline_span"]
@@ -132,6 +132,8 @@ class RooflinePlugin:
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         """Remember every collected test (before deselection) to find stale baselines."""
         self.session.collected.update(item.nodeid for item in items)
+        asked = narrowed_modules(self.config.args, self.config.invocation_params.dir, items)
+        self.session.narrowed.update(asked)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:

@@ -271,6 +271,14 @@ def test_stale_entries_listed_not_removed(project):
     )
     result = project.runpytest(*FAKE, "-k", "test_model")
     assert "stale baseline entries" not in result.stdout.str()
+    # nor is one left out by naming another by node id (only that one is collected)
+    result = project.runpytest(*FAKE, "test_perf.py::test_model")
+    result.assert_outcomes(passed=1)
+    assert "stale baseline entries" not in result.stdout.str(), result.stdout.str()
+    # a module named whole still lists a test gone from it
+    project.makepyfile(test_perf=TEST_FILE)
+    result = project.runpytest(*FAKE, "test_perf.py")
+    result.stdout.fnmatch_lines(["*1 stale baseline entries*"])
 
 
 def test_layer_metric_gates_a_layer(project):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -382,9 +382,14 @@ def find_stale(
     records: Sequence[RunRecord],
     collected: set[str],
     backends_used: set[tuple[str, str]],
+    narrowed: Collection[str] = (),
 ) -> list[str]:
     """Entries this run could have produced and did not: same backend and device class as a
-    measurement of this run, test module run, test selected (or gone from the module)."""
+    measurement of this run, test module run, test selected (or gone from the module).
+
+    ``narrowed``: modules collected in part (named by node id, ``test_x.py::test_y[a]``): a test of
+    theirs that was not collected was not asked for, not gone, so only the tests that ran count.
+    """
     if not collected or not backends_used:
         return []
     produced = {r.key for r in records}
@@ -393,15 +398,17 @@ def find_stale(
     stale = []
     for path in {store.file_for(t) for t in collected}:
         try:
-            entries = store.read_file(path).entries
+            entries = store.load(path).entries  # read already by this run's requests
         except BaselineError:
             continue
         for key, entry in entries.items():
-            if module_of(entry.test) not in modules or key in produced:
+            module = module_of(entry.test)
+            if module not in modules or key in produced:
                 continue
             if (entry.backend, entry.device_class) not in backends_used:
                 continue  # another backend's or device's baseline: this run says nothing of it
-            if entry.test not in collected or entry.test in producing_tests:
+            gone = entry.test not in collected and module not in narrowed
+            if gone or entry.test in producing_tests:
                 stale.append(key)
     return sorted(stale)
 

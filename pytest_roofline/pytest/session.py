@@ -10,7 +10,7 @@ entries and writes the reports.  What judges performance lives in :mod:`pytest_r
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +39,15 @@ if TYPE_CHECKING:
     from pytest_roofline.profile import ModelProfile
     from pytest_roofline.results import ProfileRecord, RunResults
 
-__all__ = ["RooflineSession"]
+__all__ = ["RooflineSession", "narrowed_modules"]
+
+
+def narrowed_modules(args: Sequence[str], invocation_dir: Path, items: Sequence[pytest.Item]) -> set[str]:
+    """The modules of ``items`` that ``args`` (relative to ``invocation_dir``) named by node id
+    (``test_x.py::test_y``): collected in part, so a test of theirs that was not collected was not
+    asked for, not gone from the module."""
+    named = {(invocation_dir / arg.split("::", 1)[0]).resolve() for arg in args if "::" in arg}
+    return {item.nodeid.split("::", 1)[0] for item in items if Path(str(item.path)).resolve() in named}
 
 
 class RooflineSession:
@@ -72,6 +80,7 @@ class RooflineSession:
         self._store: BaselineStore | None = None
         self.records: list[ProfileRecord] = []
         self.collected: set[str] = set()
+        self.narrowed: set[str] = set()  # modules collected in part (node ids on the command line)
         self.outcomes: dict[str, str] = {}
         self.failures: dict[str, list[str]] = {}
         self.backends_used: set[tuple[str, str]] = set()  # (backend, device class) this run measured
@@ -200,7 +209,9 @@ class RooflineSession:
         from pytest_roofline.results import with_outcomes
 
         records = tuple(with_outcomes(self.records, self.outcomes))
-        return WorkerPayload(records, frozenset(self.collected), frozenset(self.backends_used)).to_json()
+        return WorkerPayload(
+            records, frozenset(self.collected), frozenset(self.backends_used), frozenset(self.narrowed)
+        ).to_json()
 
     def merge_worker(self, payload: str) -> None:
         """Take a worker's records and collected node ids."""
@@ -209,6 +220,7 @@ class RooflineSession:
         worker = WorkerPayload.from_json(payload)
         self.records.extend(worker.records)
         self.collected.update(worker.collected)
+        self.narrowed.update(worker.narrowed)
         self.backends_used.update(worker.backends_used)
 
     # -- session end -----------------------------------------------------------------------------
@@ -219,10 +231,10 @@ class RooflineSession:
         """Write baselines (controller only) and reports; returns the run's results.
 
         ``update_results`` (the ``pytest_roofline_update_results`` hook) may return replaced
-        results before they are reported.  A run that profiled nothing, has no baseline directory
-        and asked for no report costs nothing (no git calls): None.
+        results before they are reported.  A run that profiled nothing and asked for no report
+        costs nothing (no git calls, no baseline file read, no import of onnx): None.
         """
-        if not self.records and not self.settings.reports and not self.settings.baseline_dir.is_dir():
+        if not self.records and not self.settings.reports:
             return None
         from pytest_roofline.results import RunResults, with_outcomes
 
@@ -239,7 +251,8 @@ class RooflineSession:
             )
             self.written.extend(done.paths)
             self.errors.extend(done.errors)
-            self.stale = find_stale(self.store, self.records, self.collected, self.backends_used)
+            used, narrowed = self.backends_used, self.narrowed
+            self.stale = find_stale(self.store, self.records, self.collected, used, narrowed)
         results = RunResults.of_run(
             self.records,
             backend=self.settings.backend,

@@ -29,6 +29,7 @@ class WorkerPayload:
     records: tuple[ProfileRecord, ...] = ()
     collected: frozenset[str] = frozenset()
     backends_used: frozenset[tuple[str, str]] = frozenset()  # (backend, device class) measured
+    narrowed: frozenset[str] = frozenset()  # modules collected in part (node ids asked for)
 
     def to_json(self) -> str:
         """The payload as JSON text (non-finite numbers as null)."""
@@ -40,6 +41,7 @@ class WorkerPayload:
                     "records": [r.to_dict() for r in self.records],
                     "collected": sorted(self.collected),
                     "backends_used": sorted(self.backends_used),
+                    "narrowed": sorted(self.narrowed),
                 }
             )
         )
@@ -52,6 +54,7 @@ class WorkerPayload:
             records=tuple(ProfileRecord.from_dict(r) for r in data.get("records", [])),
             collected=frozenset(data.get("collected", [])),
             backends_used=frozenset((str(b), str(d)) for b, d in data.get("backends_used", [])),
+            narrowed=frozenset(data.get("narrowed", [])),
         )
 
 
