@@ -152,6 +152,26 @@ def test_the_plugin_imports_neither_onnx_nor_numpy_until_a_fixture_is_used():
     assert out.strip() == "[]"
 
 
+def test_a_run_that_profiles_nothing_beside_baselines_imports_neither_onnx_nor_numpy(project):
+    project.runpytest(*FAKE).assert_outcomes(passed=2)  # the baseline dir exists from here on
+    project.makepyfile(
+        test_plain="""
+        import sys
+
+        def test_plain():
+            pass
+
+        def test_zz_last(request):
+            request.config.add_cleanup(
+                lambda: print("HEAVY", sorted(m for m in ("numpy", "onnx") if m in sys.modules))
+            )
+        """
+    )
+    result = project.runpytest_subprocess("-s", "test_plain.py")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["HEAVY []"])
+
+
 def test_baselines_are_written_at_the_current_schema(project):
     project.runpytest(*FAKE).assert_outcomes(passed=2)
     data = json.loads((project.path / ".roofline" / "test_perf.json").read_text())
