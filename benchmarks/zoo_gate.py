@@ -37,7 +37,7 @@ import time
 import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -106,6 +106,7 @@ class Run:
     wall: float
     code: int
     output: str
+    details: dict[str, str] = field(default_factory=dict)  # ratio, CI, sessions, message per model
 
 
 def load_zoo(names: Sequence[str], quick: bool) -> Zoo:
@@ -169,16 +170,29 @@ def suite_run(project: Path, *args: str) -> Run:
     code, data, wall, out = run(project, "--roofline-report=results.json", f"--junitxml={junit}", *args)
     statuses: dict[str, str] = {}
     medians: dict[str, float] = {}
+    details: dict[str, str] = {}
     for result in (data or {}).get("results", []):
         name = test_name(result["test"])
         statuses[name] = result["verdict"]["status"]
         medians[name] = result["profile"]["latency"]["median"]
+        details[name] = verdict_detail(result["verdict"])
     seconds = junit_seconds(junit)
     for name in seconds:
         statuses.setdefault(name, "error")
     if not data:
         sys.stderr.write(out[-2000:])
-    return Run(statuses, seconds, medians, wall, code, out)
+    return Run(statuses, seconds, medians, wall, code, out, details)
+
+
+def verdict_detail(verdict: Mapping[str, object]) -> str:
+    """One line of a verdict's figures: ratio, CI, noise, sessions, message and reasons."""
+    ci = verdict.get("ci")
+    interval = f"[{ci[0]:.3f}, {ci[1]:.3f}]" if isinstance(ci, list) and len(ci) == 2 else "-"
+    ratio, noise = verdict.get("ratio"), verdict.get("noise")
+    figures = f"ratio {ratio:.3f}" if isinstance(ratio, float) else "ratio -"
+    figures += f", CI {interval}, noise {noise:.3f}" if isinstance(noise, float) else f", CI {interval}"
+    reasons = "; ".join(str(r) for r in verdict.get("reasons") or [])  # type: ignore[attr-defined]
+    return f"{figures}, {verdict.get('sessions')} sessions: {verdict.get('message')} [{reasons}]"
 
 
 def junit_seconds(path: Path) -> dict[str, float]:
@@ -328,6 +342,9 @@ def changed_runs(trial: Trial, repeats: int = 1) -> tuple[Run, dict[str, Path]]:
         seen = " ".join(r.statuses.get(name, "error") for r in slow_runs)
         walls = " ".join(f"{r.seconds.get(name, float('nan')):.1f}" for r in slow_runs)
         print(f"    {name:<28} {truth[name]:+.2%}  {seen}  ({walls} s){mark}")
+        for r in slow_runs:  # why a counted variant was not caught: the verdict's own figures
+            if name in should and r.statuses.get(name) != "regression" and name in r.details:
+                print(f"        {r.details[name]}")
     trial.fail_if(
         bool(should) and (caught["regression"] < 0.95 * len(should) * repeats or passed > 0),
         "slower variants: < 95 % caught as regression, or one called pass",
