@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -148,8 +149,11 @@ def tune_variant(
     return work / f"{name}.onnx", measured
 
 
-def pytest_run(project: Path, *args: str) -> tuple[int, dict | None, float, str]:
-    """Run pytest in ``project``; returns (exit code, results JSON or None, seconds, stdout)."""
+def pytest_run(
+    project: Path, *args: str, env: Mapping[str, str] | None = None
+) -> tuple[int, dict | None, float, str]:
+    """Run pytest in ``project`` (in ``env``, default this process's); returns (exit code,
+    results JSON or None, seconds, stdout)."""
     report = project / "results.json"
     if report.exists():
         report.unlink()
@@ -160,6 +164,7 @@ def pytest_run(project: Path, *args: str) -> tuple[int, dict | None, float, str]
         capture_output=True,
         text=True,
         timeout=900,
+        env=None if env is None else dict(env),
     )
     seconds = time.perf_counter() - start
     data = json.loads(report.read_text()) if report.exists() else None

@@ -378,12 +378,22 @@ def wall_times(trial: Trial, slow: Run, slower: Mapping[str, Path]) -> float:
         name = max(small, key=lambda n: record.medians[n])  # the slowest model within 10 ms
         node = f"test_zoo.py::test_model[{name}]"
         alone = sorted(run(trial.project, node)[2] for _ in range(3))
+        # Python's own default writes bytecode caches (this workplace sets PYTHONDONTWRITEBYTECODE=1,
+        # so every run above compiled each module and pytest re-rewrote every plugin's asserts)
+        cached = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        run(trial.project, node, env=cached)  # writes the caches
+        alone_cached = sorted(run(trial.project, node, env=cached)[2] for _ in range(3))
         put_models(trial.project, {name: slower[name]})
         changed = run(trial.project, node)[2]
         put_models(trial.project, {name: trial.originals[name]})
         print(
             f"  one test alone from process start ({name}, {record.medians[name] * 1e3:.2f} ms): "
             f"unchanged median {alone[1]:.2f} s (target <= 2 s), changed {changed:.2f} s (target <= 6 s)"
+        )
+        print(
+            f"    with Python's default bytecode caching (PYTHONDONTWRITEBYTECODE unset here: "
+            f"{'set' if 'PYTHONDONTWRITEBYTECODE' in os.environ else 'already unset'}): unchanged median "
+            f"{alone_cached[1]:.2f} s"
         )
         trial.fail_if(alone[1] > 2.0 or changed > 6.0, "one test alone: over 2 s unchanged or 6 s changed")
     suite_wall = float(np.median([r.wall for r in quiet]))

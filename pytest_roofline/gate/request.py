@@ -194,10 +194,10 @@ def other_device_class(store: BaselineStore, key: str, test: str) -> str | None:
     """The device class of another entry of the same test, model, shape and backend, or None."""
     stem = key.rsplit("|", 1)[0]
     try:
-        entries = store.load(store.file_for(test)).entries
+        owners = store.owners(store.file_for(test))
     except BaselineError:
         return None
-    found = sorted(e.device_class for k, e in entries.items() if k.rsplit("|", 1)[0] == stem and k != key)
+    found = sorted(device for k, (_, _, device) in owners.items() if k.rsplit("|", 1)[0] == stem and k != key)
     return found[0] if found else None
 
 

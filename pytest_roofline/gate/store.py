@@ -82,7 +82,7 @@ class BaselineStore:
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
         self.notes: list[str] = []  # what a write kept or moved aside, for the run's summary
-        self._cache: dict[Path, BaselineFile] = {}
+        self._documents: dict[Path, dict[str, Any]] = {}  # each file's entries as JSON
 
     def file_for(self, test: str) -> Path:
         """The file holding the entries of ``test``'s module."""
@@ -112,11 +112,24 @@ class BaselineStore:
             BaselineError: the file is unreadable, not JSON, not a baseline file, or of a newer
                 schema (a malformed *entry* is reported in :attr:`BaselineFile.malformed` instead).
         """
+        entries, version = self._read_document(path)
+        good, bad = {}, {}
+        for key, raw in entries.items():
+            parsed = _parse_entry(key, raw)
+            if isinstance(parsed, BaselineEntry):
+                good[key] = parsed
+            else:
+                bad[key] = (raw, parsed)
+        return BaselineFile(path, good, bad, version)
+
+    def _read_document(self, path: Path) -> tuple[dict[str, Any], int]:
+        """A file's entries as JSON (after any migration) and its schema version ({} and 0 when
+        the file does not exist).  Raises :class:`BaselineError` as :meth:`read_file` does."""
         self.check_directory()
         try:
             text = read_document(path)
         except FileNotFoundError:
-            return BaselineFile(path)
+            return {}, 0
         except (OSError, UnicodeDecodeError) as exc:
             raise BaselineError(f"baseline file {path} cannot be read ({exc})") from None
         try:
@@ -135,22 +148,13 @@ class BaselineStore:
                 f"baseline file {path} is corrupt ({exc}); "
                 "fix or delete it, or rewrite it with --roofline-update"
             ) from None
-        good, bad = {}, {}
-        for key, raw in entries.items():
-            try:
-                entry = BaselineEntry.from_dict(raw)
-                if entry.key != key:
-                    raise SchemaError(f"its 'key' is {entry.key!r}")
-                good[key] = entry
-            except SchemaError as exc:
-                bad[key] = (raw, str(exc))
-        return BaselineFile(path, good, bad, version)
+        return entries, version
 
-    def load(self, path: Path) -> BaselineFile:
-        """:meth:`read_file`, cached for the life of this store."""
-        if path not in self._cache:
-            self._cache[path] = self.read_file(path)
-        return self._cache[path]
+    def _document(self, path: Path) -> dict[str, Any]:
+        """:meth:`_read_document`'s entries, cached for the life of this store (until a write)."""
+        if path not in self._documents:
+            self._documents[path] = self._read_document(path)[0]
+        return self._documents[path]
 
     def read(self, path: Path) -> dict[str, BaselineEntry]:
         """The entries of one file ({} if it does not exist); raises on any malformed entry."""
@@ -162,14 +166,32 @@ class BaselineStore:
     def get(self, key: str, test: str) -> BaselineEntry | None:
         """The entry ``key`` of ``test``'s module file, or None.
 
+        Only that entry is parsed: one test of a module of many models reads its own figures,
+        not every entry's layers (the file's JSON is parsed once per run).
+
         Raises:
             BaselineError: the file is not usable, or this entry in it is malformed.
         """
-        file = self.load(self.file_for(test))
-        problem = file.problem(key)
-        if problem:
-            raise BaselineError(problem)
-        return file.entries.get(key)
+        path = self.file_for(test)
+        raw = self._document(path).get(key)
+        if raw is None:
+            return None
+        parsed = _parse_entry(key, raw)
+        if not isinstance(parsed, BaselineEntry):
+            raise BaselineError(BaselineFile(path, malformed={key: (raw, parsed)}).problem(key) or key)
+        return parsed
+
+    def owners(self, path: Path) -> dict[str, tuple[str, str, str]]:
+        """Each entry's (test, backend, device class) by key, read from the file's JSON without
+        parsing the entries (entries without those three strings are left out)."""
+        owners = {}
+        for key, raw in self._document(path).items():
+            if not isinstance(raw, dict):
+                continue
+            test, backend, device = raw.get("test"), raw.get("backend"), raw.get("device_class")
+            if isinstance(test, str) and isinstance(backend, str) and isinstance(device, str):
+                owners[key] = (test, backend, device)
+        return owners
 
     def all_entries(self) -> dict[str, BaselineEntry]:
         """Every entry of every file (raises on an unusable file or entry)."""
@@ -258,7 +280,7 @@ class BaselineStore:
                     self._dump(path, merged)
                     written.append(path)
                     self.notes.extend(f"kept malformed entry {k!r} of {path} as it was" for k in kept)
-                self._cache.pop(path, None)
+                self._forget(path)
         return written
 
     def remove(self, keys: Iterable[str]) -> list[str]:
@@ -280,8 +302,12 @@ class BaselineStore:
                     self._dump(path, merged)
                 else:
                     path.unlink()
-                self._cache.pop(path, None)
+                self._forget(path)
         return sorted(removed)
+
+    def _forget(self, path: Path) -> None:
+        """Drop what was cached of ``path`` (it was just written)."""
+        self._documents.pop(path, None)
 
     @staticmethod
     def _dump(path: Path, entries: Mapping[str, Any]) -> None:
@@ -295,6 +321,15 @@ class BaselineStore:
             },
         }
         atomic_write_text(path, _one_line_layers(data) + "\n")
+
+
+def _parse_entry(key: str, raw: Any) -> BaselineEntry | str:
+    """The entry ``raw`` stored under ``key``, or why it is malformed (one line)."""
+    try:
+        entry = BaselineEntry.from_dict(raw)
+    except SchemaError as exc:
+        return str(exc)
+    return entry if entry.key == key else f"its 'key' is {entry.key!r}"
 
 
 # --- the store's policy at the end of a run --------------------------------------------------------
@@ -398,17 +433,17 @@ def find_stale(
     stale = []
     for path in {store.file_for(t) for t in collected}:
         try:
-            entries = store.load(path).entries  # read already by this run's requests
+            owners = store.owners(path)  # read already by this run's requests
         except BaselineError:
             continue
-        for key, entry in entries.items():
-            module = module_of(entry.test)
+        for key, (test, backend, device_class) in owners.items():
+            module = module_of(test)
             if module not in modules or key in produced:
                 continue
-            if (entry.backend, entry.device_class) not in backends_used:
+            if (backend, device_class) not in backends_used:
                 continue  # another backend's or device's baseline: this run says nothing of it
-            gone = entry.test not in collected and module not in narrowed
-            if gone or entry.test in producing_tests:
+            gone = test not in collected and module not in narrowed
+            if gone or test in producing_tests:
                 stale.append(key)
     return sorted(stale)
 
