@@ -71,8 +71,9 @@ def _from_history(test: str, url: str | None, root: Path) -> tuple[str, dict[str
     if not points:
         raise RooflineError(f"the history holds no run of {test}: name its model with --model PATH")
     last = max(points, key=lambda p: p.order)
-    settings = last.detail.get("settings") if isinstance(last.detail.get("settings"), dict) else {}
-    threads = {k: str(v) for k, v in settings.items() if k in THREAD_OPTIONS and str(v) not in ("", "0")}
+    settings = last.detail.get("settings")
+    recorded = settings.items() if isinstance(settings, dict) else ()
+    threads = {k: str(v) for k, v in recorded if k in THREAD_OPTIONS and str(v) not in ("", "0")}
     path = Path(last.model)
     model = (
         path.relative_to(root).as_posix() if path.is_absolute() and path.is_relative_to(root) else last.model
