@@ -3,14 +3,14 @@
 Series are built from this machine's real plugin runs: ``--record N`` runs ``pytest
 --roofline-history`` N times, each its own process at default threads (so both of this VM's speed
 states show up), into a history folder the analysis then reuses (``--runs DIR``, default
-benchmarks/data/history-pairs/).  The runs cycle through :data:`CYCLE`: MobileNetV2 (``--model
-tiny``: the tiny CNN) and a copy differing in one weight's value, alternating, so every run is a
-new identity that the plugin times beside the previous run's model, as it does at a real model
-change (``history/pairing.py``: the gate's paired run, per-round ratios, at the configured threads)
-— a real A/A pairing; once a cycle, the net with an extra block
-(a real step's pairing, printed beside the A/A ones to check that a step's ratio scatters as an
-A/A ratio does).  From those runs (resampled in blocks of 10 consecutive runs, which keeps the
-machine's state runs, each run with its own pairing) it builds:
+benchmarks/data/history-round-pairs/; the former pairing's runs are in data/history-pairs/).  The
+runs cycle through :data:`CYCLE`: MobileNetV2 (``--model tiny``: the tiny CNN) and a copy
+differing in one weight's value, alternating, so every run is a new identity that the plugin times
+beside the previous run's model, as it does at a real model change (``history/pairing.py``: the
+gate's paired run, per-round ratios, at the configured threads) — a real A/A pairing; once a
+cycle, the net with an extra block (a real step's pairing, printed beside the A/A ones to check
+that a step's ratio scatters as an A/A ratio does).  From those runs (resampled in blocks of 10
+consecutive runs, which keeps the machine's state runs, each run with its own pairing) it builds:
 
 * **steps**: a series with a 3 % step at a new identity: the absolute figures after it times
   1.03, and the step's pairing a real A/A pairing's session ratios times 1.03; found when a change
@@ -47,7 +47,9 @@ from typing import Any
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_RUNS = HERE / "data" / "history-pairs"
+#: Recordings of the current pairing (per-round ratios at the configured threads, one probe per
+#: series); ``data/history-pairs`` and ``data/history-pairs-8x2s`` hold the former pairing's runs.
+DEFAULT_RUNS = HERE / "data" / "history-round-pairs"
 ROOFLINE = str(Path(sys.executable).parent / "roofline")
 
 TEST = """
