@@ -3,13 +3,14 @@
 Series are built from this machine's real plugin runs: ``--record N`` runs ``pytest
 --roofline-history`` N times, each its own process at default threads (so both of this VM's speed
 states show up), into a history folder the analysis then reuses (``--runs DIR``, default
-benchmarks/data/history-pairs/).  The runs cycle through :data:`CYCLE`: MobileNetV2 (``--model
-tiny``: the tiny CNN) and a copy differing in one weight's value, alternating, so every run is a
-new identity that the plugin times beside the previous run's model, as it does at a real model
-change (``history/pairing.py``) — a real A/A pairing; once a cycle, the net with an extra block
-(a real step's pairing, printed beside the A/A ones to check that a step's ratio scatters as an
-A/A ratio does).  From those runs (resampled in blocks of 10 consecutive runs, which keeps the
-machine's state runs, each run with its own pairing) it builds:
+benchmarks/data/history-round-pairs/; the former pairing's runs are in data/history-pairs/).  The
+runs cycle through :data:`CYCLE`: MobileNetV2 (``--model tiny``: the tiny CNN) and a copy
+differing in one weight's value, alternating, so every run is a new identity that the plugin times
+beside the previous run's model, as it does at a real model change (``history/pairing.py``: the
+gate's paired run, per-round ratios, at the configured threads) — a real A/A pairing; once a
+cycle, the net with an extra block (a real step's pairing, printed beside the A/A ones to check
+that a step's ratio scatters as an A/A ratio does).  From those runs (resampled in blocks of 10
+consecutive runs, which keeps the machine's state runs, each run with its own pairing) it builds:
 
 * **steps**: a series with a 3 % step at a new identity: the absolute figures after it times
   1.03, and the step's pairing a real A/A pairing's session ratios times 1.03; found when a change
@@ -46,7 +47,9 @@ from typing import Any
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_RUNS = HERE / "data" / "history-pairs"
+#: Recordings of the current pairing (per-round ratios at the configured threads, one probe per
+#: series); ``data/history-pairs`` and ``data/history-pairs-8x2s`` hold the former pairing's runs.
+DEFAULT_RUNS = HERE / "data" / "history-round-pairs"
 ROOFLINE = str(Path(sys.executable).parent / "roofline")
 
 TEST = """
@@ -137,6 +140,26 @@ class Recorded:
     step: list[Any]  # Paired records of the slower net against the unchanged one
     back: list[Any]  # ... of the unchanged one against the slower net
     order: list[Any]  # per unchanged point in time order: its A/A pairing or None
+    probes: int = 0  # distinct control probes the unchanged points were normalized with
+    unprobed: int = 0  # unchanged points that recorded no probe (recorded before the series' probe)
+
+    def outdated(self) -> list[str]:
+        """Why these recordings do not measure the current pairing and figure (empty: they do)."""
+        from pytest_roofline.history.points import ROUND_RATIOS
+
+        why = []
+        kinds = {p.figure for p in (*self.same, *self.step, *self.back)}
+        if kinds - {ROUND_RATIOS}:
+            why.append(
+                "their pairings hold per-session p25 ratios at one thread, not the gate's per-round "
+                "ratios at the configured threads"
+            )
+        if self.unprobed:
+            why.append(
+                f"{self.unprobed} of {len(self.figures)} absolute figures were normalized by a control "
+                "probe fitted anew each run, not the series' one probe"
+            )
+        return why
 
 
 def load_recorded(store: Path) -> Recorded:
@@ -166,7 +189,10 @@ def load_recorded(store: Path) -> Recorded:
             if pair is not None:
                 same.append(pair)
             order.append(pair)
-    return Recorded(np.asarray(figures, dtype=float), same, step, back, order)
+    unchanged = [p for p in points if p.identity != slower]
+    probes = {tuple(sorted(p.probe.items())) for p in unchanged if p.probe}
+    unprobed = sum(1 for p in unchanged if not p.probe)
+    return Recorded(np.asarray(figures, dtype=float), same, step, back, order, len(probes), unprobed)
 
 
 def _slower_identity(points: list[Any]) -> str:
@@ -353,10 +379,12 @@ def git_scenario(commits: int, budget: float, quick: bool) -> None:
         for point in sorted(JsonLinesStore(repo / ".roofline" / "history").points(), key=lambda p: p.order):
             if point.paired is not None:
                 low, high = point.paired.ci() or (math.nan, math.nan)
+                strict = point.paired.ci(0.99) or (math.nan, math.nan)
                 print(
                     f"  paired at commit {shas.index(point.commit) if point.commit in shas else '?'}: "
-                    f"ratio {point.paired.ratio:.4f} (95 % CI {low:.4f}-{high:.4f}, "
-                    f"{len(point.paired.figures)} session pairs)"
+                    f"ratio {point.paired.ratio:.4f} (95 % CI {low:.4f}-{high:.4f}, 99 % "
+                    f"{strict[0]:.4f}-{strict[1]:.4f}, {len(point.paired.figures)} session pairs, "
+                    f"{point.paired.figure})"
                 )
         print(f"  {commits} plugin runs took {measured:.0f} s")
         expected = [shas[i] for i in sorted(steps_at)]
@@ -439,8 +467,14 @@ def analyse(args: argparse.Namespace) -> None:
     spread = float(np.percentile(figures, 95) / np.percentile(figures, 5) - 1)
     print(
         f"recorded runs of the unchanged net: {len(figures)} "
-        f"(figure p5-p95 spread {spread * 100:.1f} %), from {args.runs}"
+        f"(figure p5-p95 spread {spread * 100:.1f} %, {recorded.probes} control probe(s)), from {args.runs}"
     )
+    for why in recorded.outdated():
+        print(
+            f"  OUTDATED RECORDING: {why}; these figures do not measure the current history: "
+            f"re-record them (--record N --runs DIR) before reading its figures",
+            flush=True,
+        )
     print(f"  A/A pairings (a copy beside the other copy): {pair_spread(recorded.same)}")
     print(f"  real step pairings (the net + one block beside the net): {pair_spread(recorded.step)}")
     print(f"  ... and back (the net beside the net + one block): {pair_spread(recorded.back)}")

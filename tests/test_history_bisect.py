@@ -135,3 +135,34 @@ def test_unknown_is_measured_again_with_more_sessions(repo, capsys, monkeypatch)
     assert asked == [5, 10, 20]
     assert result["culprit"] == shas[4]
     assert result["verdicts"][0]["status"] == "different" and result["verdicts"][0]["sessions"] == 20
+
+
+def test_bisect_times_at_the_threads_the_history_recorded(repo, capsys, monkeypatch) -> None:
+    """The history pairs at the test's configured threads; bisect, its model from the history, times
+    at those threads too (and its repro says so); ``--option`` overrides them."""
+    from dataclasses import replace
+
+    from _history_data import point
+
+    from pytest_roofline.gate import paired
+    from pytest_roofline.gate.verdict import Verdict
+    from pytest_roofline.history.store import JsonLinesStore
+
+    root, shas = repo
+    settings = {"intra_op_threads": "1", "execution_mode": "sequential"}
+    JsonLinesStore(root / ".roofline" / "history").append(
+        [replace(point(0, 1.0, commit=shas[0]), detail={"settings": settings})]
+    )
+    threads: list[str] = []
+
+    def slower(old, new, backend, **kwargs):
+        threads.append(backend.options.get("intra_op_threads", "default"))
+        return Verdict(
+            status="regression", mode="paired", metric="latency", current=1.5, tolerance=0.03, ratio=1.5
+        )
+
+    monkeypatch.setattr(paired, "measure_change", slower)
+    result = _bisect(capsys, shas[3], shas[4], "--threshold", "3")
+    assert threads == ["1"] and result["repro"].endswith("--option intra_op_threads=1")
+    result = _bisect(capsys, shas[3], shas[4], "--threshold", "3", "--option", "intra_op_threads=2")
+    assert threads[-1] == "2"

@@ -161,10 +161,42 @@ def test_a_pair_of_too_few_sessions_leaves_the_decision_to_the_absolute_figure()
     values = noisy(40, 16)
     values[20:] *= 1.05
     hashes = ["a"] * 20 + ["b"] * 20
-    few: list[Paired | None] = [None] * 20 + [pair(1.0, n=4)] + [None] * 19
+    few: list[Paired | None] = [None] * 20 + [pair(1.0, n=3)] + [None] * 19
     assert [s[0] for s in detect(values, hashes, paired=few)[0]] == [20]  # the pair is not evidence
-    enough: list[Paired | None] = [None] * 20 + [pair(1.0, n=6)] + [None] * 19
+    enough: list[Paired | None] = [None] * 20 + [pair(1.0, n=4)] + [None] * 19  # the gate's batch
     assert detect(values, hashes, paired=enough)[0] == []
+
+
+def test_paired_interval_is_the_gates_so_a_few_low_sessions_do_not_hide_a_step() -> None:
+    """16 session figures, 13 near 1.05 and 3 below 1 (a busy moment): the order-statistic interval
+    of the median at 99 % (the 3rd smallest) reached 1 and the step was missed; the gate's interval
+    (bootstrap of the median, widened in log space) excludes 1."""
+    figures = (0.99, 0.995, 0.998, *(1.05 + 0.002 * np.sin(np.arange(13.0))))
+    pair16 = Paired(tuple(float(f) for f in figures), against="before")
+    from pytest_roofline.gate.verdict import compare
+    from pytest_roofline.measure.stats import median_ci
+
+    assert median_ci(np.asarray(figures), 0.99)[0] < 1.0  # the former rule's interval reaches 1
+    verdict = compare(figures, None, tolerance=0.0, mode="paired")
+    assert pair16.ci() == verdict.ci  # the gate's own 95 % interval
+    low99, high99 = pair16.ci(0.99) or (0.0, 0.0)
+    assert 1.0 < low99 <= verdict.ci[0] and high99 >= verdict.ci[1]  # wider than the 95 %, above 1
+    values = noisy(21, 21, noise=0.05)
+    steps, _ = detect(values, ["a"] * 20 + ["b"], paired=[None] * 20 + [pair16])
+    assert [s[0] for s in steps] == [20]
+    assert steps[0][4] == pytest.approx(verdict.ci[0] - 1.0)  # the reported CI is the gate's 95 %
+
+
+def test_paired_record_keeps_its_figure_kind() -> None:
+    """New pairings hold the gate's per-round-ratio medians; points recorded before say theirs."""
+    from pytest_roofline.history.points import ROUND_RATIOS, SESSION_RATIOS
+
+    fresh = pair(1.02)
+    assert fresh.figure == ROUND_RATIOS
+    assert Paired.from_dict(fresh.to_dict()) == fresh
+    old = {k: v for k, v in fresh.to_dict().items() if k != "figure"}
+    assert (Paired.from_dict(old) or fresh).figure == SESSION_RATIOS
+    assert fresh.scaled(1.03).figure == ROUND_RATIOS
 
 
 def test_a_pair_where_nothing_changed_is_ignored() -> None:

@@ -6,6 +6,7 @@ import json
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _history_data import postgres_url  # noqa: F401 - the session fixture
@@ -152,3 +153,91 @@ def test_plugin_writes_postgres_and_import_adds_nothing_twice(
     assert main(["history", "import", "run.json", "--store", str(project.path / "imported")]) == 0
     assert capsys.readouterr().out.startswith("1 of 1 points added")
     assert _points(project.path / "imported")[0]["id"] == mine[0].id
+
+
+def _module(name: str) -> Any:
+    """The module the plugin will import (pytester's inline runs drop modules first imported in
+    them from ``sys.modules``, while the package keeps the stale attribute)."""
+    import importlib
+
+    return importlib.import_module(name)
+
+
+def test_each_point_of_a_series_is_normalized_by_the_series_control_probe(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No baseline fixes the control probe (a busy machine refuses one; here it is removed): the
+    second run uses the probe the first run fitted and recorded, so both figures share one unit."""
+    _commit(project.path, 6, "model")
+    store = project.path / "hist"
+    project.runpytest(*FAKE, f"--roofline-history={store}").assert_outcomes(passed=1)
+    for baseline in (project.path / ".roofline").glob("*.json"):
+        baseline.unlink()
+    control_probe = _module("pytest_roofline.gate.control_probe")
+
+    def no_fit(*args: object, **kwargs: object) -> dict[str, int]:
+        raise AssertionError("the series' probe is known: nothing to fit")
+
+    monkeypatch.setattr(control_probe, "fit_probe", no_fit)
+    time.sleep(1.02 - time.time() % 1)
+    project.runpytest(*FAKE, f"--roofline-history={store}").assert_outcomes(passed=1)
+    first, second = sorted(_points(store), key=lambda p: (p["time"], p["recorded"]))
+    assert first["probe"] and second["probe"] == first["probe"]
+
+
+def test_the_gates_paired_run_against_the_previous_model_is_kept_not_timed_again(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--roofline-compare-ref`` pairs the new model with the previous commit's, which is the
+    history's previous point's model: its figures are the point's pairing, nothing timed twice."""
+    _commit(project.path, 6, "model")
+    store = project.path / "hist"
+    project.runpytest(*FAKE, f"--roofline-history={store}").assert_outcomes(passed=1)
+    _commit(project.path, 8, "two more blocks")
+    pairing = _module("pytest_roofline.history.pairing")
+
+    def no_second(*args: object, **kwargs: object) -> tuple[float, ...]:
+        raise AssertionError("the gate's paired figures are at hand")
+
+    monkeypatch.setattr(pairing, "_paired_figures", no_second)
+    time.sleep(1.02 - time.time() % 1)
+    run = project.runpytest(*FAKE, f"--roofline-history={store}", "--roofline-compare-ref=HEAD~1")
+    run.assert_outcomes(failed=1)  # two more blocks: +29 %, a regression against HEAD~1
+    first, second = sorted(_points(store), key=lambda p: (p["time"], p["recorded"]))
+    assert second["mode"] == "paired" and second["paired"]["reference"] == pairing.FROM_GATE
+    assert second["paired"]["figures"] == second["sessions"] and second["paired"]["ratio"] > 1.0
+    assert second["paired"]["against"] == first["identity"]
+
+
+def test_the_pairing_times_at_the_configured_threads_with_the_gates_round_ratios(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Real onnxruntime: the new model is timed beside the previous one by the gate's paired run,
+    at the configured threads (as the gate's paired mode and ``roofline bisect``), not at one."""
+    import os
+
+    from _plugin_helpers import fixed_calibration, matmul_chain
+
+    paired, pairing = _module("pytest_roofline.gate.paired"), _module("pytest_roofline.history.pairing")
+    engines = []
+    real = paired.paired_run
+
+    def watched(openers, *args, **kwargs):  # type: ignore[no-untyped-def]
+        engines.append(openers[0].backend)
+        return real(openers, *args, **kwargs)
+
+    monkeypatch.setattr(paired, "paired_run", watched)
+    monkeypatch.setattr(pairing, "PAIR_BUDGET", 1.0)
+    fixed_calibration(Path(os.environ["ROOFLINE_CACHE_DIR"]), {"intra_op_threads": "2"})
+    store = project.path / "hist"
+    options = (f"--roofline-history={store}", "--roofline-budget=1", "--roofline-option=intra_op_threads=2")
+    for blocks in (2, 3):
+        matmul_chain(project.path / "model.onnx", blocks)
+        _git(project.path, "add", "-A")
+        _git(project.path, "commit", "-qm", f"{blocks} blocks")
+        time.sleep(1.02 - time.time() % 1)
+        project.runpytest(*options).assert_outcomes(passed=1)
+    (engine,) = engines
+    assert engine.single_thread() is not None  # the configured two threads, not the one-thread copy
+    second = sorted(_points(store), key=lambda p: (p["time"], p["recorded"]))[1]
+    assert second["paired"]["figure"] == "round-ratio" and len(second["paired"]["figures"]) >= 2

@@ -2,6 +2,9 @@
 
 Paired runs in temporary git worktrees (see :mod:`pytest_roofline.history.bisect`).  The model is
 ``--model PATH`` (relative to the repository's top), else the one the history recorded for the test.
+The backend runs with ``--option K=V``, else at the threads the history recorded for the test (the
+history pairs a new model with the previous one at the test's configured threads): both time a
+change at the same threads.
 """
 
 from __future__ import annotations
@@ -12,8 +15,12 @@ import os
 import sys
 from pathlib import Path
 
+from pytest_roofline.cli.common import add_backend_arguments
 from pytest_roofline.errors import RooflineError
 from pytest_roofline.pytest.options import parse_percent
+
+#: The backends' thread options, as the history's conditions record them (0: the backend's default).
+THREAD_OPTIONS = ("intra_op_threads", "threads")
 
 __all__ = ["add_parser", "run"]
 
@@ -37,7 +44,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--build", default=None, metavar="CMD", help="command that makes the model at each commit"
     )
-    parser.add_argument("--backend", default="onnxruntime")
+    add_backend_arguments(
+        parser,
+        "backend (default onnxruntime)",
+        "backend option (repeatable); default: the threads the history recorded for the test",
+    )
     parser.add_argument("--batch", type=int, default=None)
     parser.add_argument(
         "--budget", type=float, default=60.0, help="seconds per commit when unknown (default 60)"
@@ -47,7 +58,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
-def _model_from_history(test: str, url: str | None, root: Path) -> str:
+def _from_history(test: str, url: str | None, root: Path) -> tuple[str, dict[str, str]]:
+    """The model the history recorded for ``test`` (relative to ``root``) and the thread option it
+    ran at, when not the backend's default."""
     from pytest_roofline.history.store import ENV, open_store
 
     store = open_store(url or os.environ.get(ENV) or None, root / ".roofline" / "history")
@@ -57,9 +70,15 @@ def _model_from_history(test: str, url: str | None, root: Path) -> str:
         store.close()
     if not points:
         raise RooflineError(f"the history holds no run of {test}: name its model with --model PATH")
-    model = points[-1].model
-    path = Path(model)
-    return path.relative_to(root).as_posix() if path.is_absolute() and path.is_relative_to(root) else model
+    last = max(points, key=lambda p: p.order)
+    settings = last.detail.get("settings")
+    recorded = settings.items() if isinstance(settings, dict) else ()
+    threads = {k: str(v) for k, v in recorded if k in THREAD_OPTIONS and str(v) not in ("", "0")}
+    path = Path(last.model)
+    model = (
+        path.relative_to(root).as_posix() if path.is_absolute() and path.is_relative_to(root) else last.model
+    )
+    return model, threads
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,7 +86,15 @@ def run(args: argparse.Namespace) -> int:
     from pytest_roofline.history.bisect import bisect, repository
 
     root = repository(Path.cwd())
-    model = args.model or _model_from_history(args.test, args.store, root)
+    options, model = dict(args.option), args.model
+    if model is None or not options:  # what the history recorded: the model, the threads
+        try:
+            recorded, threads = _from_history(args.test, args.store, root)
+        except RooflineError:
+            if model is None:
+                raise
+            recorded, threads = "", {}
+        model, options = model or recorded, options or threads
     quiet = args.format == "json"
 
     def progress(line: str) -> None:
@@ -83,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
         threshold=args.threshold,
         build=args.build,
         backend=args.backend,
+        options=options,
         batch=args.batch,
         budget=args.budget,
         progress=progress,

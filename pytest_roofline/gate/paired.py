@@ -1,24 +1,57 @@
 """Measure the latency change between two models: paired, interleaved, in fresh sessions.
 
 The same design as the gate's paired mode (``--roofline-compare-ref``): both models run in
-interleaved rounds inside each of several fresh session pairs, each session gives the ratio
-``p25(new) / p25(old)``, and :func:`~pytest_roofline.gate.verdict.compare` in ``paired`` mode
+interleaved rounds inside each of several fresh session pairs, each session gives the median of
+its per-round ratios ``new / old``, and :func:`~pytest_roofline.gate.verdict.compare` in ``paired`` mode
 turns the ratios into a ratio, its confidence interval and a status.
+
+:func:`paired_run` is that design sampled until decided (the gate's paired mode, the history's
+pairing of a new model with the previous run's): per-round ratios, a budget scaled to the model's
+run time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 if TYPE_CHECKING:
-    from pytest_roofline.backends.base import Backend
+    from pytest_roofline.backends.base import Backend, BackendSession
+    from pytest_roofline.gate.sampling import GateDesign, GateRun
     from pytest_roofline.gate.verdict import Verdict
     from pytest_roofline.model import ModelSource
 
-__all__ = ["measure_change"]
+__all__ = ["measure_change", "paired_run"]
+
+
+def paired_run(
+    openers: Sequence[Callable[[], BackendSession]],
+    design: GateDesign,
+    tolerance: float,
+    *,
+    sampler: Callable[..., list[list[list[float]]]] | None = None,
+    watch_load: bool = True,
+) -> GateRun:
+    """``openers`` (new model, reference model) timed interleaved in fresh sessions until the paired
+    verdict at ``tolerance`` is decided: the figure per session is the median of its per-round
+    ratios (:func:`~pytest_roofline.gate.verdict.round_ratios`), the budget raised for a slow model
+    (:func:`~pytest_roofline.gate.sampling.paired_budget`)."""
+    import dataclasses
+
+    from pytest_roofline.gate.sampling import paired_budget, paired_decider, run_gate
+    from pytest_roofline.gate.verdict import round_ratios
+
+    budget = paired_budget(design.budget, design.run_estimate, tolerance, design)
+    return run_gate(
+        openers,
+        paired_decider(tolerance),
+        dataclasses.replace(design, budget=budget),
+        sampler=sampler,
+        watch_load=watch_load,
+        figures=round_ratios,  # each round's old-beside-new ratio: the machine's drift cancels
+    )
 
 
 def measure_change(
@@ -44,7 +77,7 @@ def measure_change(
         RooflineError: a model cannot be loaded, bound or run by the backend.
     """
     from pytest_roofline.gate.isolated import sampler_for
-    from pytest_roofline.gate.verdict import compare, session_ratios
+    from pytest_roofline.gate.verdict import compare, round_ratios
     from pytest_roofline.measure.rounds import SessionOpener, sample_interleaved
     from pytest_roofline.model import ModelSpec, bind_input_shapes, load_model, make_inputs
 
@@ -60,7 +93,7 @@ def measure_change(
         samples = helper(openers, **design)
     else:
         samples = sample_interleaved(openers, progress=progress, **design)
-    ratios = session_ratios(samples[0], samples[1])
+    ratios = round_ratios(samples[0], samples[1])  # the gate's paired figure (per-round ratios)
     raw = {"baseline": _p25(samples[1]), "current": _p25(samples[0])}
     return compare(ratios, None, tolerance=tolerance, mode="paired", raw=raw)
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from pytest_roofline.gate.order import Route
     from pytest_roofline.gate.sampling import GateRun
     from pytest_roofline.gate.verdict import Verdict
+    from pytest_roofline.model import ModelSpec
     from pytest_roofline.pipeline import LayerRun, PreparedModel
     from pytest_roofline.profile import ModelProfile
     from pytest_roofline.roofline import DeviceRoofline
@@ -115,15 +116,9 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
     from pytest_roofline.gate.judge import incomparable
     from pytest_roofline.gate.layers import layer_deltas, layer_verdicts
     from pytest_roofline.gate.order import route, short_latency, short_sample
-    from pytest_roofline.gate.sampling import (
-        GateDesign,
-        paired_budget,
-        paired_decider,
-        profiled_run_seconds,
-        run_gate,
-        stored_decider,
-    )
-    from pytest_roofline.gate.verdict import new_verdict, round_ratios
+    from pytest_roofline.gate.paired import paired_run
+    from pytest_roofline.gate.sampling import GateDesign, profiled_run_seconds, run_gate, stored_decider
+    from pytest_roofline.gate.verdict import new_verdict
     from pytest_roofline.measure.rounds import SessionOpener
     from pytest_roofline.measure.stats import LatencyStats
     from pytest_roofline.pipeline import ModelCall, assemble, prepare, profile_layers
@@ -167,19 +162,13 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
     configured_run = None
     if request.reference is not None:
         control = SessionOpener(engine, request.reference, prepared.arrays)
-        budget = paired_budget(request.budget, design.run_estimate, tolerance, design)
-        run = run_gate(
-            [subject, control],
-            paired_decider(tolerance),
-            dataclasses.replace(design, budget=budget),
-            sampler=sampler,
-            watch_load=engine.wall_clock,
-            figures=round_ratios,  # each round's old-beside-new ratio: the machine's drift cancels
-        )
+        run = paired_run([subject, control], design, tolerance, sampler=sampler, watch_load=engine.wall_clock)
     else:
         figure_subject = SessionOpener(figure_engine, prepared.spec, prepared.arrays)
         if comparable is not None:
             blocks = dict(comparable.control.blocks) or {"compute": 1}
+        elif request.probe:  # the history series' own probe: its points stay in one unit
+            blocks = dict(request.probe)
         else:
             layers, _ = build_layers(layer_run.analysis, layer_run.kernels, layer_run.roofline)
             blocks = fit_probe(figure_engine, _quick_p25(figure_subject), memory_share(layers))
@@ -219,7 +208,9 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
         [x for session in timing_run.subject_samples for x in session],
         sessions=[list(s) for s in timing_run.subject_samples],
     )
-    profile = assemble(prepared, layer_run, latency, {"gate": _gate_figures(run, configured_run)})
+    profile = assemble(
+        prepared, layer_run, latency, {"gate": _gate_figures(run, configured_run, blocks, request.reference)}
+    )
     verdict = run.verdict or new_verdict(run.figures, tolerance=tolerance)
     if differences:
         verdict = incomparable(differences, run.figures, tolerance)
@@ -357,7 +348,12 @@ def _change(
     )
 
 
-def _gate_figures(run: GateRun, configured: GateRun | None = None) -> dict[str, Any]:
+def _gate_figures(
+    run: GateRun,
+    configured: GateRun | None = None,
+    probe: dict[str, int] | None = None,
+    reference: ModelSpec | None = None,
+) -> dict[str, Any]:
     figures: dict[str, Any] = {
         "figures": list(run.figures),
         "subject_p25": run.subject_p25,
@@ -365,6 +361,10 @@ def _gate_figures(run: GateRun, configured: GateRun | None = None) -> dict[str, 
         "seconds": run.seconds,
         "load": run.load.to_dict(),
     }
+    if probe:  # the control probe's blocks (stored mode): the unit of the figures
+        figures["probe"] = dict(probe)
+    if reference is not None and reference.path is not None:  # paired mode: the ratios' reference
+        figures["reference"] = str(reference.path)
     if configured is not None:
         figures["configured"] = {
             "figures": list(configured.figures),

@@ -60,6 +60,8 @@ class GateRequest:
     retime: bool = False  # a timed comparison even when nothing that runs changed
     models: ModelStoreLike | None = field(default=None, hash=False)  # where the baseline's model is kept
     other_device: str | None = None  # no baseline here, but one of another device class
+    # control-probe blocks when no comparable baseline fixes them (the history series' own fit)
+    probe: Mapping[str, int] | None = field(default=None, hash=False)
 
 
 @dataclass(frozen=True)

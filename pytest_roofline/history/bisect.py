@@ -3,8 +3,11 @@
 Each candidate commit is checked out in a temporary worktree (``git worktree add --detach``; the
 user's tree is never touched), its model optionally built by ``--build CMD``, and timed paired
 against GOOD's model (:func:`~pytest_roofline.gate.paired.measure_change`: both models
-interleaved in fresh sessions, the gate's paired decision rule).  A verdict is ``same`` (a
-slowdown beyond the threshold is ruled out), ``different`` (slower beyond it, or faster), or
+interleaved in fresh sessions, per-round ratios, the gate's paired decision rule) at the backend's
+configured threads (``options``; the CLI defaults them to the threads the history recorded for the
+test), the threads the history pairs a new model at (:mod:`~pytest_roofline.history.pairing`).
+A verdict is ``same`` (a slowdown beyond the threshold is ruled out), ``different`` (slower beyond
+it, or faster), or
 ``unknown`` (too noisy: measured again with twice the sessions until the budget is spent), as
 Chromium's Pinpoint says.  A candidate whose model bytes equal GOOD's is ``same`` without timing.
 
@@ -265,6 +268,7 @@ def bisect(
                 started,
                 len(commits),
                 before,
+                options,
             )
 
         last = judge(bad_sha)
@@ -311,6 +315,7 @@ def _result(
     started: float,
     count: int,
     before: str | None = None,
+    options: dict[str, str] | None = None,
 ) -> BisectResult:
     args = [
         "roofline",
@@ -326,6 +331,8 @@ def _result(
     ]
     if build:
         args += ["--build", build]
+    for key, value in sorted((options or {}).items()):  # the threads it was timed at
+        args += ["--option", f"{key}={value}"]
     return BisectResult(
         culprit=culprit,
         verdicts=tuple(verdicts),

@@ -10,10 +10,12 @@ speed, which moves model and probe alike, mostly cancels):
    machine (this VM's speed jumps between two states for minutes) and is kept apart
    (``machine_steps``), never a change point.
 2. **Paired evidence first**: where the point after a change carries a paired ratio (the new model
-   timed interleaved with the previous point's in one process,
-   :mod:`~pytest_roofline.history.pairing`), that ratio decides: a step when its interval at
-   ``CONFIDENCE`` excludes 1 and it is at least ``min_change``; its 95 % interval is the step's
-   CI.  No run of absolute figures is needed, so the step is found at the first run after it.
+   timed interleaved with the previous point's in one process, per-round ratios,
+   :mod:`~pytest_roofline.history.pairing`), that ratio decides: a step when the gate's interval
+   of it (:meth:`~pytest_roofline.history.points.Paired.ci`: bootstrap over sessions widened in
+   log space by the paired drift floor) at ``CONFIDENCE`` excludes 1 and it is at least
+   ``min_change``; its 95 % interval is the step's CI.  No run of absolute figures is needed,
+   so the step is found at the first run after it.
 3. **Otherwise the absolute figure**: PELT (``ruptures``, l2 cost) with a penalty set from the
    series' own noise (``PENALTY × σ² × log n``, σ a MAD estimate on first differences so the
    steps do not inflate it) finds candidates, each moved onto a change of what ran within
@@ -54,7 +56,9 @@ SNAP = 2
 CONFIDENCE = 0.99
 BOOTSTRAP = 1000
 LAYER_MOVE = 0.10
-MIN_PAIRS = 6  # session pairs a paired ratio needs to speak: fewer give an interval that is the range
+#: Session pairs a paired ratio needs to speak: the gate's batch (``GateDesign.sessions``), whose
+#: per-round-ratio medians and drift-widened interval the gate itself decides on.
+MIN_PAIRS = 4
 NOISE_FLOOR = 0.002  # no figure reproduces better than 0.2 % between runs; a noiseless series is a fake
 
 

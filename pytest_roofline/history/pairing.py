@@ -7,10 +7,18 @@ the machine under the same identity is never a model's change point.
 
 Where the model changed since the series' previous point and that point's model is reachable (the
 model store under the cache dir, else git at the previous point's commit), the new model is timed
-interleaved with the previous one in this process, as the gate's paired mode does (fresh session
-pairs, per-session p25 ratios, at one thread where the backend runs several).  That ratio and its
-interval are the step's evidence: far sharper than two runs' absolute figures on a machine whose
-speed jumps between states.
+interleaved with the previous one in this process by the gate's paired machinery
+(:func:`~pytest_roofline.gate.paired.paired_run`: fresh session pairs, each session's figure the
+median of its per-round ratios, a budget scaled to the model's run time) at the test's configured
+threads, as the gate's paired mode and ``roofline bisect`` time.  Where the gate itself already
+timed this run paired against the previous point's model (``--roofline-compare-ref``, or its
+automatic pairing), those figures are kept instead of timing a second pairing.  That ratio and the
+gate's interval of it are the step's evidence: far sharper than two runs' absolute figures on a
+machine whose speed jumps between states.
+
+Before the run, :func:`series_before` hands the gate the series' control probe (the blocks its
+previous point was normalized with), so every point of a series is in one unit even where no
+baseline fixes the probe.
 """
 
 from __future__ import annotations
@@ -30,24 +38,23 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PAIR_BUDGET",
-    "PAIR_SESSIONS",
     "PAIR_TOLERANCE",
     "Paired",
     "identity_of",
     "pair_with_previous",
     "previous_point",
+    "series_before",
+    "with_history",
 ]
 
-#: The paired run samples until its interval decides against this change (or the budget ends):
-#: the history wants a step's size, not the gate's pass/fail at the test's tolerance.
+#: The paired run samples until the gate's verdict at this tolerance is decided (or the budget
+#: ends): the history wants a step's size, not the gate's pass/fail at the test's tolerance.
 PAIR_TOLERANCE = 0.01
-#: Fresh session pairs of the first batch: enough for an order-statistic interval of the median
-#: (with 4, the gate's batch, the interval is the range; a step is rare, so its run may take longer).
-PAIR_SESSIONS = 8
-#: Seconds the pairing may sample at least (more when the test's budget is larger): a model change
-#: is rare, and on this 2-core VM under load one batch of 8 pairs scattered 0.986-1.038 (p5-p95,
-#: MobileNetV2, 18 A/A pairings), too wide for a 3 % step; later batches sharpen it.
+#: Seconds the pairing may sample at least (more when the test's budget is larger, or the model is
+#: slow: ``gate.sampling.paired_budget``): a model change is rare, so its run may take longer.
 PAIR_BUDGET = 10.0
+#: ``Paired.reference`` of figures the gate's own paired run gave (nothing timed twice).
+FROM_GATE = "the gate's paired run"
 
 
 def identity_of(request: GateRequest) -> tuple[str, str]:
@@ -101,12 +108,16 @@ def pair_with_previous(
     before_content = previous.content
     if not before or before == identity or not before_content or before_content == content:
         return found  # unchanged, unknown, or another change than the model's (no pair to time)
+    reused = _gate_pairing(outcome, before_content)
+    if reused:
+        found["paired"] = Paired(reused, before, FROM_GATE).to_dict()
+        return found
     reference, where = _previous_model(request, previous)
     if reference is None:
         found["unpaired"] = where
         return found
     try:
-        figures = _paired_figures(request, reference)
+        figures = _paired_figures(request, reference, outcome.profile.latency.p25)
     except RooflineError as exc:
         found["unpaired"] = str(exc)
         return found
@@ -115,46 +126,84 @@ def pair_with_previous(
     return found
 
 
-def _paired_figures(request: GateRequest, reference: Path) -> tuple[float, ...]:
-    """Per-session-pair ratios of the new model over ``reference``, interleaved (the gate's paired
-    sampling, at one thread where the backend runs several: the steadier figure)."""
+def _gate_pairing(outcome: GateOutcome, previous_content: str) -> tuple[float, ...]:
+    """The gate's own paired figures of this run when its reference was the model of content hash
+    ``previous_content`` (the previous point's); empty otherwise."""
+    from pytest_roofline.errors import RooflineError
+    from pytest_roofline.gate.identity import content_hash
+
+    gate = outcome.profile.extra.get("gate")
+    if outcome.verdict.mode != "paired" or not isinstance(gate, dict) or not gate.get("reference"):
+        return ()
+    try:
+        if content_hash(Path(str(gate["reference"]))) != previous_content:
+            return ()
+    except (OSError, RooflineError):
+        return ()
+    return _positive(gate.get("figures") or ())
+
+
+def _positive(figures: Sequence[Any]) -> tuple[float, ...]:
+    return tuple(float(f) for f in figures if isinstance(f, (int, float)) and math.isfinite(f) and f > 0)
+
+
+def _paired_figures(request: GateRequest, reference: Path, run_estimate: float | None) -> tuple[float, ...]:
+    """Per-session figures (median of per-round ratios) of the new model over ``reference``,
+    interleaved: the gate's paired run, at the configured threads as the gate's paired mode."""
     from pytest_roofline.gate.isolated import sampler_for
-    from pytest_roofline.gate.sampling import GateDesign, paired_decider, run_gate
+    from pytest_roofline.gate.paired import paired_run
+    from pytest_roofline.gate.sampling import GateDesign
     from pytest_roofline.measure.rounds import SessionOpener
     from pytest_roofline.model import ModelSpec
 
     prepared = request.prepared
     assert prepared is not None
-    engine = request.backend.single_thread() or request.backend
+    engine = request.backend
     spec = ModelSpec.create(str(reference), request.batch, dict(request.dims))
-    run = run_gate(
+    estimate = run_estimate if run_estimate is not None and math.isfinite(run_estimate) else None
+    run = paired_run(
         [SessionOpener(engine, prepared.spec, prepared.arrays), SessionOpener(engine, spec, prepared.arrays)],
-        paired_decider(PAIR_TOLERANCE),
-        GateDesign(sessions=PAIR_SESSIONS, budget=max(request.budget, PAIR_BUDGET)),
+        GateDesign(budget=max(request.budget, PAIR_BUDGET), run_estimate=estimate),
+        PAIR_TOLERANCE,
         sampler=sampler_for(engine),
         watch_load=engine.wall_clock,
     )
-    return tuple(float(f) for f in run.figures if math.isfinite(f) and f > 0)
+    return _positive(run.figures)
 
 
-def with_history(
-    request: GateRequest, outcome: GateOutcome, url: str | None, default_dir: Path
-) -> GateOutcome:
-    """``outcome`` with ``profile.extra["history"]`` (:func:`pair_with_previous`), the series'
-    previous point read from the history at ``url`` (a store that cannot be read: no pairing)."""
-    import dataclasses
-
+def _read_previous(request: GateRequest, url: str | None, default_dir: Path) -> HistoryPoint | None:
+    """The series' previous point from the history at ``url`` (None when there is none, or the store
+    cannot be read: the session end names an unreadable store when it appends)."""
     from pytest_roofline.errors import RooflineError
     from pytest_roofline.history.store import open_store
 
-    previous = None
     try:
         store = open_store(url, default_dir)
         try:
-            previous = previous_point(store.points(test=request.test), request.key)
+            return previous_point(store.points(test=request.test), request.key)
         finally:
             store.close()
     except RooflineError:
-        pass  # the session end names the unreadable store when it appends
+        return None
+
+
+def series_before(
+    request: GateRequest, url: str | None, default_dir: Path
+) -> tuple[GateRequest, HistoryPoint | None]:
+    """``request`` with its series' control probe (the blocks the previous point was normalized
+    with), and that previous point (read once: :func:`with_history` pairs against it)."""
+    import dataclasses
+
+    previous = _read_previous(request, url, default_dir)
+    if previous is not None and previous.probe:
+        request = dataclasses.replace(request, probe=dict(previous.probe))
+    return request, previous
+
+
+def with_history(request: GateRequest, outcome: GateOutcome, previous: HistoryPoint | None) -> GateOutcome:
+    """``outcome`` with ``profile.extra["history"]`` (:func:`pair_with_previous` against the series'
+    ``previous`` point, :func:`series_before`)."""
+    import dataclasses
+
     extra = {**outcome.profile.extra, "history": pair_with_previous(request, outcome, previous)}
     return dataclasses.replace(outcome, profile=dataclasses.replace(outcome.profile, extra=extra))

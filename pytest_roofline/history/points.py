@@ -9,6 +9,7 @@ the same results file twice adds nothing.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -22,18 +23,38 @@ from pytest_roofline.schema import SchemaError, read_float, read_floats, read_op
 if TYPE_CHECKING:
     from pytest_roofline.results import ProfileRecord, RunResults
 
-__all__ = ["POINT_VERSION", "HistoryPoint", "Paired", "points_of", "series_of"]
+__all__ = [
+    "POINT_VERSION",
+    "ROUND_RATIOS",
+    "SESSION_RATIOS",
+    "HistoryPoint",
+    "Paired",
+    "points_of",
+    "series_of",
+]
 
 POINT_VERSION = 1
 
 
+#: ``Paired.figure`` of points whose figures are the gate's per-round ratios (the median of each
+#: session's old-beside-new round ratios); points recorded before hold per-session ``p25 / p25``.
+ROUND_RATIOS = "round-ratio"
+SESSION_RATIOS = "session-p25"
+
+
 @dataclass(frozen=True)
 class Paired:
-    """The new model over the previous point's model, timed interleaved in one process."""
+    """The new model over the previous point's model, timed interleaved in one process.
 
-    figures: tuple[float, ...]  # per fresh session pair: p25(new) / p25(previous)
+    Its ratio, interval and noise are the gate's paired statistics
+    (:func:`~pytest_roofline.gate.verdict.compare` in ``paired`` mode: the median over sessions, a
+    seeded bootstrap interval widened in log space by the paired drift floor).
+    """
+
+    figures: tuple[float, ...]  # per fresh session pair: the median of its round ratios new / previous
     against: str  # the previous point's identity digest
-    reference: str = ""  # where the previous model came from
+    reference: str = ""  # where the previous model came from (or the gate's own paired run)
+    figure: str = ROUND_RATIOS  # what a figure is: ROUND_RATIOS, or SESSION_RATIOS (older points)
 
     @property
     def ratio(self) -> float:
@@ -41,20 +62,40 @@ class Paired:
 
         return float(np.median(self.figures))
 
-    def ci(self, confidence: float = 0.95) -> tuple[float, float] | None:
-        """Distribution-free interval of the median ratio over session pairs (None with one pair)."""
+    @functools.cached_property
+    def _judged(self) -> tuple[tuple[float, float], float] | None:
+        """The gate's 95 % interval of the ratio and its log half-width (None with one pair)."""
         if len(self.figures) < 2:
             return None
-        import numpy as np
+        from pytest_roofline.gate.verdict import compare
 
-        from pytest_roofline.measure.stats import median_ci
+        verdict = compare(self.figures, None, tolerance=0.0, mode="paired")
+        assert verdict.ci is not None and verdict.noise is not None
+        return verdict.ci, verdict.noise
 
-        low, high = median_ci(np.asarray(self.figures, dtype=float), confidence)
-        return (low, high)
+    def ci(self, confidence: float = 0.95) -> tuple[float, float] | None:
+        """The gate's interval of the median ratio at ``confidence`` (None with one pair).
+
+        95 % is the gate's own; another level scales its log half-width by the normal quantiles
+        (the gate's convention for its one-sided bound, ``verdict.one_sided_bound``)."""
+        judged = self._judged
+        if judged is None:
+            return None
+        (low, high), noise = judged
+        if confidence == 0.95:
+            return (low, high)
+        from statistics import NormalDist
+
+        half = noise * NormalDist().inv_cdf(0.5 + confidence / 2.0) / 1.96
+        wider = confidence > 0.95  # never narrower than the gate's own 95 % interval
+        return (
+            min(low, self.ratio * math.exp(-half)) if wider else self.ratio * math.exp(-half),
+            max(high, self.ratio * math.exp(half)) if wider else self.ratio * math.exp(half),
+        )
 
     def scaled(self, factor: float) -> Paired:
         """These figures times ``factor`` (the benchmark's injected step on a real A/A pairing)."""
-        return Paired(tuple(f * factor for f in self.figures), self.against, self.reference)
+        return Paired(tuple(f * factor for f in self.figures), self.against, self.reference, self.figure)
 
     def to_dict(self) -> dict[str, Any]:
         ci = self.ci()
@@ -64,6 +105,7 @@ class Paired:
             "figures": list(self.figures),
             "against": self.against,
             "reference": self.reference,
+            "figure": self.figure,
         }
 
     @classmethod
@@ -81,7 +123,8 @@ class Paired:
         )
         if not values:
             return None
-        return cls(values, str(data.get("against") or ""), str(data.get("reference") or ""))
+        kind = str(data.get("figure") or SESSION_RATIOS)  # absent: recorded before round ratios
+        return cls(values, str(data.get("against") or ""), str(data.get("reference") or ""), kind)
 
 
 def _digest(data: Any) -> str:
@@ -125,6 +168,7 @@ class HistoryPoint:
     identity: str = ""  # digest of what ran (model content, inputs, backend build, options, env); "" unknown
     content: str = ""  # the model's content hash (model file and external data): the model store's key
     paired: Paired | None = None  # the model timed beside the previous point's, where it changed
+    probe: dict[str, int] = field(default_factory=dict, hash=False)  # control-probe blocks of ``value``
 
     @property
     def runs(self) -> str:
@@ -176,6 +220,7 @@ class HistoryPoint:
             "identity": self.identity,
             "content": self.content,
             "paired": self.paired.to_dict() if self.paired else None,
+            "probe": dict(self.probe),
         }
 
     @classmethod
@@ -223,7 +268,17 @@ class HistoryPoint:
             identity=read_str(data, "identity", ""),
             content=read_str(data, "content", ""),
             paired=Paired.from_dict(data.get("paired")),
+            probe=_blocks(data.get("probe")),
         )
+
+
+def _blocks(data: Any) -> dict[str, int]:
+    """Control-probe block counts (``{"compute": n, "memory": m}``; empty when absent or malformed)."""
+    if not isinstance(data, Mapping):
+        return {}
+    return {
+        str(k): int(v) for k, v in data.items() if isinstance(v, int) and not isinstance(v, bool) and v >= 0
+    }
 
 
 def _finite(value: Any) -> bool:
@@ -314,6 +369,7 @@ def point_of(
         identity=str(ran.get("identity") or ""),
         content=str(ran.get("content") or ""),
         paired=Paired.from_dict(ran.get("paired")),
+        probe=_blocks((gate or {}).get("probe")),
     )
 
 

@@ -157,13 +157,16 @@ class RooflineSession:
         name = request.backend.name
         if not self.settings.disable:  # (a request measured before added the same pair already)
             self.backends_used.add((name, request.device_class))
+        then = None
+        if self.settings.history is not None:
+            request, then = self._history_for(request)
         outcome = run_request(
             request,
             self.mode,
             self.measured,
             lambda: self.engines.roofline_for(name, request.backend),
             self.settings.timeout,
-            self._with_history if self.settings.history is not None else None,
+            then,
         )
         self._record(node, request, outcome)
         return outcome.profile
@@ -279,11 +282,16 @@ class RooflineSession:
             self.errors.extend(failed)
         return results
 
-    def _with_history(self, request: GateRequest, outcome: GateOutcome) -> GateOutcome:
-        """``outcome`` with the new model paired with its history series' last (under the lock)."""
-        from pytest_roofline.history.pairing import with_history
+    def _history_for(
+        self, request: GateRequest
+    ) -> tuple[GateRequest, Callable[[GateRequest, GateOutcome], GateOutcome]]:
+        """``request`` with its history series' control probe, and what follows its measurement
+        (under the lock): the new model paired with the series' last."""
+        from pytest_roofline.history.pairing import series_before, with_history
 
-        return with_history(request, outcome, self.settings.history, self.settings.baseline_dir / "history")
+        folder = self.settings.baseline_dir / "history"
+        request, previous = series_before(request, self.settings.history, folder)
+        return request, lambda req, outcome: with_history(req, outcome, previous)
 
     def git(self) -> GitInfo:
         """Commit, branch and dirtiness of the rootdir's repository (asked once per run)."""
