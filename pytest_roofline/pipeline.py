@@ -250,10 +250,11 @@ def assemble(
 ) -> ModelProfile:
     """The :class:`ModelProfile` of a profiled run and the model's end-to-end latency."""
     from pytest_roofline.model import model_hash
-    from pytest_roofline.profile import ModelProfile, build_layers, profiler_scale
+    from pytest_roofline.profile import ModelProfile, build_layers, profiler_scale, profiler_scales
 
     scale = profiler_scale(run.kernels, latency.median)
-    layers, fraction = build_layers(run.analysis, run.kernels, run.roofline, time_scale=scale)
+    scales = profiler_scales(run.kernels, latency.median)  # per kernel: a profiler's cost is per event
+    layers, fraction = build_layers(run.analysis, run.kernels, run.roofline, time_scale=scales)
     total = run.analysis.total
     first_shape = next(iter(prepared.shapes.values()), ())
     spec, engine = prepared.spec, prepared.engine

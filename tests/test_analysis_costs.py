@@ -146,8 +146,23 @@ def test_activation_and_softmax_weights() -> None:
 
 def test_views_move_nothing_data_movement_moves_bytes() -> None:
     shape = np.array([6], dtype=np.int64)
-    node, _ = node_of(single("Reshape", {"x": (2, 3)}, {"s": shape}))
-    assert (node.flops, node.bytes, node.params) == (0, 0, 0)
+    into_output = single("Reshape", {"x": (2, 3)}, {"s": shape})
+    relu = onnx.helper.make_node("Relu", ["y0"], ["z"], name="relu")
+    graph = into_output.graph
+    feeding = onnx.helper.make_model(
+        onnx.helper.make_graph(
+            [*graph.node, relu],
+            "g",
+            graph.input,
+            [onnx.helper.make_tensor_value_info("z", 1, [6])],
+            graph.initializer,
+        ),
+        opset_imports=into_output.opset_import,
+    )
+    node, _ = node_of(feeding)
+    assert (node.flops, node.bytes, node.params) == (0, 0, 0)  # a view feeding a node: nothing moves
+    node, _ = node_of(into_output)  # a view writing a graph output copies into the caller's buffer
+    assert (node.flops, node.bytes_read, node.bytes_written) == (0, 24 + 8, 24)
     node, _ = node_of(single("Transpose", {"x": (2, 3)}, perm=[1, 0]))
     assert (node.flops, node.bytes) == (0, 48)
 

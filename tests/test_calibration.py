@@ -61,11 +61,17 @@ def test_real_calibration_measures_every_roof(cached: Cached) -> None:
     names = {p.name for p in roofline.probes}
     assert {s.name for s in plan if not s.optional} <= names
     # every probe once, then a second session for the float32 winner and the DRAM probes (and a
-    # third when the machine was busy: this shared machine often is)
+    # third when the machine was busy: this shared machine often is), one more where sessions
+    # disagree, and up to LADDER_RETRIES for a cache-sized stream that read slower than DRAM
     assert set(backend.opened) == {s.name for s in plan}
-    confirmed = cp.confirmation_specs(plan, list(roofline.probes), _llc())
+    confirmed = {s.name for s in cp.confirmation_specs(plan, list(roofline.probes), _llc())}
     assert len(confirmed) >= 2
-    assert len(backend.opened) - len(plan) in (len(confirmed), 2 * len(confirmed))
+    for spec in plan:
+        runs = backend.opened.count(spec.name)
+        if spec.name in confirmed:
+            assert 2 <= runs <= 4, (spec.name, runs)
+        else:
+            assert runs == 1 or (spec.kind == "memory" and runs <= 1 + cp.LADDER_RETRIES), (spec.name, runs)
     load = MachineLoad.from_dict(roofline.load or {})
     assert load.seconds > 0 and bool(roofline.warnings) == load.disturbed
     assert set(roofline.spread) == {"float32", "dram"} and all(0 <= v < 1 for v in roofline.spread.values())

@@ -418,7 +418,7 @@ def test_the_calibration_runs_at_the_sessions_threads_and_keys_its_cache_on_them
     default = calibration.calibration_fingerprint(get_backend("onnxruntime"), quick=True)
     assert default["threads"] == (info.physical_cores or info.cores)
     assert cache_path(default) != cache_path(roofline.fingerprint)
-    assert roofline.fingerprint["calibration_version"] == 4  # caches of older plans and roofs miss
+    assert roofline.fingerprint["calibration_version"] == 5  # caches of older plans and roofs miss
 
 
 def test_the_compute_roof_is_the_best_of_the_square_and_model_shaped_ladders(
@@ -466,6 +466,24 @@ def test_the_theoretical_peak_uses_the_calibration_clock(cached: tuple[DeviceRoo
     expected = cp.theoretical_peak_flops(cpu_info(), roofline.threads, roofline.clock)["float32"]
     assert roofline.theoretical_peak_flops["float32"] == pytest.approx(expected)
     assert roofline.to_dict()["clock"] == roofline.clock
+
+
+def test_the_theoretical_peak_takes_the_faster_clock_of_before_and_after_the_probes(
+    tmp_path: Path, ort: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The boost clock moves with the host's load (3.00-3.14 GHz in consecutive readings here), and
+    a one-thread roof is that clock's FMA peak: one reading after the probes read it low."""
+    from pytest_roofline.device import cpu_info
+
+    readings = iter([3.2e9, 3.0e9])  # before the probes, after them
+    monkeypatch.setattr(cp, "clock_hz", lambda measure=False: next(readings))
+    roofline = calibrate(
+        get_backend("onnxruntime", {"intra_op_threads": "1"}), cache_dir=tmp_path, quick=True
+    )
+    assert roofline.clock == 3.2e9
+    assert roofline.theoretical_peak_flops["float32"] == pytest.approx(
+        cp.theoretical_peak_flops(cpu_info(), 1, 3.2e9)["float32"]
+    )
 
 
 def test_cache_levels_carry_the_capacity_sysfs_gives_for_the_threads(

@@ -106,6 +106,49 @@ def test_profiled_times_are_scaled_to_the_unprofiled_latency() -> None:
     assert by_name["a"].times == (30e-6, 30e-6)  # raw profiled samples kept
 
 
+def test_a_body_kernel_keeps_its_time_less_its_events_profiler_cost() -> None:
+    """A Loop body's MatMul (16 events a run, 624 us profiled) beside its tiny body kernels and the
+    container (its own time holds the body's 64 events' bookkeeping): one factor made the MatMul
+    53 % of a 520 us run where removing it showed 81 %, and its fraction read 108 % of the roof.
+    Each event is charged the excess's even share; a kernel left with under a timer step per event
+    keeps none; the rest adds up to the unprofiled run."""
+    from pytest_roofline.backends.base import KernelProfile, KernelRecord
+    from pytest_roofline.profile import profiler_scale, profiler_scales
+
+    def kernel(name: str, micros: float, events: float | None) -> KernelRecord:
+        extra = {} if events is None else {"events_per_run": events}
+        return KernelRecord(name, "Op", (), (micros * 1e-6,) * 3, extra=extra)
+
+    body = (
+        kernel("matmul", 624.5, 16),
+        kernel("loop", 345.5, 1 + 64),
+        kernel("tanh", 120.0, 16),
+        kernel("scan_out", 66.0, 16),
+        kernel("keep_going", 63.0, 16),
+    )
+    profile = KernelProfile(body)
+    uniform = profiler_scale(profile, 520e-6)
+    assert uniform == pytest.approx(520 / 1219)
+    per_event = (1219 - 520) / 129  # us charged to each of the 129 events a run
+    scales = profiler_scales(profile, 520e-6)
+    kept = [624.5 - 16 * per_event, 0.0, 120 - 16 * per_event, 0.0, 0.0]  # the loop: all bookkeeping
+    down = 520 / sum(kept)  # the MatMul and Tanh left 571 us of a 520 us run
+    times = [s * k.times[0] * 1e6 for s, k in zip(scales, body, strict=True)]
+    assert times == pytest.approx([t * down for t in kept]) and sum(times) == pytest.approx(520)
+    assert scales[0] > 1.5 * uniform  # the MatMul regains its time: 94 % of the run, not 51 %
+    short = profiler_scales(KernelProfile((kernel("matmul", 624.5, 16), kernel("loop", 400.0, 65))), 900e-6)
+    assert [s * t for s, t in zip(short, (624.5, 400.0), strict=True)] == pytest.approx(
+        [624.5 - 16 * 124.5 / 81, 400 - 65 * 124.5 / 81]
+    )  # none left under a step: the kept times add up to the run as they are
+    plain = KernelProfile((kernel("conv", 300.0, 1), kernel("relu", 100.0, 1)))
+    assert profiler_scales(plain, 200e-6) == pytest.approx(
+        (0.5, 0.5)
+    )  # one event each: one factor, as before
+    unknown = KernelProfile((kernel("conv", 300.0, None), kernel("loop", 100.0, 65)))
+    assert profiler_scales(unknown, 200e-6) == pytest.approx((0.5, 0.5))  # counts missing: one factor
+    assert profiler_scales(profile, 2e-3) == (1.0,) * 5  # kernels under the run: never stretched
+
+
 def test_layer_bytes_follow_the_precision_that_ran() -> None:
     from pytest_roofline.analysis import analyze
     from pytest_roofline.backends.base import KernelProfile, KernelRecord

@@ -39,6 +39,7 @@ LAYER_LIMIT = 1.15  # a layer above this many times its roof is impossible, not 
 MODEL_LIMIT = 1.0  # a model's time-weighted fraction cannot exceed its roofs
 UNKNOWN_DEVICE = "unknown device"  # what device_name says of a fingerprint naming none
 SPREAD_LIMIT = 0.15  # two sessions of a roof probe further apart than this: a disturbed calibration
+UNSTEADY_ROOF = "unsteady roof"  # a calibration warning about one roof (probes.UNSTEADY_ROOF)
 _DTYPE_OF = {"fp16": "float16", "bf16": "bfloat16", "int8": "int8"}
 
 
@@ -175,7 +176,7 @@ def _causes(profile: ModelProfile, worst: Layer | None) -> list[str]:
     if busy:
         causes.append(f"a busy calibration ({busy}); re-measure with `roofline calibrate --force` when quiet")
     if worst is not None:
-        causes.extend(_unsteady_roof(profile, worst) if not busy else [])
+        causes.extend(_unsteady_roof(profile, worst, spread=not busy))
         causes.extend(_layer_causes(profile, worst))
     return causes
 
@@ -193,7 +194,7 @@ def busy_calibration(roof: DeviceRoofline) -> str:
     calibration".  A DRAM stream shares the host's memory with other guests, whom this guest's
     load record does not see.
     """
-    busy = [w for w in roof.warnings if w]
+    busy = [w for w in roof.warnings if w and not w.startswith(UNSTEADY_ROOF)]  # a roof's own note
     if busy:
         return busy[0]
     load = _load(roof)
@@ -218,21 +219,38 @@ def _load(roof: DeviceRoofline) -> Any:
     return load if load.available else None
 
 
-def _unsteady_roof(profile: ModelProfile, layer: Layer) -> list[str]:
-    """The roof ``layer`` was judged against, when its probe's two quiet sessions differed."""
+def _unsteady_roof(profile: ModelProfile, layer: Layer, spread: bool = True) -> list[str]:
+    """The roof ``layer`` was judged against, when the calibration says it stayed unsteady (its
+    ``unsteady roof (<roof>)`` warning: a memory level for a memory-bound layer, the dtype for a
+    compute-bound one) or, with ``spread`` (no load explains it), its probe's two quiet sessions
+    differed."""
     roof = profile.roofline
     assert roof is not None
     memory = not layer.flops or (layer.bound or roof.bound(layer.intensity, layer.bytes)) == "memory"
+    dtype = _roof_dtype(profile)
+    noted = [
+        f"an {warning}; re-measure with `roofline calibrate --force`"
+        for warning in roof.warnings
+        if warning.startswith(UNSTEADY_ROOF) and (_warned_roof(warning) == dtype) != memory
+    ]
+    if noted or not spread:
+        return noted
     if memory and _level(roof, roof.bandwidth_for(layer.bytes)) != "DRAM":
         return []  # the spread is recorded for the float32 and DRAM roofs only
     key = "dram" if memory else "float32"
-    spread = roof.spread.get(key, 0.0)
-    if spread <= SPREAD_LIMIT:
+    apart = roof.spread.get(key, 0.0)
+    if apart <= SPREAD_LIMIT:
         return []
     return [
         f"an unsteady {'DRAM' if memory else 'float32'} roof: its probe's two sessions differ by "
-        f"{spread:.0%} on a quiet machine; re-measure with `roofline calibrate --force`"
+        f"{apart:.0%} on a quiet machine; re-measure with `roofline calibrate --force`"
     ]
+
+
+def _warned_roof(warning: str) -> str:
+    """The roof an ``unsteady roof (<roof>): ...`` warning is about (a dtype or a memory level)."""
+    head = warning[len(UNSTEADY_ROOF) :].strip()
+    return head[1 : head.index(")")] if head.startswith("(") and ")" in head else ""
 
 
 def _layer_causes(profile: ModelProfile, layer: Layer) -> list[str]:

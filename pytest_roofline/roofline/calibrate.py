@@ -10,7 +10,9 @@ the cached path reads one small file and imports nothing heavy.
 
 Validity: a calibration records the spread of its two sessions per roof and the machine load it
 was measured under (:mod:`pytest_roofline.device.load`); measured under load, its roof-setting
-probes get one more session and the roofline carries a warning.  Cached values are checked on
+probes get one more session and the roofline carries a warning.  Unsteady figures are measured
+again (:func:`~pytest_roofline.roofline.probes.steady_sessions`); a roof that stays unsteady is an
+``unsteady roof`` warning the guard names.  Cached values are checked on
 read (a zero, negative, NaN or non-numeric roof is a corrupt cache: said, re-measured, replaced).
 ``spot_check=True`` re-runs one or two cheap probes against a cached roofline (about 0.5 s) and
 re-measures it when they are off by more than :data:`SPOT_TOLERANCE`; a spot check that kept the
@@ -54,7 +56,9 @@ __all__ = [
 ]
 
 CACHE_ENV = "ROOFLINE_CACHE_DIR"
-CALIBRATION_VERSION = 4  # bump when probes change meaning: old cache files then miss
+CALIBRATION_VERSION = 5  # bump when probes change meaning: old cache files then miss
+# 5: unsteady probes re-measured (sessions apart, a cache-sized stream slower than DRAM), spread is
+#    the best session's distance to the nearest other one, `unsteady roof` warnings
 # 3: a CPU's compute roof is the higher of the best probe and the FMA peak at the measured clock
 # 2: model-shaped probes (weights prepacked), 2048 only on >= 8 threads, threads in the key,
 #    measured boost clock, cache levels with their capacity (issue 21)
@@ -443,6 +447,9 @@ def _measure(
         progress,
     )
     started, before = time.perf_counter(), machine.snapshot()
+    # the boost clock moves with the host's load (3.00-3.14 GHz in consecutive readings here): read
+    # it before the probes too, and the theoretical peak takes the faster reading (~40 ms)
+    first_clock = cp.clock_hz(measure=True) if not on_gpu and _runs_on_cpu(fingerprint) else 0.0
     probes: list[Probe] = []
     for index, spec in enumerate(specs, 1):
         probe = _run(backend, spec, plan, f"calibrate [{index}/{len(specs)}] {spec.name}", progress)
@@ -453,12 +460,24 @@ def _measure(
     # A second session for the probes that set the float32 and DRAM roofs: a shared machine slows
     # a whole session at a time (cp.combine_sessions keeps the undisturbed figure).
     loads = [machine.between(before, machine.snapshot())]
+    sessions = {p.name: [p] for p in probes}
     confirm = cp.confirmation_specs(specs, probes, last_level)
-    spreads = _confirm(backend, confirm, probes, plan, "confirm", progress, loads)
+    _confirm(backend, confirm, sessions, plan, "confirm", progress, loads)
     if loads[0].disturbed or loads[-1].disturbed:  # measured under load: one more session for the roofs
         _notify(f"calibrate: measured under load ({loads[-1].describe()}); one more session", progress)
-        more = _confirm(backend, confirm, probes, plan, "retry under load", progress, loads)
-        spreads = {k: max(v, more.get(k, 0.0)) for k, v in spreads.items()}
+        _confirm(backend, confirm, sessions, plan, "retry under load", progress, loads)
+    # Unsteady figures (sessions apart, a cache-sized stream slower than DRAM) are measured again.
+    by_name, steadied = {s.name: s for s in specs}, machine.snapshot()
+    counts = {name: len(runs) for name, runs in sessions.items()}
+    sessions, unsteady = cp.steady_sessions(
+        sessions,
+        caches,
+        lambda name: _run(backend, by_name[name], plan, f"calibrate [steady] {name}", progress),
+        ladder=not on_gpu,
+    )
+    if any(len(sessions[name]) > count for name, count in counts.items()):
+        loads.append(machine.between(steadied, machine.snapshot()))
+    probes = [cp.combine_sessions(*sessions[p.name]) for p in probes]
     load = _combined(loads)
 
     compute = [p for p in probes if p.kind == "compute"]
@@ -471,16 +490,21 @@ def _measure(
     threads = _threads(fingerprint, cpu_info())
     levels = _with_capacity(cp.cache_levels(probes, caches, dram=bandwidth), fingerprint, threads)
     confirmed_compute = {s.name for s in confirm if s.kind == "compute"}
-    spread = {  # how far apart the two sessions of the roof-setting probes were
-        "float32": max((v for k, v in spreads.items() if k in confirmed_compute), default=0.0),
-        "dram": max((v for k, v in spreads.items() if k not in confirmed_compute), default=0.0),
+    spread = {  # how far the best session of each roof-setting probe is from the nearest other one
+        "float32": max((cp.session_spread(sessions[n]) for n in confirmed_compute), default=0.0),
+        "dram": max(
+            (cp.session_spread(sessions[s.name]) for s in confirm if s.name not in confirmed_compute),
+            default=0.0,
+        ),
     }
-    theoretical, theoretical_bandwidth, float32_mode, clock = _theory(backend, fingerprint, on_gpu)
+    theoretical, theoretical_bandwidth, float32_mode, clock = _theory(
+        backend, fingerprint, on_gpu, first_clock
+    )
     if not on_gpu:  # a roof no kernel beats: the runtime's own convs outrun every GEMM probe
         peak_flops = {dtype: max(peak, theoretical.get(dtype, 0.0)) for dtype, peak in peak_flops.items()}
-    warnings_: tuple[str, ...] = ()
+    warnings_: tuple[str, ...] = unsteady
     if load.disturbed:
-        warnings_ = (f"measured under load: {load.describe()}",)
+        warnings_ = (f"measured under load: {load.describe()}", *unsteady)
     roofline = DeviceRoofline(
         peak_flops=peak_flops,
         peak_bandwidth=bandwidth,
@@ -514,27 +538,21 @@ def _measure(
 def _confirm(
     backend: Backend,
     specs: list[ProbeSpec],
-    probes: list[Probe],
+    sessions: dict[str, list[Probe]],
     plan: str,
     label: str,
     progress: Progress | None,
     loads: list[MachineLoad],
-) -> dict[str, float]:
-    """Another session of ``specs``, combined into ``probes`` in place; returns each one's spread."""
+) -> None:
+    """Another session of ``specs``, added to each probe's ``sessions`` in place."""
     from pytest_roofline.device import load as machine
-    from pytest_roofline.roofline import probes as cp
 
     before = machine.snapshot()
-    spreads: dict[str, float] = {}
     for spec in specs:
         again = _run(backend, spec, plan, f"calibrate [{label}] {spec.name}", progress)
-        index = next(i for i, p in enumerate(probes) if p.name == spec.name)
         if again is not None:
-            first = probes[index]
-            spreads[spec.name] = abs(first.value - again.value) / max(first.value, again.value)
-            probes[index] = cp.combine_sessions(first, again)
+            sessions[spec.name].append(again)
     loads.append(machine.between(before, machine.snapshot()))
-    return spreads
 
 
 def _combined(loads: list[MachineLoad]) -> MachineLoad:
@@ -558,9 +576,10 @@ def _with_capacity(
 
 
 def _theory(
-    backend: Backend, fingerprint: dict[str, Any], on_gpu: bool
+    backend: Backend, fingerprint: dict[str, Any], on_gpu: bool, earlier_clock: float = 0.0
 ) -> tuple[dict[str, float], float, str, float]:
-    """(theoretical peaks, theoretical bandwidth, float32 mode, CPU clock) of the device on paper."""
+    """(theoretical peaks, theoretical bandwidth, float32 mode, CPU clock) of the device on paper;
+    the CPU clock is the faster of a reading now and ``earlier_clock`` (Hz, 0: none)."""
     from pytest_roofline.roofline import probes as cp
 
     if on_gpu:
@@ -573,7 +592,7 @@ def _theory(
     if not _runs_on_cpu(fingerprint):
         return {}, 0.0, "", 0.0
     info = cpu_info()
-    clock = cp.clock_hz(measure=True)  # the max boost clock: cpufreq, else measured (~40 ms)
+    clock = max(cp.clock_hz(measure=True), earlier_clock)  # the max boost clock: cpufreq, else measured
     return cp.theoretical_peak_flops(info, _threads(fingerprint, info), clock), 0.0, "", clock
 
 

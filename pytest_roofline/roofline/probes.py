@@ -14,7 +14,7 @@ import hashlib
 import math
 import os
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,13 +39,17 @@ __all__ = [
     "cache_levels",
     "clock_hz",
     "measured_clock_hz",
+    "combine_sessions",
     "confirmation_specs",
     "dram_bandwidth",
     "dram_points",
     "flags_hash",
     "plan_gpu_probes",
     "plan_probes",
+    "ladder_outliers",
     "run_probe",
+    "session_spread",
+    "steady_sessions",
     "spot_check_specs",
     "size_label",
     "system_caches",
@@ -88,6 +92,13 @@ STREAM_SIZES = {
 # timed budget of one probe session (after warm-up), by plan and probe kind
 SECONDS_PER_PROBE = {"full": {"compute": 0.2, "memory": 0.15}, "quick": {"compute": 0.08, "memory": 0.05}}
 MIN_SAMPLES, MAX_SAMPLES = 5, 20000
+# Steady roofs (:func:`steady_sessions`): sessions of a roof probe further apart than STEADY_SPREAD
+# get one more; still further apart than UNSTEADY_SPREAD (the guard's spread limit), the roof is
+# unsteady.  A stream whose working set a cache holds must read >= LADDER_FLOOR x the DRAM roof;
+# slower, it is measured again up to LADDER_RETRIES times.
+STEADY_SPREAD, UNSTEADY_SPREAD = 0.10, 0.15
+LADDER_FLOOR, LADDER_RETRIES = 0.9, 2
+UNSTEADY_ROOF = "unsteady roof"  # how a calibration warning about such a roof begins
 STREAM_BYTES_PER_RUN = 8 * MIB  # chain stream nodes until one run moves at least this much
 STREAM_MAX_CHAIN = 32
 # Backends that fuse a chain of elementwise ops into one kernel: OpenVINO's CPU plugin makes the
@@ -400,19 +411,122 @@ def confirmation_specs(
     return [spec for spec in specs if spec.name in names]
 
 
-def combine_sessions(first: Probe, second: Probe, disturbed: float = 0.9) -> Probe:
-    """One probe's figure from two sessions' medians.
+def combine_sessions(*sessions: Probe, disturbed: float = 0.9) -> Probe:
+    """One probe's figure from its sessions' medians (two, or more after :func:`steady_sessions`).
 
-    When one session is clearly slower (below ``disturbed`` × the other) it was disturbed and the
-    better one stands; otherwise their times are averaged.  Keeping the better of two close figures
-    would select lucky sessions: measured here, best-of-two made the float32 peak spread 6.5 %
-    over five fresh calibrations.
+    A session clearly slower than the best (below ``disturbed`` × it) was disturbed and is
+    dropped; the times of the rest are averaged.  Keeping only the best of close figures would
+    select lucky sessions: measured here, best-of-two made the float32 peak spread 6.5 % over five
+    fresh calibrations.
     """
-    low, high = sorted((first, second), key=lambda p: p.value)
-    if low.value < disturbed * high.value:
-        return high
-    seconds = (low.seconds + high.seconds) / 2  # the mean time; the rate follows from the same work
-    return replace(high, value=high.value * high.seconds / seconds, seconds=seconds)
+    best = max(sessions, key=lambda p: p.value)
+    kept = [p for p in sessions if p.value >= disturbed * best.value]
+    seconds = sum(p.seconds for p in kept) / len(kept)  # the mean time; the rate follows from the same work
+    if seconds <= 0 or len(kept) == 1:
+        return best
+    return replace(best, value=best.value * best.seconds / seconds, seconds=seconds)
+
+
+def session_spread(sessions: Sequence[Probe]) -> float:
+    """How far a probe's best session is from the nearest other one: 1 - second best / best.
+
+    0.0 for a single session; for two sessions it is their relative difference.
+    """
+    values = sorted((p.value for p in sessions), reverse=True)
+    return 1.0 - values[1] / values[0] if len(values) > 1 and values[0] > 0 else 0.0
+
+
+def ladder_outliers(points: list[Probe], last_level_cache: int, dram: float) -> list[Probe]:
+    """Stream probes whose working set a cache holds but which read below :data:`LADDER_FLOOR` × ``dram``.
+
+    A working set that fits a faster level (at most half the last-level cache; without a known
+    cache, 1/8 of the smallest DRAM-range working set) cannot be slower than one that lives in
+    DRAM: such a reading was disturbed (a clean-clone CI run read its L3 at 13.8 GB/s against the
+    usual ~65 and DRAM's ~21, and a 1×1 conv then read 135 % of that roof).
+    """
+    memory = [p for p in points if p.kind == "memory"]
+    beyond = dram_points(memory, last_level_cache)
+    if not beyond:
+        return []
+    limit = last_level_cache / 2 if last_level_cache else min(p.size for p in beyond) / 8
+    names = {p.name for p in beyond}
+    return [p for p in memory if p.name not in names and p.size <= limit and p.value < LADDER_FLOOR * dram]
+
+
+def steady_sessions(
+    sessions: Mapping[str, list[Probe]],
+    caches: list[tuple[str, int]],
+    remeasure: Callable[[str], Probe | None],
+    ladder: bool = True,
+) -> tuple[dict[str, list[Probe]], tuple[str, ...]]:
+    """Re-measure the probes whose figures are unsteady; (the sessions with the new ones, warnings).
+
+    ``sessions`` holds every probe's session figures (the roof-setting ones have two or more);
+    ``remeasure(name)`` runs one more session of a probe (None: it could not run).  Only what
+    disagrees is measured again:
+
+    1. a probe whose sessions are more than :data:`STEADY_SPREAD` apart (:func:`session_spread`)
+       gets one more session;
+    2. the ladder: a stream probe that reads below a DRAM-range one although a cache holds its
+       working set (:func:`ladder_outliers`, against the DRAM roof after step 1) gets up to
+       :data:`LADDER_RETRIES` more sessions, until it reads above the floor (with ``ladder``:
+       the CPU plan; a GPU's small streams read below its HBM roof from launch overhead).
+
+    What stays unsteady is a warning the calibration carries, ``unsteady roof (<roof>): ...``
+    (:data:`UNSTEADY_ROOF`; ``<roof>`` is a dtype or a memory level), which the roofline guard
+    names rather than silently judging layers against that roof.
+    """
+    steady = {name: list(runs) for name, runs in sessions.items() if runs}
+    last_level = caches[-1][1] if caches else 0
+    warnings: list[str] = []
+    for name, runs in steady.items():
+        if len(runs) > 1 and session_spread(runs) > STEADY_SPREAD:
+            again = remeasure(name)
+            if again is not None:
+                runs.append(again)
+            if session_spread(runs) > UNSTEADY_SPREAD:
+                figures = ", ".join(_figure(p) for p in runs)
+                warnings.append(
+                    f"{UNSTEADY_ROOF} ({_roof_of(runs[0], steady, caches)}): {name} read {figures} in "
+                    f"{len(runs)} sessions, {session_spread(runs):.0%} apart"
+                )
+    combined = [combine_sessions(*runs) for runs in steady.values()]
+    memory = [p for p in combined if p.kind == "memory"]
+    if not memory or not ladder:
+        return steady, tuple(warnings)
+    dram = dram_bandwidth(memory, last_level)
+    for outlier in ladder_outliers(memory, last_level, dram):
+        runs = steady[outlier.name]
+        for _ in range(LADDER_RETRIES):
+            again = remeasure(outlier.name)
+            if again is not None:
+                runs.append(again)
+            if combine_sessions(*runs).value >= LADDER_FLOOR * dram:
+                break
+        else:
+            level = _cache_holding(outlier.size, caches) if caches else "cache"
+            warnings.append(
+                f"{UNSTEADY_ROOF} ({level}): {outlier.name} read {_figure(combine_sessions(*runs))} "
+                f"in {len(runs)} sessions, below DRAM's {dram / 1e9:.1f} GB/s although the {level} "
+                "holds its working set"
+            )
+    return steady, tuple(warnings)
+
+
+def _roof_of(probe: Probe, sessions: Mapping[str, list[Probe]], caches: list[tuple[str, int]]) -> str:
+    """The roof a probe sets: its dtype (compute), ``DRAM``, or the cache level holding it."""
+    if probe.kind == "compute":
+        return probe.dtype
+    memory = [runs[0] for runs in sessions.values() if runs and runs[0].kind == "memory"]
+    last_level = caches[-1][1] if caches else 0
+    if probe.name in {p.name for p in dram_points(memory, last_level)}:
+        return "DRAM"
+    return _cache_holding(probe.size, caches) if caches else "cache"
+
+
+def _figure(probe: Probe) -> str:
+    unit = "GB/s" if probe.kind == "memory" else "GOP/s" if probe.dtype == "int8" else "GFLOP/s"
+    return f"{probe.value / 1e9:.1f} {unit}"
 
 
 def dram_points(points: list[Probe], last_level_cache: int) -> list[Probe]:

@@ -515,7 +515,8 @@ class OnnxRuntimeSession(BackendSession):
                     optimized = onnx.load(optimized_path, load_external_data=False)
                 except Exception:  # an unreadable dump only costs the fusion mapping
                     optimized = None
-        kernels = kernel_events(events, skip_runs=skip)
+        # the CPU profiler's durations are whole microseconds, truncated; CUPTI's are nanoseconds
+        kernels = kernel_events(events, skip_runs=skip, truncated_to=0.0 if source == "CUPTI" else 1.0)
         original = load_model(self.spec.source)
         result = attribute(original, optimized, kernels, iterations)
         return KernelProfile(
