@@ -249,7 +249,9 @@ def build_layers(
     nodes gets the bytes the backend reports in ``extra["bytes"]`` when it does (a precision
     Cast moves one tensor, not the whole node it serves).  A kernel with ``extra["precision"]``
     ran at that precision (onnxruntime runs fp16 nodes without an fp16 kernel in fp32): its
-    bytes are counted at that precision's element size.
+    bytes are counted at that precision's element size.  ``extra["portion"]``: the kernel runs
+    that share of its nodes (FLOPs and bytes); ``extra["io_bytes"]`` caps its bytes (the sizes
+    of the tensors it reads and writes, as the backend ran them).
     """
     from pytest_roofline.model.precision import precision_itemsize
 
@@ -279,6 +281,13 @@ def build_layers(
                 cost_flops = analysis.group(own).flops if own else 0
             if not own and "bytes" in kernel.extra:  # a helper: what it moves, not its nodes' tensors
                 cost_bytes, weight_bytes = int(kernel.extra["bytes"]), 0
+            if "portion" in kernel.extra:  # it runs a share of its nodes (one direction of an LSTM)
+                portion = float(kernel.extra["portion"])
+                cost_flops, cost_bytes = round(group.flops * portion), round(group.bytes * portion)
+                weight_bytes = round(weight_bytes * portion)
+            if "io_bytes" in kernel.extra:  # no more than the kernel's own tensors, each once
+                cost_bytes = min(cost_bytes, int(kernel.extra["io_bytes"]))
+                weight_bytes = min(weight_bytes, cost_bytes)
             if kernel.op_type in RUNTIME_VIEW_OPS and not all(_copies(analysis, n) for n in nodes):
                 cost_bytes = weight_bytes = 0  # a view kernel (a Gemm's input reshape too) moves nothing
         else:
