@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 CACHE_ENV = "ROOFLINE_CACHE_DIR"
-CALIBRATION_VERSION = 4  # bump when probes change meaning: old cache files then miss
+CALIBRATION_VERSION = 5  # bump when probes change meaning: old cache files then miss
 # 3: a CPU's compute roof is the higher of the best probe and the FMA peak at the measured clock
 # 2: model-shaped probes (weights prepacked), 2048 only on >= 8 threads, threads in the key,
 #    measured boost clock, cache levels with their capacity (issue 21)
