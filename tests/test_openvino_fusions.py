@@ -206,3 +206,52 @@ def test_layernorm_pieces_stay_within_the_layernorm(spelled_out: bool) -> None:
             assert set(kernel.onnx_nodes) <= norm | {"pwconv", "pwconv_bias", "to_channels_last"}, kernel
     executed = {n for k in kernels.kernels for n in k.onnx_nodes}
     assert norm <= executed | set(kernels.folded)
+
+
+def test_a_weight_slice_fused_into_an_add_is_placed_by_the_rows_it_reads() -> None:
+    """BERT-base's embedding Add on OpenVINO: one Subgraph runs Slice(position table) + Add + Add.
+    The fused layer's weight bytes were the whole 1.57 MB table, as large as all its bytes, so the
+    layer was placed with the 440 MB of weights in DRAM and read 288 % of that roof; the Slice
+    reads 128 rows, a working set that stays in the cache."""
+    from pytest_roofline.api import profile_model
+    from pytest_roofline.roofline import CacheLevel, DeviceRoofline
+
+    gb, mib, rows, width = 1e9, 1 << 20, 32, 1024
+    rng = np.random.default_rng(0)
+    inits = [
+        numpy_helper.from_array(rng.random((16384, width), dtype=np.float32), "E"),  # 64 MiB
+        numpy_helper.from_array(rng.random((4096, width), dtype=np.float32), "P"),  # 16 MiB
+        numpy_helper.from_array(rng.random((width, 16384), dtype=np.float32) * 0.01, "H"),  # 64 MiB
+        numpy_helper.from_array(np.array([0], np.int64), "start"),
+        numpy_helper.from_array(np.array([rows], np.int64), "end"),
+        numpy_helper.from_array(np.array([0], np.int64), "axis"),
+    ]
+    nodes = [
+        helper.make_node("Gather", ["E", "ids"], ["words"], name="embed"),
+        helper.make_node("Slice", ["P", "start", "end", "axis"], ["positions"], name="slice_positions"),
+        helper.make_node("Add", ["words", "positions"], ["x"], name="add_positions"),
+        helper.make_node("MatMul", ["x", "H"], ["y"], name="head"),
+    ]
+    model = _model(
+        nodes,
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, rows])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, rows, 16384])],
+        inits,
+    )
+    roofline = DeviceRoofline(
+        peak_flops={"float32": 200 * gb},
+        peak_bandwidth=20 * gb,
+        fingerprint={},
+        cache_levels=(
+            CacheLevel("L2", 512 << 10, 60 * gb, capacity=1 * mib),
+            CacheLevel("L3", 16 * mib, 50 * gb, capacity=32 * mib),
+            CacheLevel("DRAM", 0, 20 * gb),
+        ),
+        threads=2,
+    )
+    prof = profile_model(
+        model, backend="openvino", options={"threads": "1"}, roofline=roofline, sessions=1, rounds=3
+    )
+    (fused,) = [la for la in prof.layers if "slice_positions" in la.onnx_nodes and la.kind == "compute"]
+    assert fused.bytes < 1 * mib and fused.memory_level in ("L2", "L3"), fused
+    assert prof.layer("head").memory_level == "DRAM"

@@ -333,12 +333,19 @@ def _copies(analysis: ModelAnalysis, name: str) -> bool:
 
 
 def _weight_bytes(analysis: ModelAnalysis, nodes: tuple[str, ...], itemsize: float | None) -> int:
-    """Bytes of the weights (initializers) a group of nodes reads from outside it."""
-    produced = {t for name in nodes for t in analysis.node(name).outputs}
+    """Bytes of the weights (initializers) a group of nodes reads whole from outside it.
+
+    A weight its nodes read only in part (Gather rows, a Slice of a position table) is left out:
+    the rows it touches are the layer's working set, placed by their size like activations.  A
+    Slice fused into OpenVINO's embedding Add otherwise made the whole table the layer's weights,
+    and the layer was placed with the model's weights in DRAM (BERT-base: 288 % of that roof)."""
+    members = [analysis.node(name) for name in nodes]
+    produced = {t for node in members for t in node.outputs}
     total = 0.0
-    for tensor in {t for name in nodes for t in analysis.node(name).inputs if t and t not in produced}:
+    for tensor in {t for node in members for t in node.inputs if t and t not in produced}:
         info = analysis.tensors.get(tensor)
-        if info is not None and info.is_weight:
+        partial = all(tensor in node.touched_elements for node in members if tensor in node.inputs)
+        if info is not None and info.is_weight and not partial:
             floating = itemsize is not None and info.dtype.startswith(("float", "bfloat"))
             total += info.numel * itemsize if floating and itemsize is not None else info.nbytes
     return round(total)
