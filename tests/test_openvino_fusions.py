@@ -255,3 +255,24 @@ def test_a_weight_slice_fused_into_an_add_is_placed_by_the_rows_it_reads() -> No
     (fused,) = [la for la in prof.layers if "slice_positions" in la.onnx_nodes and la.kind == "compute"]
     assert fused.bytes < 1 * mib and fused.memory_level in ("L2", "L3"), fused
     assert prof.layer("head").memory_level == "DRAM"
+
+
+def test_int8_kernels_of_a_mixed_model_are_judged_against_the_int8_roof() -> None:
+    """OpenVINO runs a QDQ model's Convolutions in u8 and the rest in f32: the model is ``mixed``
+    and was judged against float32's roof, which its int8 1x1 Convolutions beat (EfficientNet int8:
+    128 %); each int8 kernel is judged against int8's roof, the others against float32's."""
+    from pytest_roofline.api import profile_model
+    from pytest_roofline.roofline import DeviceRoofline
+    from pytest_roofline.zoo.quantize import qdq_int8
+
+    roofline = DeviceRoofline(  # bandwidth without limit: every layer's attainable figure is its peak
+        peak_flops={"float32": 100e9, "int8": 400e9}, peak_bandwidth=1e18, fingerprint={}, threads=1
+    )
+    prof = profile_model(
+        qdq_int8(swish_blocks()), backend="openvino", options={"threads": "1"}, roofline=roofline, rounds=3
+    )
+    assert prof.precision == "mixed"
+    convs = [la for la in prof.layers if la.op_type == "Convolution"]
+    others = [la for la in prof.layers if la.kind == "compute" and la.op_type == "Subgraph" and la.flops]
+    assert convs and all(la.attainable_flops == pytest.approx(400e9) for la in convs), convs
+    assert others and all(la.attainable_flops == pytest.approx(100e9) for la in others), others
