@@ -195,7 +195,8 @@ def test_layernorm_pieces_stay_within_the_layernorm(spelled_out: bool) -> None:
     """OpenVINO splits a channels-last LayerNormalization into ReduceMean / Subtract / RMS /
     Subgraph kernels named after its own ops; ``Multiply_<n>`` (the RMS) searched downstream for a
     ``Mul`` and found the next MatMul's GELU, so every piece was priced at that node (ConvNeXt:
-    ReduceMean at 246 GB/s)."""
+    ReduceMean at 246 GB/s).  Spelled out in ONNX, ``ReduceMean_<n>`` and ``Power_<n>`` take the
+    ReduceMean and Pow their inputs feed; ``Power_<n>`` took every node up to the Sqrt before."""
     model = channels_last_layernorm(spelled_out=spelled_out)
     kernels, layers = _profile(model)
     _assert_priced_once_within_tensors(kernels, layers)
@@ -206,6 +207,10 @@ def test_layernorm_pieces_stay_within_the_layernorm(spelled_out: bool) -> None:
             assert set(kernel.onnx_nodes) <= norm | {"pwconv", "pwconv_bias", "to_channels_last"}, kernel
     executed = {n for k in kernels.kernels for n in k.onnx_nodes}
     assert norm <= executed | set(kernels.folded)
+    if spelled_out:  # each piece runs its own nodes: the means in the ReduceMean kernels, no sharing
+        means = [k.onnx_nodes for k in kernels.kernels if k.op_type == "ReduceMean"]
+        assert sorted(means) == [("ln_mean",), ("ln_var",)]
+        assert not [k.name for k in kernels.kernels if k.extra.get("shared")]
 
 
 def test_a_weight_slice_fused_into_an_add_is_placed_by_the_rows_it_reads() -> None:

@@ -116,6 +116,10 @@ def attribute_runtime_model(
     """Map every runtime op to ONNX nodes: ``originalLayersNames``, then tensor boundaries.
 
     1. Names: ``originalLayersNames`` and the op's own name, resolved against the ONNX graph.
+    1c. Ops named after an OpenVINO op type that has one ONNX counterpart (``ReduceMean_<n>``,
+       ``Power_<n>``, ``MVN_<n>``) take the nearest unclaimed node of that type their input
+       tensors feed, within two nodes: a spelled-out LayerNorm's ``ReduceMean_9398`` its mean,
+       ``Power_9401`` its Pow (rule 3 then adds the Sub before it).
     1b. Recurrent sequence ops (``RNNSeq``: ``LSTMSequence_<n>``) take the LSTM/GRU/RNN node
        between their input tensors and the tensors their consumers read; a bidirectional node
        runs as one sequence op per direction, each running ``portion`` 1/2 of it.
@@ -211,16 +215,24 @@ def attribute_runtime_model(
             found = [n for n in region(op, downstream_reads(op.name)) if index.op_types[n] in _RECURRENT_OPS]
             recurrent[op.name] = resolved[op.name] = tuple(found)
     claimed.update(n for nodes in recurrent.values() for n in nodes)
+    readers: dict[str, list[str]] = {}
+    for node in index.order:
+        for tensor in index.node_inputs[node]:
+            readers.setdefault(tensor, []).append(node)
+    for op in compute:
+        onnx_type = _ANCHORED.get(op.name.rpartition("_")[0])
+        if not resolved[op.name] and onnx_type is not None:
+            start = {t for src in op.inputs for t in upstream(src)}
+            anchor = _anchor(start, onnx_type, readers, claimed, index)
+            if anchor is not None:
+                resolved[op.name] = (anchor,)
+                claimed.add(anchor)
     for op in compute:
         if not resolved[op.name]:
             fill(op, downstream_reads(op.name))
     for op in compute:
         if resolved[op.name]:
             fill(op, {t for n in resolved[op.name] for t in index.node_outputs[n]})
-    readers: dict[str, list[str]] = {}
-    for node in index.order:
-        for tensor in index.node_inputs[node]:
-            readers.setdefault(tensor, []).append(node)
     for op in compute:
         if resolved[op.name]:
             extra = _epilogues(resolved[op.name], readers, claimed, index)
@@ -246,6 +258,38 @@ def attribute_runtime_model(
         else:
             kind[op.name], nodes[op.name], serves[op.name] = "compute", resolved[op.name], None
     return Attribution(nodes, kind, serves, _portions(recurrent))
+
+
+# plugin-made names whose type has one ONNX counterpart, anchored by rule 1c; not the elementwise
+# Multiply/Add/Subtract, which the plugin makes out of other ops (a scale moved onto K, a dequantize)
+_ANCHORED = {
+    "ReduceMean": "ReduceMean",
+    "ReduceSum": "ReduceSum",
+    "ReduceMax": "ReduceMax",
+    "ReduceMin": "ReduceMin",
+    "ReduceL2": "ReduceL2",
+    "Power": "Pow",
+    "Sqrt": "Sqrt",
+    "MVN": "LayerNormalization",
+}
+
+
+def _anchor(
+    start: set[str], onnx_type: str, readers: Mapping[str, list[str]], claimed: set[str], index: GraphIndex
+) -> str | None:
+    """The nearest unclaimed node of ``onnx_type`` reading ``start`` tensors, through at most one
+    unclaimed node before it (rule 1c), or None."""
+    frontier = sorted({n for t in start for n in readers.get(t, ())}, key=index.position)
+    for _ in range(2):
+        following: set[str] = set()
+        for node in frontier:
+            if node in claimed:
+                continue
+            if index.op_types[node] == onnx_type:
+                return node
+            following.update(n for t in index.node_outputs[node] for n in readers.get(t, ()))
+        frontier = sorted(following, key=index.position)
+    return None
 
 
 _RECURRENT_OPS = frozenset({"LSTM", "GRU", "RNN"})
