@@ -288,20 +288,27 @@ def run_probe(backend: Backend, spec: ProbeSpec, seconds: float) -> Probe:
         session.time(1)  # warm-up: first run allocates the arena, packs weights, pages memory in
         estimate = min(session.time(2))
         count = max(MIN_SAMPLES, min(MAX_SAMPLES, int(seconds / max(estimate, 1e-7))))
-        kernel_timed = spec.kind == "memory" and backend.name in KERNEL_TIMED_BACKENDS
+        # a kernel's time: the run's share of one working set (the chain's length is work / size)
+        kernel_estimate = estimate * spec.size / spec.work if spec.work else 0.0
+        kernel_timed = (
+            spec.kind == "memory"
+            and backend.name in KERNEL_TIMED_BACKENDS
+            and kernel_estimate >= KERNEL_TIMED_MIN_SECONDS
+        )
         samples = (kernel_timed and kernel_seconds(session, count)) or session.time(count)
     median = statistics.median(samples)
     return Probe(spec.name, spec.kind, spec.dtype, spec.size, spec.work / median, median)
 
 
 def kernel_seconds(session: Any, count: int) -> list[float]:
-    """Per-run kernel time of ``count`` profiled runs, by the backend's kernel counters, in
+    """Per-run kernel time of ``count`` profiled runs, by the backend's kernel counters, in up to
     :data:`KERNEL_TIMED_BATCHES` batches (one sample each: its mean); [] when a kernel runs too
-    briefly for the counters' whole microseconds (:data:`KERNEL_TIMED_MIN_SECONDS`)."""
-    per_batch = max(1, count // KERNEL_TIMED_BATCHES)
-    session.profile(max(1, per_batch // 4))  # the profiling compilation's own warm-up
+    briefly for the counters' whole microseconds (:data:`KERNEL_TIMED_MIN_SECONDS`).  The
+    profiling compilation warms itself up (its first inference is no part of the counters)."""
+    batches = max(1, min(KERNEL_TIMED_BATCHES, count))
+    per_batch = max(1, count // batches)
     samples = []
-    for _ in range(KERNEL_TIMED_BATCHES):
+    for _ in range(batches):
         kernels = session.profile(per_batch).kernels
         times = [k.times[0] for k in kernels if k.kind == "compute" and k.times]
         if not times or min(times) < KERNEL_TIMED_MIN_SECONDS:
