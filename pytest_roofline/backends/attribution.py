@@ -150,7 +150,11 @@ class GraphIndex:
         return tuple(sorted(found, key=self.position))
 
     def between(
-        self, inputs: Iterable[str], outputs: Iterable[str], from_inputs: bool = False
+        self,
+        inputs: Iterable[str],
+        outputs: Iterable[str],
+        from_inputs: bool = False,
+        stop: Iterable[str] = (),
     ) -> tuple[str, ...]:
         """The nodes computing ``outputs`` from ``inputs``: the subgraph bounded by those tensors.
 
@@ -161,9 +165,12 @@ class GraphIndex:
         them): where ``outputs`` do not descend from ``inputs`` at all, the walk back would
         otherwise take everything upstream of ``outputs`` (an output Convert after the last Gemm,
         bounded by the Gemm's own input, took 24 nodes of a ConvNeXt).
+
+        ``stop``: further tensors the walk does not cross (those other kernels produce: a region
+        never reaches through another kernel's nodes).
         """
         inputs = set(inputs)
-        stop = inputs | self.sources
+        stop = inputs | self.sources | set(stop)
         seen: set[str] = set()
         stack = [self.producer[t] for t in outputs if t in self.producer and t not in stop]
         while stack:

@@ -14,13 +14,13 @@ reported as folded.
 from __future__ import annotations
 
 import time as _time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.errors import BackendError, OptionError
 from pytest_roofline.model import load_model
 
-from .attribution import EPILOGUE_OPS, GraphIndex, enclosing_nodes
+from .attribution import EPILOGUE_OPS, GraphIndex, enclosing_nodes, nearest_mapped
 from .base import MAX_THREADS, Backend, BackendSession, KernelProfile, KernelRecord, importable
 
 if TYPE_CHECKING:
@@ -48,6 +48,7 @@ class RuntimeOp:
     original_names: tuple[str, ...]
     precision: str
     inputs: tuple[str, ...]  # names of the runtime ops feeding it
+    io_bytes: int | None = None  # bytes of its input and output tensors (None: a dynamic shape)
 
     @property
     def is_reorder(self) -> bool:
@@ -60,6 +61,24 @@ def _rt_value(info: Any, key: str) -> str:
         return ""
     value = info[key]
     return value.astype(str) if hasattr(value, "astype") else str(value)
+
+
+def _tensor_bytes(port: Any) -> int | None:
+    """Bytes of one runtime tensor (an op's output port) at its runtime element type."""
+    shape = port.get_partial_shape()
+    if not shape.is_static:
+        return None
+    numel = 1
+    for dim in shape.to_shape():
+        numel *= int(dim)
+    return (numel * port.get_element_type().bitwidth + 7) // 8
+
+
+def _io_bytes(op: Any) -> int | None:
+    """What a runtime op reads and writes at most: every input and output tensor once, whole."""
+    ports = [i.get_source_output() for i in op.inputs()] + list(op.outputs())
+    sizes = [_tensor_bytes(port) for port in ports]
+    return None if any(size is None for size in sizes) else sum(s for s in sizes if s is not None)
 
 
 def read_runtime_ops(compiled_model: Any) -> list[RuntimeOp]:
@@ -75,6 +94,7 @@ def read_runtime_ops(compiled_model: Any) -> list[RuntimeOp]:
                 original_names=names,
                 precision=_rt_value(info, "runtimePrecision"),
                 inputs=tuple(i.get_source_output().get_node().get_friendly_name() for i in op.inputs()),
+                io_bytes=_io_bytes(op),
             )
         )
     return ops
@@ -87,6 +107,7 @@ class Attribution:
     nodes: dict[str, tuple[str, ...]]
     kind: dict[str, str]
     serves: dict[str, str | None]
+    portion: dict[str, float] = field(default_factory=dict)  # op -> share of its nodes it runs
 
 
 def attribute_runtime_model(
@@ -95,6 +116,13 @@ def attribute_runtime_model(
     """Map every runtime op to ONNX nodes: ``originalLayersNames``, then tensor boundaries.
 
     1. Names: ``originalLayersNames`` and the op's own name, resolved against the ONNX graph.
+    1c. Ops named after an OpenVINO op type that has one ONNX counterpart (``ReduceMean_<n>``,
+       ``Power_<n>``, ``MVN_<n>``) take the nearest unclaimed node of that type their input
+       tensors feed, within two nodes: a spelled-out LayerNorm's ``ReduceMean_9398`` its mean,
+       ``Power_9401`` its Pow (rule 3 then adds the Sub before it).
+    1b. Recurrent sequence ops (``RNNSeq``: ``LSTMSequence_<n>``) take the LSTM/GRU/RNN node
+       between their input tensors and the tensors their consumers read; a bidirectional node
+       runs as one sequence op per direction, each running ``portion`` 1/2 of it.
     2. Ops whose names are the plugin's own (``MVN_18`` from a decomposed LayerNormalization)
        take the unclaimed nodes between their input tensors and the tensors their consumers read;
        a plugin-made elementwise op (``Multiply_<n>``) takes no MatMul or Conv that way (the
@@ -108,6 +136,10 @@ def attribute_runtime_model(
     5. Ops still unmapped (other than precision Converts) that sit inside one node's
        decomposition share that node (:func:`~.attribution.enclosing_nodes`): ``Abs_<n>`` of
        ``Cast(int64->bool)``, ``IsNaN_<n>`` and ``ScaledDotProductAttention_<n>`` of ``Attention``.
+
+    Every region stops at the tensors other ops' nodes produce: it never reaches through
+    another kernel (a plugin-made dequantizing ``Multiply_<n>`` between two int8 Convolutions
+    took every unclaimed DequantizeLinear and Sigmoid of the block between them).
 
     A node listed by several ops is executed by all of them; :func:`build_kernel_profile`
     counts its cost once, in the longest-running one.
@@ -140,45 +172,74 @@ def attribute_runtime_model(
             return {t for n in resolved[name] for t in index.node_outputs[n]}
         return {t for src in op.inputs for t in upstream(src, seen | {name})}
 
-    def downstream_reads(name: str) -> set[str]:
+    def downstream_reads(name: str, seen: frozenset[str] = frozenset()) -> set[str]:
+        """ONNX tensors the consumers of ``name`` read, looking through reorders and unmapped
+        ops that never ran (the Reshape and Concat after a bidirectional LSTM's two directions)."""
         reads: set[str] = set()
         for consumer in consumers.get(name, ()):
+            if consumer in seen:
+                continue
             if resolved[consumer]:
                 reads |= {t for n in resolved[consumer] for t in index.node_inputs[n]}
-            elif by_name[consumer].is_reorder:
-                reads |= downstream_reads(consumer)
+            elif by_name[consumer].is_reorder or (executed is not None and consumer not in executed):
+                reads |= downstream_reads(consumer, seen | {name})
         return reads
 
-    def fill(op: RuntimeOp, outputs: set[str]) -> None:
+    def others(op: RuntimeOp) -> set[str]:
+        """Tensors produced by nodes other ops claimed: a region of ``op`` does not cross them."""
+        own = set(resolved[op.name])
+        return {t for n in claimed if n not in own for t in index.node_outputs[n]}
+
+    def region(op: RuntimeOp, outputs: set[str]) -> tuple[str, ...]:
         inputs = {t for src in op.inputs for t in upstream(src)}
         # with connectivity, only what the op's inputs reach: an output Convert bounded by the
         # last Gemm's own input would otherwise take every unclaimed node upstream of it
-        region = index.between(inputs, outputs, from_inputs=bool(op.inputs))
-        extra = [n for n in region if n not in claimed]
-        if not resolved[op.name] and _elementwise_helper(op.name):
-            # a plugin-made elementwise op (``Multiply_4968``: the attention scale moved onto K)
-            # runs no MatMul or Conv of its region: those are left to the op consuming it
+        return index.between(inputs, outputs, from_inputs=bool(op.inputs), stop=others(op))
+
+    def fill(op: RuntimeOp, outputs: set[str]) -> None:
+        extra = [n for n in region(op, outputs) if n not in claimed]
+        if not resolved[op.name] and (
+            _elementwise_helper(op.name) or op.layer_type not in _CONTRACTING_KERNELS
+        ):
+            # a plugin-made elementwise op (``Multiply_4968``: the attention scale moved onto K),
+            # or a kernel that contracts nothing (a LayerNorm's ``MVN_61`` before a FullyConnected
+            # named after its bias Add), runs no MatMul or Conv of its region: those are left to
+            # the op consuming it
             extra = [n for n in extra if index.op_types[n] not in _CONTRACTION_OPS]
         claimed.update(extra)
         resolved[op.name] = tuple(sorted({*resolved[op.name], *extra}, key=index.position))
 
+    recurrent: dict[str, tuple[str, ...]] = {}
+    for op in compute:
+        if not resolved[op.name] and _is_sequence(op):
+            found = [n for n in region(op, downstream_reads(op.name)) if index.op_types[n] in _RECURRENT_OPS]
+            recurrent[op.name] = resolved[op.name] = tuple(found)
+    claimed.update(n for nodes in recurrent.values() for n in nodes)
+    readers: dict[str, list[str]] = {}
+    for node in index.order:
+        for tensor in index.node_inputs[node]:
+            readers.setdefault(tensor, []).append(node)
+    for op in compute:
+        onnx_type = _ANCHORED.get(op.name.rpartition("_")[0])
+        if not resolved[op.name] and onnx_type is not None:
+            start = {t for src in op.inputs for t in upstream(src)}
+            anchor = _anchor(start, onnx_type, readers, claimed, index)
+            if anchor is not None:
+                resolved[op.name] = (anchor,)
+                claimed.add(anchor)
     for op in compute:
         if not resolved[op.name]:
             fill(op, downstream_reads(op.name))
     for op in compute:
         if resolved[op.name]:
             fill(op, {t for n in resolved[op.name] for t in index.node_outputs[n]})
-    readers: dict[str, list[str]] = {}
-    for node in index.order:
-        for tensor in index.node_inputs[node]:
-            readers.setdefault(tensor, []).append(node)
     for op in compute:
         if resolved[op.name]:
             extra = _epilogues(resolved[op.name], readers, claimed, index)
             resolved[op.name] = tuple(sorted({*resolved[op.name], *extra}, key=index.position))
     for op in compute:
         if not resolved[op.name]:
-            resolved[op.name] = _split_off(op, by_name, consumers, resolved, index)
+            resolved[op.name] = _split_off(op, consumers, resolved, index)
     mapped = dict(resolved)  # rule 5 sees rules 1-4 only: independent of the ops' order
     feeders = {op.name: op.inputs for op in ops}
     for op in compute:
@@ -196,7 +257,57 @@ def attribute_runtime_model(
             serves[op.name] = _served(op.name, by_name, consumers, ran if executed is not None else None)
         else:
             kind[op.name], nodes[op.name], serves[op.name] = "compute", resolved[op.name], None
-    return Attribution(nodes, kind, serves)
+    return Attribution(nodes, kind, serves, _portions(recurrent))
+
+
+# plugin-made names whose type has one ONNX counterpart, anchored by rule 1c; not the elementwise
+# Multiply/Add/Subtract, which the plugin makes out of other ops (a scale moved onto K, a dequantize)
+_ANCHORED = {
+    "ReduceMean": "ReduceMean",
+    "ReduceSum": "ReduceSum",
+    "ReduceMax": "ReduceMax",
+    "ReduceMin": "ReduceMin",
+    "ReduceL2": "ReduceL2",
+    "Power": "Pow",
+    "Sqrt": "Sqrt",
+    "MVN": "LayerNormalization",
+}
+
+
+def _anchor(
+    start: set[str], onnx_type: str, readers: Mapping[str, list[str]], claimed: set[str], index: GraphIndex
+) -> str | None:
+    """The nearest unclaimed node of ``onnx_type`` reading ``start`` tensors, through at most one
+    unclaimed node before it (rule 1c), or None."""
+    frontier = sorted({n for t in start for n in readers.get(t, ())}, key=index.position)
+    for _ in range(2):
+        following: set[str] = set()
+        for node in frontier:
+            if node in claimed:
+                continue
+            if index.op_types[node] == onnx_type:
+                return node
+            following.update(n for t in index.node_outputs[node] for n in readers.get(t, ()))
+        frontier = sorted(following, key=index.position)
+    return None
+
+
+_RECURRENT_OPS = frozenset({"LSTM", "GRU", "RNN"})
+_SEQUENCE_OPS = frozenset({"LSTMSequence", "GRUSequence", "RNNSequence"})
+
+
+def _is_sequence(op: RuntimeOp) -> bool:
+    """Whether ``op`` is a recurrent sequence op the plugin made (one direction of an LSTM/GRU/RNN)."""
+    return op.layer_type == "RNNSeq" or op.name.rpartition("_")[0] in _SEQUENCE_OPS
+
+
+def _portions(recurrent: Mapping[str, tuple[str, ...]]) -> dict[str, float]:
+    """Share of its recurrent node each sequence op runs: 1 / the ops running that node."""
+    runners: dict[tuple[str, ...], int] = {}
+    for nodes in recurrent.values():
+        if nodes:
+            runners[nodes] = runners.get(nodes, 0) + 1
+    return {op: 1.0 / runners[nodes] for op, nodes in recurrent.items() if nodes and runners[nodes] > 1}
 
 
 def _epilogues(
@@ -250,6 +361,31 @@ _CONTRACTION_OPS = frozenset(
 )
 
 
+# runtime kernels that can run a contraction (the rest, MVN, Reduce, Eltwise, Transpose, ..., cannot)
+_CONTRACTING_KERNELS = frozenset(
+    {
+        "FullyConnected",
+        "Convolution",
+        "GroupConvolution",
+        "Deconvolution",
+        "MatMul",
+        "Subgraph",
+        "MHA",
+        "ScaledDotProductAttention",
+        "ScaledAttn",
+        "PagedAttention",
+        "LLMMLP",
+        "QKVProjection",
+        "RNNSeq",
+        "RNNCell",
+        "Einsum",
+        "TensorIterator",
+        "Loop",
+        "If",
+    }
+)
+
+
 def _elementwise_helper(name: str) -> bool:
     """Whether ``name`` is the plugin's own name of an elementwise op (``Multiply_4968``)."""
     prefix, _, number = name.rpartition("_")
@@ -258,25 +394,22 @@ def _elementwise_helper(name: str) -> bool:
 
 def _split_off(
     op: RuntimeOp,
-    by_name: dict[str, RuntimeOp],
     consumers: dict[str, list[str]],
     resolved: dict[str, tuple[str, ...]],
     index: GraphIndex,
 ) -> tuple[str, ...]:
-    """The downstream ONNX node of the same type as ``op``'s plugin-made name, or ()."""
+    """The ONNX node of the same type as ``op``'s plugin-made name in the nearest mapped ops it
+    feeds (its consumers, looking through unmapped ones), or ().
+
+    Only the nearest: a LayerNormalization's ``Multiply_93`` (its RMS piece) found the GELU ``Mul``
+    of the FullyConnected after it, and the LayerNorm's pieces all shared that node."""
     onnx_type = _OV_TO_ONNX.get(op.name.rsplit("_", 1)[0])
     if onnx_type is None:
         return ()
-    frontier, seen = list(consumers.get(op.name, ())), {op.name}
-    while frontier:
-        current = frontier.pop(0)
-        if current in seen:
-            continue
-        seen.add(current)
-        for node in resolved.get(current, ()):
+    for current in nearest_mapped(op.name, consumers, resolved):
+        for node in resolved[current]:
             if index.op_types[node] == onnx_type:
                 return (node,)
-        frontier.extend(consumers.get(current, ()))
     return ()
 
 
@@ -532,9 +665,19 @@ def build_kernel_profile(
             "precision": op.precision if op else "",
             "statistic": "mean",
         }
-        shared = tuple(n for n in nodes if owners[n] != name)
+        shared: tuple[str, ...] = ()
+        if name in attribution.portion:  # one direction of a recurrent node: its share of it
+            extra["portion"] = attribution.portion[name]
+        else:
+            shared = tuple(n for n in nodes if owners[n] != name)
         if shared:
             extra["shared"] = shared
+        if op is not None and op.io_bytes is not None:
+            # a kernel moves at most its runtime tensors, each once: a cap on its nodes' bytes; a
+            # helper sharing every node, or an inserted reorder, moves just those
+            extra["io_bytes"] = op.io_bytes
+            if kind == "layout" or (nodes and len(shared) == len(nodes)):
+                extra["bytes"] = op.io_bytes
         kernels.append(
             KernelRecord(
                 name=name,
@@ -565,7 +708,8 @@ def _node_owners(
     listing it (the others are helpers, ``extra["shared"]``); ties go to the first listed.
 
     Contractions (MatMul, Conv, Einsum, ...) listed by several ops go by what each op can run,
-    given ``info`` (node types) and ``index``: one with a weight input to a FullyConnected or
+    given ``info`` (node types) and ``index``: one with a weight input (an initializer, or its
+    DequantizeLinear) to a FullyConnected or
     Convolution kernel, each such kernel taking one, in execution order; one without (attention's
     QK and AV) to a kernel that is neither.  An MHA Subgraph whose originalLayersNames list the
     Einsums of Q and V projections (run by two FullyConnected kernels sharing its nodes) was
@@ -588,7 +732,7 @@ def _node_owners(
     for node, names in listing.items():
         if len(names) < 2 or index.op_types.get(node) not in _CONTRACTION_OPS:
             continue
-        weighted = any(t in index.sources and t not in index.producer for t in index.node_inputs[node][1:])
+        weighted = any(_constant(t, index) for t in index.node_inputs[node][1:])
         kinds = {name: info.get(name, ("", ""))[0] for name in names}
         if weighted:
             free = [n for n in names if kinds[n] in _WEIGHTED_KERNELS and n not in weighted_owner]
@@ -600,6 +744,15 @@ def _node_owners(
             if others and owners[node] not in others:
                 owners[node] = max(others, key=lambda n: sum(times[n]) / max(len(times[n]), 1))
     return owners
+
+
+def _constant(tensor: str, index: GraphIndex, depth: int = 4) -> bool:
+    """Whether ``tensor`` is a weight: an initializer, or computed from initializers only (the
+    DequantizeLinear of an int8 weight in a QDQ model)."""
+    if tensor not in index.producer:
+        return tensor in index.sources
+    inputs = index.node_inputs[index.producer[tensor]]
+    return depth > 0 and bool(inputs) and all(_constant(t, index, depth - 1) for t in inputs)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -296,7 +296,10 @@ def build_layers(
     nodes gets the bytes the backend reports in ``extra["bytes"]`` when it does (a precision
     Cast moves one tensor, not the whole node it serves).  A kernel with ``extra["precision"]``
     ran at that precision (onnxruntime runs fp16 nodes without an fp16 kernel in fp32): its
-    bytes are counted at that precision's element size.
+    bytes are counted at that precision's element size, and an int8 one is judged against the
+    int8 roof where that is higher.  ``extra["portion"]``: the kernel runs
+    that share of its nodes (FLOPs and bytes); ``extra["io_bytes"]`` caps its bytes (the sizes
+    of the tensors it reads and writes, as the backend ran them).
     """
     from pytest_roofline.model.precision import precision_itemsize
 
@@ -314,6 +317,7 @@ def build_layers(
     )
     layers: list[Layer] = []
     weights: list[int] = []  # weight bytes of each layer (the rest of its bytes are activations)
+    dtypes: list[str | None] = []  # the roof each layer is judged against
     attributed = 0.0
     for kernel, scale in zip(kernels.kernels, scales, strict=True):
         median = float(np.median(kernel.times)) * scale if kernel.times else 0.0
@@ -332,6 +336,13 @@ def build_layers(
                 cost_flops = analysis.group(own).flops if own else 0
             if not own and "bytes" in kernel.extra:  # a helper: what it moves, not its nodes' tensors
                 cost_bytes, weight_bytes = int(kernel.extra["bytes"]), 0
+            if "portion" in kernel.extra:  # it runs a share of its nodes (one direction of an LSTM)
+                portion = float(kernel.extra["portion"])
+                cost_flops, cost_bytes = round(group.flops * portion), round(group.bytes * portion)
+                weight_bytes = round(weight_bytes * portion)
+            if "io_bytes" in kernel.extra:  # no more than the kernel's own tensors, each once
+                cost_bytes = min(cost_bytes, int(kernel.extra["io_bytes"]))
+                weight_bytes = min(weight_bytes, cost_bytes)
             if kernel.op_type in RUNTIME_VIEW_OPS and not all(_copies(analysis, n) for n in nodes):
                 cost_bytes = weight_bytes = 0  # a view kernel (a Gemm's input reshape too) moves nothing
         else:
@@ -354,12 +365,11 @@ def build_layers(
         # a Gather reads rows, not its table: the rows it touches are its working set, placed by their
         # size like activations (repeated indices, and rows read again each run, stay in cache)
         weights.append(0 if cost_bytes < weight_bytes else weight_bytes)
+        dtypes.append(_kernel_dtype(roofline, kernel.extra.get("precision"), dtype))
     footprint = sum(weights) + max((la.bytes - w for la, w in zip(layers, weights, strict=True)), default=0)
     layers = [
-        apply_roofline(
-            la, roofline, dtype, timed, _memory_roof(roofline, la, w, footprint), copy=la.bytes > 0
-        )
-        for la, w in zip(layers, weights, strict=True)
+        apply_roofline(la, roofline, d, timed, _memory_roof(roofline, la, w, footprint), copy=la.bytes > 0)
+        for la, w, d in zip(layers, weights, dtypes, strict=True)
     ]
     executed = {n for layer in layers for n in layer.onnx_nodes}
     for name in kernels.folded:
@@ -370,6 +380,19 @@ def build_layers(
     return layers, fraction
 
 
+_INT8_PRECISIONS = frozenset({"int8", "i8", "u8"})
+
+
+def _kernel_dtype(roofline: DeviceRoofline | None, precision: Any, dtype: str | None) -> str | None:
+    """The roof of a kernel that ran in int8 (OpenVINO's u8 Convolution in a mixed QDQ model):
+    int8's where higher than the model's.  EfficientNet int8's 1x1 Convolutions reached 128 % of
+    the float32 roof a ``mixed`` model is judged against."""
+    if roofline is None or dtype is None or str(precision).lower() not in _INT8_PRECISIONS:
+        return dtype
+    own = roof_dtype(roofline, "int8")
+    return own if roofline.peak_flops.get(own, 0.0) > roofline.peak_flops.get(dtype, 0.0) else dtype
+
+
 def _copies(analysis: ModelAnalysis, name: str) -> bool:
     """Whether node ``name`` is a view the cost model prices as a copy (it writes a body's output)."""
     node = analysis.node(name)
@@ -377,12 +400,19 @@ def _copies(analysis: ModelAnalysis, name: str) -> bool:
 
 
 def _weight_bytes(analysis: ModelAnalysis, nodes: tuple[str, ...], itemsize: float | None) -> int:
-    """Bytes of the weights (initializers) a group of nodes reads from outside it."""
-    produced = {t for name in nodes for t in analysis.node(name).outputs}
+    """Bytes of the weights (initializers) a group of nodes reads whole from outside it.
+
+    A weight its nodes read only in part (Gather rows, a Slice of a position table) is left out:
+    the rows it touches are the layer's working set, placed by their size like activations.  A
+    Slice fused into OpenVINO's embedding Add otherwise made the whole table the layer's weights,
+    and the layer was placed with the model's weights in DRAM (BERT-base: 288 % of that roof)."""
+    members = [analysis.node(name) for name in nodes]
+    produced = {t for node in members for t in node.outputs}
     total = 0.0
-    for tensor in {t for name in nodes for t in analysis.node(name).inputs if t and t not in produced}:
+    for tensor in {t for node in members for t in node.inputs if t and t not in produced}:
         info = analysis.tensors.get(tensor)
-        if info is not None and info.is_weight:
+        partial = all(tensor in node.touched_elements for node in members if tensor in node.inputs)
+        if info is not None and info.is_weight and not partial:
             floating = itemsize is not None and info.dtype.startswith(("float", "bfloat"))
             total += info.numel * itemsize if floating and itemsize is not None else info.nbytes
     return round(total)

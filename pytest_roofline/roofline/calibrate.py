@@ -58,7 +58,8 @@ __all__ = [
 CACHE_ENV = "ROOFLINE_CACHE_DIR"
 CALIBRATION_VERSION = 5  # bump when probes change meaning: old cache files then miss
 # 5: unsteady probes re-measured (sessions apart, a cache-sized stream slower than DRAM), spread is
-#    the best session's distance to the nearest other one, `unsteady roof` warnings
+#    the best session's distance to the nearest other one, `unsteady roof` warnings; OpenVINO's
+#    stream probes timed by its kernel counters over 2-D views
 # 3: a CPU's compute roof is the higher of the best probe and the FMA peak at the measured clock
 # 2: model-shaped probes (weights prepacked), 2048 only on >= 8 threads, threads in the key,
 #    measured boost clock, cache levels with their capacity (issue 21)

@@ -34,6 +34,7 @@ __all__ = [
     "ALL_DTYPES",
     "DTYPES",
     "FUSING_BACKENDS",
+    "KERNEL_TIMED_BACKENDS",
     "GPU_DTYPES",
     "ProbeSpec",
     "cache_levels",
@@ -46,6 +47,7 @@ __all__ = [
     "flags_hash",
     "plan_gpu_probes",
     "plan_probes",
+    "kernel_seconds",
     "ladder_outliers",
     "run_probe",
     "session_spread",
@@ -105,9 +107,20 @@ STREAM_MAX_CHAIN = 32
 # whole Add chain one snippets Subgraph that reads X and Z once and writes Y once, so the bytes
 # counted per node overstated its L3 bandwidth 3x (195 GB/s against onnxruntime's 65 on 2 cores).
 # Their stream chain alternates the tensors' view (a Reshape, free in both backends) between Adds,
-# which the fusion does not cross: every Add runs as its own kernel (checked with 2026.4.1).
+# which the fusion does not cross: every Add runs as its own kernel (checked with 2026.4.1).  Both
+# views are 2-D, [elements / 256, 256] and [elements / 512, 512]: OpenVINO's Add over a flat 1-D
+# tensor ran 3-5x slower than over a 2-D view of it (4 MiB working set, 2 cores), so a flat view
+# set a memory roof far below its models' kernels.
 FUSING_BACKENDS = frozenset({"openvino"})
-STREAM_VIEW_WIDTH = 256  # the alternate view is [elements / 256, 256]
+# Backends whose stream probes are timed by the plugin's own per-kernel counters, as its layer
+# profile is: OpenVINO's ``infer()`` costs tens of µs around its kernels (a single 4 MiB Add: 40-51
+# GB/s end to end, 55-68 by its counter, 2026.4.1 on 2 cores), so an end-to-end memory roof sat
+# below the kernels it judges.  The counters keep whole microseconds: a probe whose kernels run
+# under KERNEL_TIMED_MIN_SECONDS each (working sets up to about 1 MiB) stays timed end to end.
+KERNEL_TIMED_BACKENDS = frozenset({"openvino"})
+KERNEL_TIMED_MIN_SECONDS = 20e-6
+KERNEL_TIMED_BATCHES = 9  # profiled batches of a probe session; its figure is their median
+STREAM_VIEW_WIDTH = 256  # the views are [elements / 256, 256] and [elements / 512, 512]
 
 # The GPU plan: buffers bound on the device (the backend's io_binding), GEMMs up to 8192, streams
 # from L2-resident working sets to 1 GiB.  A run's fixed cost (launch, stream sync: tens of µs) is
@@ -265,7 +278,8 @@ def spot_check_specs(
 def run_probe(backend: Backend, spec: ProbeSpec, seconds: float) -> Probe:
     """Open the probe's model on ``backend``, time it for about ``seconds``, return its figure.
 
-    Timing is end to end (``session.time``), not the profiler's kernel times, on purpose:
+    Timing is end to end (``session.time``), not the profiler's kernel times, on purpose (stream
+    probes of :data:`KERNEL_TIMED_BACKENDS` aside, :func:`kernel_seconds`):
     measured here (onnxruntime 1.32, 2-core EPYC) a 32 KiB Add's profiled kernel time is 3 µs at the
     profiler's 1 µs resolution (11 GB/s, mostly quantization and the profiler's own cost), and the
     profiler is per-backend while ``time`` is the one measurement every backend offers.  The e2e
@@ -285,9 +299,33 @@ def run_probe(backend: Backend, spec: ProbeSpec, seconds: float) -> Probe:
         session.time(1)  # warm-up: first run allocates the arena, packs weights, pages memory in
         estimate = min(session.time(2))
         count = max(MIN_SAMPLES, min(MAX_SAMPLES, int(seconds / max(estimate, 1e-7))))
-        samples = session.time(count)
+        # a kernel's time: the run's share of one working set (the chain's length is work / size)
+        kernel_estimate = estimate * spec.size / spec.work if spec.work else 0.0
+        kernel_timed = (
+            spec.kind == "memory"
+            and backend.name in KERNEL_TIMED_BACKENDS
+            and kernel_estimate >= KERNEL_TIMED_MIN_SECONDS
+        )
+        samples = (kernel_timed and kernel_seconds(session, count)) or session.time(count)
     median = statistics.median(samples)
     return Probe(spec.name, spec.kind, spec.dtype, spec.size, spec.work / median, median)
+
+
+def kernel_seconds(session: Any, count: int) -> list[float]:
+    """Per-run kernel time of ``count`` profiled runs, by the backend's kernel counters, in up to
+    :data:`KERNEL_TIMED_BATCHES` batches (one sample each: its mean); [] when a kernel runs too
+    briefly for the counters' whole microseconds (:data:`KERNEL_TIMED_MIN_SECONDS`).  The
+    profiling compilation warms itself up (its first inference is no part of the counters)."""
+    batches = max(1, min(KERNEL_TIMED_BATCHES, count))
+    per_batch = max(1, count // batches)
+    samples = []
+    for _ in range(batches):
+        kernels = session.profile(per_batch).kernels
+        times = [k.times[0] for k in kernels if k.kind == "compute" and k.times]
+        if not times or min(times) < KERNEL_TIMED_MIN_SECONDS:
+            return []
+        samples.append(sum(k.times[0] for k in kernels if k.times))  # layout kernels too: they ran
+    return samples
 
 
 # --- roofs from probe figures -------------------------------------------------------------------
@@ -889,14 +927,14 @@ def _stream(
 
     Bytes per node = two inputs read + one output written (the DESIGN convention); the chain's
     intermediates die at once, so the backend's planner reuses buffers and the working set stays
-    about three tensors.  With ``separate`` the Adds alternate between the flat view and an
-    ``[n / 256, 256]`` view of the tensors (Reshapes of the same buffer, no copy), which a backend
+    about three tensors.  With ``separate`` the Adds alternate between ``[n / 256, 256]`` and
+    ``[n / 512, 512]`` views of the tensors (Reshapes of the same buffer, no copy), which a backend
     that fuses elementwise chains (:data:`FUSING_BACKENDS`) does not fuse across.  Returns (bytes
     moved per run, chain length, builder).
     """
     elements = max(working_set // (3 * 4), 16)
     if separate:
-        elements = max(elements // STREAM_VIEW_WIDTH, 1) * STREAM_VIEW_WIDTH
+        elements = max(elements // (2 * STREAM_VIEW_WIDTH), 1) * 2 * STREAM_VIEW_WIDTH
     node_bytes = 3 * 4 * elements
     chain = max(1, min(STREAM_MAX_CHAIN, math.ceil(bytes_per_run / node_bytes)))
 
@@ -905,18 +943,23 @@ def _stream(
         from onnx import helper, numpy_helper
 
         nodes, previous, initializers = [], "X", []
-        views = {0: ("flat", [elements]), 1: ("matrix", [elements // STREAM_VIEW_WIDTH, STREAM_VIEW_WIDTH])}
+        views = {
+            0: ("matrix", [elements // STREAM_VIEW_WIDTH, STREAM_VIEW_WIDTH]),
+            1: ("wide", [elements // (2 * STREAM_VIEW_WIDTH), 2 * STREAM_VIEW_WIDTH]),
+        }
+        operands = {0: "Z", 1: "Z"}
         if separate:
             initializers = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in views.values()]
-            nodes.append(helper.make_node("Reshape", ["Z", "matrix"], ["Z_matrix"]))
+            operands = {index: f"Z_{view}" for index, (view, _) in views.items()}
+            nodes += [helper.make_node("Reshape", ["Z", view], [f"Z_{view}"]) for view, _ in views.values()]
+            nodes.append(helper.make_node("Reshape", ["X", "matrix"], ["X_matrix"]))
+            previous = "X_matrix"
         for index in range(chain):
             output = "Y" if index == chain - 1 else f"t{index}"
-            operand = "Z"
             if separate and index > 0:
-                view = views[index % 2][0]
-                nodes.append(helper.make_node("Reshape", [previous, view], [f"v{index}"]))
-                previous, operand = f"v{index}", ("Z_matrix" if index % 2 else "Z")
-            nodes.append(helper.make_node("Add", [previous, operand], [output]))
+                nodes.append(helper.make_node("Reshape", [previous, views[index % 2][0]], [f"v{index}"]))
+                previous = f"v{index}"
+            nodes.append(helper.make_node("Add", [previous, operands[index % 2]], [output]))
             previous = output
         out_shape = views[(chain - 1) % 2][1] if separate else [elements]
         model = _model(
