@@ -231,12 +231,16 @@ def test_the_pairing_times_at_the_configured_threads_with_the_gates_round_ratios
     fixed_calibration(Path(os.environ["ROOFLINE_CACHE_DIR"]), {"intra_op_threads": "2"})
     store = project.path / "hist"
     options = (f"--roofline-history={store}", "--roofline-budget=1", "--roofline-option=intra_op_threads=2")
+    # the added block is a real +30-60 % (+90 % at two threads): the gate would fail the second run where the first
+    # recorded a baseline (a quiet machine); the test is about the history's pairing
+    options += ("--roofline-tolerance=99",)
     for blocks in (2, 3):
         matmul_chain(project.path / "model.onnx", blocks)
         _git(project.path, "add", "-A")
         _git(project.path, "commit", "-qm", f"{blocks} blocks")
         time.sleep(1.02 - time.time() % 1)
-        project.runpytest(*options).assert_outcomes(passed=1)
+        outcomes = project.runpytest(*options).parseoutcomes()  # the gate's verdict is not the point
+        assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 1, outcomes
     (engine,) = engines
     assert engine.single_thread() is not None  # the configured two threads, not the one-thread copy
     second = sorted(_points(store), key=lambda p: (p["time"], p["recorded"]))[1]
