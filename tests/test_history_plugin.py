@@ -231,8 +231,8 @@ def test_the_pairing_times_at_the_configured_threads_with_the_gates_round_ratios
     fixed_calibration(Path(os.environ["ROOFLINE_CACHE_DIR"]), {"intra_op_threads": "2"})
     store = project.path / "hist"
     options = (f"--roofline-history={store}", "--roofline-budget=1", "--roofline-option=intra_op_threads=2")
-    # the added block is a real +30-60 % (+90 % at two threads): the gate would fail the second run where the first
-    # recorded a baseline (a quiet machine); the test is about the history's pairing
+    # the added block is a real +30-90 %: the gate fails the second run where the first recorded a
+    # baseline (a quiet machine); the test is about the history's pairing
     options += ("--roofline-tolerance=99",)
     for blocks in (2, 3):
         matmul_chain(project.path / "model.onnx", blocks)
