@@ -51,3 +51,22 @@ def use_fake_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.delenv("FAKE_NVML", raising=False)
     gpu_info.cache_clear()
+
+
+def levelled_roofline() -> Any:
+    """A CPU roofline with cache levels (L2 1 MiB at 60 GB/s, L3 32 MiB at 50, DRAM 20) for tests
+    of where a layer's bytes live: fixed figures, no calibration."""
+    from pytest_roofline.roofline import CacheLevel, DeviceRoofline
+
+    gb, mib = 1e9, 1 << 20
+    return DeviceRoofline(
+        peak_flops={"float32": 200 * gb},
+        peak_bandwidth=20 * gb,
+        fingerprint={},
+        cache_levels=(
+            CacheLevel("L2", 512 << 10, 60 * gb, capacity=1 * mib),
+            CacheLevel("L3", 16 * mib, 50 * gb, capacity=32 * mib),
+            CacheLevel("DRAM", 0, 20 * gb),
+        ),
+        threads=2,
+    )

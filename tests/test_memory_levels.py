@@ -10,28 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _calibration_helpers import levelled_roofline
 from onnx import TensorProto, helper, numpy_helper
 
 from pytest_roofline.api import profile_model
 from pytest_roofline.profile import ModelProfile
-from pytest_roofline.roofline import CacheLevel, DeviceRoofline
 
 GB, MIB = 1e9, 1 << 20
 WIDE = 4096  # the big MatMul's weight: 4096 x 4096 float32 = 64 MiB > a 32 MiB L3
-
-
-def _roofline() -> DeviceRoofline:
-    return DeviceRoofline(
-        peak_flops={"float32": 200 * GB},
-        peak_bandwidth=20 * GB,
-        fingerprint={},
-        cache_levels=(
-            CacheLevel("L2", 512 << 10, 60 * GB, capacity=1 * MIB),
-            CacheLevel("L3", 16 * MIB, 50 * GB, capacity=32 * MIB),
-            CacheLevel("DRAM", 0, 20 * GB),
-        ),
-        threads=2,
-    )
 
 
 def _model(wide: int) -> object:
@@ -61,7 +47,12 @@ def _model(wide: int) -> object:
 
 def _profile(backend: str, wide: int = WIDE) -> ModelProfile:
     return profile_model(
-        _model(wide), backend=backend, roofline=_roofline(), sessions=2, rounds=3, profile_iterations=5
+        _model(wide),
+        backend=backend,
+        roofline=levelled_roofline(),
+        sessions=2,
+        rounds=3,
+        profile_iterations=5,
     )
 
 
@@ -106,7 +97,7 @@ def test_the_profile_table_shows_each_layers_level_and_the_levels() -> None:
     assert header.split()[-1] == "level"
     big = next(line for line in table.splitlines() if line.startswith("big "))
     assert big.split()[-1] == prof.layer("big").memory_level == "L3"
-    bare = dataclasses.replace(prof, roofline=dataclasses.replace(_roofline(), cache_levels=()))
+    bare = dataclasses.replace(prof, roofline=dataclasses.replace(levelled_roofline(), cache_levels=()))
     assert "memory levels: DRAM only, 20.0 GB/s (this calibration has no cache levels" in profile_table(bare)
 
 
@@ -129,7 +120,7 @@ def test_rows_gathered_from_a_table_larger_than_the_cache_are_placed_by_their_ow
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
-    prof = profile_model(model, roofline=_roofline(), sessions=2, rounds=3, profile_iterations=5)
+    prof = profile_model(model, roofline=levelled_roofline(), sessions=2, rounds=3, profile_iterations=5)
     embed = prof.layer("embed")
     assert embed.bytes < 1 * MIB and embed.memory_level == "L2", embed  # 2 x 128 KiB of rows and output
     assert prof.layer("head").memory_level == "DRAM"  # a 128 MiB model: the head's weight streams

@@ -218,10 +218,11 @@ def test_a_weight_slice_fused_into_an_add_is_placed_by_the_rows_it_reads() -> No
     The fused layer's weight bytes were the whole 1.57 MB table, as large as all its bytes, so the
     layer was placed with the 440 MB of weights in DRAM and read 288 % of that roof; the Slice
     reads 128 rows, a working set that stays in the cache."""
-    from pytest_roofline.api import profile_model
-    from pytest_roofline.roofline import CacheLevel, DeviceRoofline
+    from _calibration_helpers import levelled_roofline
 
-    gb, mib, rows, width = 1e9, 1 << 20, 32, 1024
+    from pytest_roofline.api import profile_model
+
+    mib, rows, width = 1 << 20, 32, 1024
     rng = np.random.default_rng(0)
     inits = [
         numpy_helper.from_array(rng.random((16384, width), dtype=np.float32), "E"),  # 64 MiB
@@ -243,17 +244,7 @@ def test_a_weight_slice_fused_into_an_add_is_placed_by_the_rows_it_reads() -> No
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, rows, 16384])],
         inits,
     )
-    roofline = DeviceRoofline(
-        peak_flops={"float32": 200 * gb},
-        peak_bandwidth=20 * gb,
-        fingerprint={},
-        cache_levels=(
-            CacheLevel("L2", 512 << 10, 60 * gb, capacity=1 * mib),
-            CacheLevel("L3", 16 * mib, 50 * gb, capacity=32 * mib),
-            CacheLevel("DRAM", 0, 20 * gb),
-        ),
-        threads=2,
-    )
+    roofline = levelled_roofline()
     prof = profile_model(
         model, backend="openvino", options={"threads": "1"}, roofline=roofline, sessions=1, rounds=3
     )
