@@ -47,6 +47,8 @@ def narrowed_modules(args: Sequence[str], invocation_dir: Path, items: Sequence[
     (``test_x.py::test_y``): collected in part, so a test of theirs that was not collected was not
     asked for, not gone from the module."""
     named = {(invocation_dir / arg.split("::", 1)[0]).resolve() for arg in args if "::" in arg}
+    if not named:  # no node id asked for (the usual run): no path of any item resolved
+        return set()
     return {item.nodeid.split("::", 1)[0] for item in items if Path(str(item.path)).resolve() in named}
 
 
