@@ -170,11 +170,13 @@ class RooflinePlugin:
 
         if self.session.is_worker:
             self.config.workeroutput["roofline"] = self.session.worker_payload()  # type: ignore[attr-defined]
+            self.session.release_models()
             set_exit_status(int(session.exitstatus))
             return
         hook = self.config.hook.pytest_roofline_update_results
         try:
             self.session.finish(lambda results: hook(config=self.config, results=results))
+            self.session.release_models()  # after the baselines' models went in
         except KeyboardInterrupt:  # Ctrl-C while writing: say in one line that nothing is torn
             reporter = self.config.pluginmanager.get_plugin("terminalreporter")
             line = (

@@ -297,3 +297,24 @@ def test_paired_budget_grows_with_the_models_run_time_up_to_the_cap():
     assert note is None and (fitted.sessions, fitted.rounds, fitted.warmup) == (4, 10, 1)
     fitted, note = fit_to_budget(GateDesign(budget=10.0, run_estimate=0.15))
     assert note is not None and fitted.rounds < 10
+
+
+def _paired(sampler, step_pairs: int = 0):  # type: ignore[no-untyped-def]
+    from pytest_roofline.gate.paired import paired_run
+
+    design = GateDesign(budget=60)
+    return paired_run([None, None], design, 0.01, sampler=sampler, watch_load=False, step_pairs=step_pairs)
+
+
+def test_a_change_stops_the_historys_paired_run_only_with_enough_pairs():
+    """``step_pairs``: a step read on the first 4-pair batch samples on (stopping at the first batch
+    that clears the tolerance is optional stopping); a pass still stops at once."""
+    sampler, calls = fake_sampler(1.10, 0.001)
+    run = _paired(sampler, step_pairs=16)
+    assert run.verdict.status == "regression" and len(run.figures) == 16 and len(calls) == 4
+    sampler, calls = fake_sampler(1.10, 0.001)
+    run = _paired(sampler)
+    assert run.verdict.status == "regression" and len(calls) == 1  # the gate's own paired mode
+    sampler, calls = fake_sampler(1.0, 0.0001)
+    run = _paired(sampler, step_pairs=16)
+    assert run.verdict.status == "pass" and len(calls) == 1

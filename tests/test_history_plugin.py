@@ -245,3 +245,93 @@ def test_the_pairing_times_at_the_configured_threads_with_the_gates_round_ratios
     assert engine.single_thread() is not None  # the configured two threads, not the one-thread copy
     second = sorted(_points(store), key=lambda p: (p["time"], p["recorded"]))[1]
     assert second["paired"]["figure"] == "round-ratio" and len(second["paired"]["figures"]) >= 2
+
+
+TWO_MODELS = """
+import pytest
+
+@pytest.mark.parametrize("name", ["a", "b"])
+def test_model(model_profile, name):
+    model_profile(f"{name}.onnx")
+"""
+
+
+def _two_model_runs(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, bound: str) -> list[Any]:
+    """Two runs of two real onnxruntime tests, each run's models new (uncommitted: the model store
+    is the only way back to the previous run's), under a model store bound of ``bound``; the
+    second run's result."""
+    import os
+
+    from _plugin_helpers import fixed_calibration, matmul_chain
+
+    monkeypatch.setattr(_module("pytest_roofline.history.pairing"), "PAIR_BUDGET", 1.0)
+    monkeypatch.setenv("ROOFLINE_MODEL_STORE_MAX_BYTES", bound)
+    fixed_calibration(Path(os.environ["ROOFLINE_CACHE_DIR"]))
+    project.makepyfile(test_model=TWO_MODELS)
+    options = (
+        f"--roofline-history={project.path / 'hist'}",
+        "--roofline-budget=1",
+        "--roofline-tolerance=99",
+    )
+    runs = []
+    for more in (0, 1):  # a block more: every model changes between the runs
+        for name, blocks in (("a", 2), ("b", 3)):
+            matmul_chain(project.path / f"{name}.onnx", blocks + more)
+        time.sleep(1.02 - time.time() % 1)
+        runs.append(project.runpytest(*options))
+        runs[-1].assert_outcomes(passed=2)
+    return runs
+
+
+def test_a_suite_filling_the_model_store_still_pairs_every_changed_model(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store evicts at session end, never a model a later test of the run still needs: with a
+    bound of 2.5 models, putting the second run's first model had evicted the first run's, and that
+    test's model change went unpaired."""
+    from _plugin_helpers import matmul_chain
+
+    size = matmul_chain(project.path / "probe.onnx", 3).stat().st_size
+    _, second = _two_model_runs(project, monkeypatch, str(int(2.5 * size)))
+    points = sorted(_points(project.path / "hist"), key=lambda p: (p["time"], p["recorded"]))
+    assert len(points) == 4
+    for point in points[2:]:
+        assert point["paired"] is not None, point["unpaired"]
+        assert point["unpaired"] == ""
+    text = second.stdout.str()
+    assert "the model changed and was not timed beside" not in text
+    assert "over its bound" in text and "ROOFLINE_MODEL_STORE_MAX_BYTES" in text
+
+
+def test_a_model_change_the_history_cannot_pair_is_said_and_kept_with_the_point(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, second = _two_model_runs(project, monkeypatch, "0")  # a store that keeps nothing
+    points = sorted(_points(project.path / "hist"), key=lambda p: (p["time"], p["recorded"]))
+    for point in points[2:]:
+        assert point["paired"] is None and "not in the model store" in point["unpaired"]
+    lines = [line for line in second.stdout.lines if "was not timed beside the previous one" in line]
+    assert len(lines) == 2 and "judged on the absolute figures" in lines[0]
+
+
+def test_an_unchanged_model_timed_for_the_history_is_judged_by_its_identity(project: pytest.Pytester) -> None:
+    """The history times every run (a point per run), but nothing that runs changed decides the
+    verdict: a timing that reads slower is the machine, never a regression (it was the stored
+    comparison's verdict, which failed unchanged zoo models on a machine changing speed)."""
+    _commit(project.path, 6, "model")
+    store = project.path / "hist"
+    options = (*FAKE, f"--roofline-history={store}")
+    project.runpytest(*options).assert_outcomes(passed=1)  # the first run records the baseline
+    path = project.path / ".roofline" / "test_model.json"
+    data = json.loads(path.read_text())
+    for entry in data["entries"].values():  # a baseline recorded while the machine ran twice as fast
+        entry["sessions"] = [figure / 2 for figure in entry["sessions"]]
+    path.write_text(json.dumps(data))
+    project.runpytest(*FAKE, "--roofline-retime").assert_outcomes(failed=1)  # the timed comparison's word
+    time.sleep(1.02 - time.time() % 1)
+    result = project.runpytest(*options)
+    result.assert_outcomes(passed=1)
+    assert "UNCHANGED" in result.stdout.str() or "unchanged" in result.stdout.str()
+    points = sorted(_points(store), key=lambda p: (p["time"], p["recorded"]))
+    assert [p["verdict"] for p in points] == ["new", "unchanged"]
+    assert points[1]["mode"] == "identity" and points[1]["value"] == pytest.approx(points[0]["value"])

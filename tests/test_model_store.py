@@ -231,6 +231,41 @@ def test_least_recently_used_entries_are_evicted_with_a_note(tmp_path: Path) -> 
     assert MAX_BYTES_ENV in notes[0] and "\n" not in notes[0]
 
 
+def test_a_held_store_evicts_at_release_only_what_its_run_did_not_use(tmp_path: Path) -> None:
+    """A session's store: the previous run's models stay while this run's tests still pair against
+    them (an eviction at each put dropped the next test's model in a suite filling half the bound);
+    at release the models this run neither put nor read go, least recently used first."""
+    paths = [save(linear(scale), tmp_path / f"m{scale}.onnx") for scale in (1.0, 2.0, 3.0, 4.0, 5.0)]
+    size = paths[0].stat().st_size
+    bound = 3 * size + size // 2
+    earlier = ModelStore(tmp_path / "store", max_bytes=bound)
+    old = [earlier.put(path) for path in paths[:3]]  # the previous run: three models
+    notes: list[str] = []
+    store = ModelStore(tmp_path / "store", max_bytes=bound, note=notes.append, hold=True)
+    new = store.put(paths[3])  # this run's first test: its new model ...
+    assert store.get(old[0]) is not None  # ... timed beside the previous run's
+    store.put(paths[4])
+    assert all(digest in store for digest in old), "a held store evicted a model the run still needs"
+    assert notes == []
+    store.release()
+    assert old[0] in store and new in store  # read and put by this run
+    assert old[1] not in store and old[2] not in store  # neither: the least recently used go
+    assert len(notes) == 1 and notes[0].startswith("model store: evicted 2 models (")
+    assert "did not use" in notes[0] and MAX_BYTES_ENV in notes[0]
+
+
+def test_a_held_store_keeps_what_its_run_used_even_over_the_bound_with_a_note(tmp_path: Path) -> None:
+    paths = [save(linear(scale), tmp_path / f"m{scale}.onnx") for scale in (1.0, 2.0, 3.0)]
+    size = paths[0].stat().st_size
+    notes: list[str] = []
+    store = ModelStore(tmp_path / "store", max_bytes=size + size // 2, note=notes.append, hold=True)
+    digests = [store.put(path) for path in paths]
+    store.release()
+    assert all(digest in store for digest in digests)
+    assert len(notes) == 1 and "over its bound" in notes[0] and "the 3 models this run used" in notes[0]
+    assert MAX_BYTES_ENV in notes[0] and "\n" not in notes[0]
+
+
 def test_a_model_larger_than_the_bound_is_not_kept(tmp_path: Path) -> None:
     path = save(linear(1.0), tmp_path / "m.onnx")
     store = ModelStore(tmp_path / "store", max_bytes=100)

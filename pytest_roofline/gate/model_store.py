@@ -220,15 +220,29 @@ class ModelStore:
         max_bytes: the bound on the stored bytes; None reads :func:`store_limit`.
         note: receives each one-line note (evictions, failed hash checks, copies skipped); the
             notes are also kept in :attr:`notes`.
+        hold: evict nothing until :meth:`release` (a pytest session's store).  A session puts each
+            test's model while later tests still need the previous run's models (the history pairs
+            against them, the gate against the baselines'): evicting at each put would drop exactly
+            those in a suite whose models fill more than half the bound.
+
+    :meth:`release` never evicts an entry this store put or read: a session keeps what it used,
+    even over the bound (with a note), so the next run finds its models.
     """
 
     def __init__(
-        self, root: Path, max_bytes: int | None = None, note: Callable[[str], None] | None = None
+        self,
+        root: Path,
+        max_bytes: int | None = None,
+        note: Callable[[str], None] | None = None,
+        *,
+        hold: bool = False,
     ) -> None:
         self.root = Path(root)
         self.max_bytes = store_limit() if max_bytes is None else max_bytes
         self.notes: list[str] = []
+        self.hold = hold
         self._note = note
+        self._used: set[str] = set()  # digests put or read through this store
 
     def __repr__(self) -> str:
         return f"ModelStore({str(self.root)!r}, max_bytes={self.max_bytes})"
@@ -252,6 +266,7 @@ class ModelStore:
         digest = content.digest
         if digest in self:
             self._touch(digest)
+            self._used.add(digest)
             return digest
         if self.max_bytes is not None and content.size > self.max_bytes:
             self._say(
@@ -275,7 +290,13 @@ class ModelStore:
                     os.rename(temp, self.root / digest)
                     temp = None
                     self._touch(digest)
-                self._evict(keep=digest)
+                self._used.add(digest)
+                if not self.hold:
+                    for gone, size in self._evict(spare={digest})[1]:
+                        self._say(
+                            f"model store: evicted {gone[:12]} ({fmt_bytes(size)}), the least recently "
+                            f"used, {self._keeping()}"
+                        )
         except _LockTimeout:
             self._say(
                 f"model store: {self.root} stayed locked for {LOCK_TIMEOUT:g} s; {digest[:12]} not kept"
@@ -312,9 +333,39 @@ class ModelStore:
             self._remove(self.root / digest)
             return None
         self._touch(digest)
+        self._used.add(digest)
         return model
 
+    def release(self) -> None:
+        """The end of a held store's session: evict least-recently-used entries that it neither put
+        nor read until the store is within its bound; a note when what it used alone exceeds it."""
+        self.hold = False
+        if not self.root.is_dir():
+            return
+        try:
+            with self._locked():
+                total, evicted = self._evict(spare=self._used)
+        except _LockTimeout:
+            self._say(f"model store: {self.root} stayed locked for {LOCK_TIMEOUT:g} s; nothing evicted")
+        except OSError:
+            return  # a store that cannot be written keeps what it holds
+        if evicted:
+            self._say(
+                f"model store: evicted {len(evicted)} model{'s' if len(evicted) != 1 else ''} "
+                f"({fmt_bytes(sum(size for _, size in evicted))}) that this run did not use, the least "
+                f"recently used, {self._keeping()}"
+            )
+        if self.max_bytes is not None and total > self.max_bytes:
+            self._say(
+                f"model store: {self.root} holds {fmt_bytes(total)}, over its bound of "
+                f"{fmt_bytes(self.max_bytes)}: the {len(self._used)} models this run used are kept for "
+                f"the next run to time beside (raise {MAX_BYTES_ENV})"
+            )
+
     # --- internals ------------------------------------------------------------------------------
+
+    def _keeping(self) -> str:
+        return f"to keep {self.root} under {fmt_bytes(self.max_bytes or 0)} ({MAX_BYTES_ENV})"
 
     def _say(self, message: str) -> None:
         self.notes.append(message)
@@ -363,9 +414,10 @@ class ModelStore:
         except filelock.Timeout:
             raise _LockTimeout from None
 
-    def _evict(self, keep: str) -> None:
-        """Under the lock: drop least-recently-used entries while the store exceeds its bound,
-        and the debris of writers that were killed."""
+    def _evict(self, spare: set[str]) -> tuple[int, list[tuple[str, int]]]:
+        """Under the lock: drop least-recently-used entries but those in ``spare`` while the store
+        exceeds its bound, and the debris of writers that were killed.  Returns the bytes left and
+        the (digest, bytes) evicted."""
         now = time.time()
         entries: list[tuple[float, int, str]] = []
         for child in self.root.iterdir():
@@ -379,28 +431,27 @@ class ModelStore:
             if manifest is not None:
                 with contextlib.suppress(OSError):
                     entries.append(((child / MANIFEST).stat().st_mtime, manifest["bytes"], name))
-        if self.max_bytes is None:
-            return
         total = sum(size for _, size, _ in entries)
+        evicted: list[tuple[str, int]] = []
+        if self.max_bytes is None:
+            return total, evicted
         for _, size, digest in sorted(entries):
             if total <= self.max_bytes:
                 break
-            if digest == keep:
+            if digest in spare:
                 continue
             self._remove(self.root / digest)
             total -= size
-            self._say(
-                f"model store: evicted {digest[:12]} ({fmt_bytes(size)}), the least recently used, to keep "
-                f"{self.root} under {fmt_bytes(self.max_bytes)} ({MAX_BYTES_ENV})"
-            )
+            evicted.append((digest, size))
+        return total, evicted
 
 
 class _LockTimeout(Exception):
     """Another process held the store's lock past :data:`LOCK_TIMEOUT`."""
 
 
-def default_model_store(note: Callable[[str], None] | None = None) -> ModelStore:
+def default_model_store(note: Callable[[str], None] | None = None, *, hold: bool = False) -> ModelStore:
     """The store under the calibration cache dir (``$ROOFLINE_CACHE_DIR`` honoured): ``<cache>/models``."""
     from pytest_roofline.roofline.calibrate import default_cache_dir
 
-    return ModelStore(default_cache_dir() / "models", note=note)
+    return ModelStore(default_cache_dir() / "models", note=note, hold=hold)

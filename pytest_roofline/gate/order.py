@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 from pytest_roofline.gate.identity import Change, RunIdentity
 
 if TYPE_CHECKING:
-    from pytest_roofline.gate.types import GateOutcome, GateRequest, ModelStoreLike
+    from pytest_roofline.gate.model_store import ModelStore
+    from pytest_roofline.gate.types import GateOutcome, GateRequest
     from pytest_roofline.gate.verdict import Verdict
     from pytest_roofline.measure.stats import LatencyStats
     from pytest_roofline.model import ModelSpec
@@ -55,14 +56,15 @@ REMEDY = (
 )
 
 
-def default_models() -> ModelStoreLike | None:
+def default_models(hold: bool = False) -> ModelStore | None:
     """The model store under the calibration cache dir, or None where it cannot be made (then a
-    changed model falls back to git, then to the stored figures)."""
+    changed model falls back to git, then to the stored figures); ``hold``: a session's store,
+    evicting only at its ``release()``."""
     from pytest_roofline.errors import RooflineError
     from pytest_roofline.gate.model_store import default_model_store
 
     try:
-        return default_model_store()
+        return default_model_store(hold=hold)
     except (OSError, RooflineError):
         return None
 
@@ -109,6 +111,9 @@ def route(request: GateRequest, prepared: PreparedModel) -> Route:
         reasons.append("the model was re-saved: other bytes, the same graph")
     if not changes:
         return Route("unchanged", identity, reasons=tuple(reasons))
+    if request.timed:  # the history's figure is the stored comparison's; its own pairing follows
+        reasons.append("timed for the history: " + "; ".join(c.text for c in changes))
+        return Route("stored", identity, tuple(changes), reasons=tuple(reasons))
     if any(c.kind == "model" for c in changes):
         reference, where = baseline_model(request, baseline.identity.model, baseline.commit)
         model = next(c.text for c in changes if c.kind == "model")

@@ -51,6 +51,7 @@ class GateSettings:
     budget: float
     metrics: tuple[str, ...] = ("latency",)
     retime: bool = False
+    timed: bool = False  # a figure timed every run (the history), the verdict still the identity's
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,7 +89,8 @@ def gate_settings(
     for metric in metrics:
         if metric != "latency" and not str(metric).startswith("layer:"):
             raise OptionError(f"roofline marker: unknown metric {metric!r} ({METRICS_HELP})")
-    return GateSettings(tolerance, budget, tuple(metrics), retime)
+    timed = defaults.timed and kwargs.get("retime") is not False  # retime=False: the identity shortcut
+    return GateSettings(tolerance, budget, tuple(metrics), retime, timed)
 
 
 def resolve_model_path(path: str | os.PathLike[str], test_dir: Path, rootdir: Path) -> Path:
@@ -185,6 +187,7 @@ def build_request(
         trips=dict(trips) if trips else None,
         prepared=prepared,
         retime=settings.retime or mode.update,  # an accepted figure is a timed one
+        timed=settings.timed,
         models=models() if not mode.disable else None,
         other_device=other_device,
     )

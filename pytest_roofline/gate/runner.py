@@ -135,7 +135,8 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
         )
     )
     way = route(request, prepared)  # identity first: nothing is timed to learn that nothing changed
-    sampler = sampler_for(engine) if way.kind != "unchanged" else None  # warm when sampling begins
+    shortcut = way.kind == "unchanged" and not request.timed  # identity alone: nothing timed
+    sampler = sampler_for(engine) if not shortcut else None  # warm when sampling begins
     layer_run = profile_layers(
         prepared,
         iterations=PROFILE_ITERATIONS,
@@ -145,7 +146,7 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
         # taken in the plain session the layer profile opens anyway (one model load less)
         sample_latency=short_sample if request.reference is None and way.kind != "paired" else None,
     )
-    if way.kind == "unchanged":
+    if shortcut:
         return _unchanged(request, prepared, layer_run, way)
     if way.kind == "paired":
         request = dataclasses.replace(request, reference=way.reference)
@@ -235,6 +236,8 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
     if not differences and (comparable is not None or request.reference is not None) and summary is not None:
         change = _change(request, prepared, layer_run.roofline, verdict, summary, profile)
         verdict = dataclasses.replace(verdict, explanation=change.text)
+    if way.kind == "unchanged":  # timed for the history: identity decides, the timing is the drift
+        verdict, extra = _timed_unchanged(request, verdict, way)
     entry = None
     if request.new_at_ref:  # paired mode records no baseline: a verdict `new`, nothing compared
         verdict = dataclasses.replace(
@@ -256,6 +259,17 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
     recorded = request.baseline if way.kind == "paired" else baseline  # auto-paired: the trend still shows
     history = (*recorded.history, recorded.history_point()) if recorded else ()
     return GateOutcome(profile, verdict, tuple(extra), entry, history, change)
+
+
+def _timed_unchanged(request: GateRequest, timed: Verdict, way: Route) -> tuple[Verdict, list[Verdict]]:
+    """The ``unchanged`` verdicts of a run timed for the history although nothing that runs changed:
+    the stored comparison's ratio is the machine's (or the runtime's) drift, never a regression."""
+    from pytest_roofline.gate.order import unchanged_verdict
+
+    ratio = timed.ratio if timed.ratio is not None and math.isfinite(timed.ratio) else None
+    raw = {"baseline": timed.baseline, "current": timed.current, "drift": ratio}
+    verdict, extra = unchanged_verdict(request.metrics, request.tolerance, raw, way.reasons)
+    return verdict, list(extra)
 
 
 def _routed(verdict: Verdict, way: Route, other_device: str | None, device_class: str) -> Verdict:

@@ -58,6 +58,9 @@ class GateRequest:
     trips: Mapping[str, int] | None = field(default=None, hash=False)  # Loop trip counts to bind
     prepared: PreparedModel | None = field(default=None, hash=False)  # the model already loaded and bound
     retime: bool = False  # a timed comparison even when nothing that runs changed
+    # a figure timed every run, as a stored comparison (the history's series needs one), while
+    # identity still decides: nothing that runs changed is ``unchanged``, however the timing reads
+    timed: bool = False
     models: ModelStoreLike | None = field(default=None, hash=False)  # where the baseline's model is kept
     other_device: str | None = None  # no baseline here, but one of another device class
     # control-probe blocks when no comparable baseline fixes them (the history series' own fit)

@@ -53,6 +53,9 @@ PAIR_TOLERANCE = 0.01
 #: Seconds the pairing may sample at least (more when the test's budget is larger, or the model is
 #: slow: ``gate.sampling.paired_budget``): a model change is rare, so its run may take longer.
 PAIR_BUDGET = 10.0
+#: Session pairs a step needs before the pairing stops on it (``gate.paired.paired_run``): the
+#: gate's 4-pair batches stopped at the first that cleared 1 %, and an A/A pairing read +2.0 %.
+STEP_PAIRS = 16
 #: ``Paired.reference`` of figures the gate's own paired run gave (nothing timed twice).
 FROM_GATE = "the gate's paired run"
 
@@ -123,6 +126,8 @@ def pair_with_previous(
         return found
     if figures:
         found["paired"] = Paired(figures, before, where).to_dict()
+    else:
+        found["unpaired"] = "the paired run timed no session pair"
     return found
 
 
@@ -167,6 +172,7 @@ def _paired_figures(request: GateRequest, reference: Path, run_estimate: float |
         PAIR_TOLERANCE,
         sampler=sampler_for(engine),
         watch_load=engine.wall_clock,
+        step_pairs=STEP_PAIRS,
     )
     return _positive(run.figures)
 

@@ -169,6 +169,7 @@ class HistoryPoint:
     content: str = ""  # the model's content hash (model file and external data): the model store's key
     paired: Paired | None = None  # the model timed beside the previous point's, where it changed
     probe: dict[str, int] = field(default_factory=dict, hash=False)  # control-probe blocks of ``value``
+    unpaired: str = ""  # why the model changed since the previous point but was not timed beside it
 
     @property
     def runs(self) -> str:
@@ -221,6 +222,7 @@ class HistoryPoint:
             "content": self.content,
             "paired": self.paired.to_dict() if self.paired else None,
             "probe": dict(self.probe),
+            "unpaired": self.unpaired,
         }
 
     @classmethod
@@ -269,6 +271,7 @@ class HistoryPoint:
             content=read_str(data, "content", ""),
             paired=Paired.from_dict(data.get("paired")),
             probe=_blocks(data.get("probe")),
+            unpaired=read_str(data, "unpaired", ""),
         )
 
 
@@ -370,6 +373,7 @@ def point_of(
         content=str(ran.get("content") or ""),
         paired=Paired.from_dict(ran.get("paired")),
         probe=_blocks((gate or {}).get("probe")),
+        unpaired=str(ran.get("unpaired") or ""),
     )
 
 

@@ -88,6 +88,12 @@ def record_run(results: RunResults, url: str | None, default_dir: Path, rootdir:
     finally:
         store.close()
     lines = [f"history: {added} point{'s' if added != 1 else ''} added to {store.location}"]
+    lines += [
+        f"history: {p.test}: the model changed and was not timed beside the previous one ({p.unpaired}); "
+        "its step is judged on the absolute figures"
+        for p in points
+        if p.unpaired
+    ]
     try:
         return lines + confirmed_changes(stored, {p.id for p in points})
     except RooflineError as exc:  # ruptures missing: the points are stored all the same

@@ -30,6 +30,7 @@ from pytest_roofline.roofline.engines import Engines
 if TYPE_CHECKING:
     import pytest
 
+    from pytest_roofline.gate.model_store import ModelStore
     from pytest_roofline.gate.order import MeasuredIdentities
     from pytest_roofline.gate.store import BaselineStore
     from pytest_roofline.gate.types import GateOutcome, GateRequest, ModelStoreLike
@@ -93,7 +94,7 @@ class RooflineSession:
         self.last_results: RunResults | None = None
         self.history_lines: list[str] = []
         self._git: GitInfo | None = None
-        self._models: ModelStoreLike | None = None
+        self._models: ModelStore | None = None
         self._models_made = False
         self._measured: MeasuredIdentities | None = None
 
@@ -110,9 +111,11 @@ class RooflineSession:
 
     def gate_settings(self, marker: pytest.Mark | None) -> GateSettings:
         """The session's gate settings overridden by the test's ``roofline`` marker."""
-        # a history needs the same figure every run: the identity shortcut would leave holes
-        retime = self.settings.retime or self.settings.history is not None
-        defaults = GateSettings(self.settings.tolerance, self.settings.budget, retime=retime)
+        # a history needs the same figure every run: timed even where identity says nothing changed
+        timed = self.settings.history is not None
+        defaults = GateSettings(
+            self.settings.tolerance, self.settings.budget, retime=self.settings.retime, timed=timed
+        )
         return gate_settings(dict(marker.kwargs) if marker else {}, defaults, parse_percent, parse_budget)
 
     def request(self, node: pytest.Item, call: ModelCall) -> GateRequest:
@@ -144,13 +147,21 @@ class RooflineSession:
 
     @property
     def models(self) -> ModelStoreLike | None:
-        """The model store that keeps baselines' models (made on first use; None in builds without)."""
+        """The model store that keeps baselines' models (made on first use; None in builds without).
+
+        It evicts nothing until :meth:`release_models` at session end: a test puts its model while
+        later tests still need the previous run's."""
         if not self._models_made:
             from pytest_roofline.gate.order import default_models
 
-            self._models = default_models()
+            self._models = default_models(hold=True)
             self._models_made = True
         return self._models
+
+    def release_models(self) -> None:
+        """Session end: the model store evicts what this run did not use (a note where it did)."""
+        if self._models is not None:
+            self._models.release()
 
     def profile(self, node: pytest.Item, call: ModelCall) -> ModelProfile:
         """Measure one model for ``node``, gate it, record it; returns the profile."""
@@ -312,7 +323,10 @@ class RooflineSession:
             self.last_results,
             reports=self.reports_written,
             baseline_files=[str(p) for p in self.written],
-            store_notes=self.store.notes if self._store is not None else (),
+            store_notes=[
+                *(self.store.notes if self._store is not None else ()),
+                *(self._models.notes if self._models is not None else ()),
+            ],
             paired_update=bool(settings.update and settings.compare_ref) and not settings.disable,
             history_lines=self.history_lines,
             errors=self.errors,
