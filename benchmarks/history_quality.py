@@ -19,6 +19,11 @@ consecutive runs, which keeps the machine's state runs, each run with its own pa
   identity at every run, each with its real A/A pairing (target: ≤ 1 per 1,000 points);
 * **creep**: 5 commits of +1.5 % each (3 runs each, pairings times 1.015); found when a change
   point lands inside the creep;
+* **per zoo model** (``--model zoo``: one test per model of ``pytest_roofline.zoo.suite``, every
+  model cycling through itself, a retrained copy and its slower variant with about 3 % more MACs,
+  into data/history-zoo-pairs/): each model's real A/A pairings judged by the detector as they are
+  (false steps) and times 1.03 (found), its real ~3 % step pairings, the three figures above per
+  model, and the worst model of each;
 * **git scenario**: a repository of 20 commits of MobileNetV2, two adding blocks (about +4 % and
   +7 %, sized by a paired run at default threads), the plugin run once per commit;
   ``roofline history`` must name exactly those two commits, ``roofline bisect first last
@@ -30,6 +35,7 @@ Usage::
     python benchmarks/history_quality.py                   # analyse them, then the git scenario
     python benchmarks/history_quality.py --series 0        # the git scenario alone
     python benchmarks/history_quality.py --series 30 --git-commits 4 --quick   # smoke run
+    python benchmarks/history_quality.py --model zoo --record 10 --git-commits 0   # the zoo (1 h)
 """
 
 from __future__ import annotations
@@ -40,16 +46,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 
 HERE = Path(__file__).resolve().parent
 #: Recordings of the current pairing (per-round ratios at the configured threads, one probe per
 #: series); ``data/history-pairs`` and ``data/history-pairs-8x2s`` hold the former pairing's runs.
 DEFAULT_RUNS = HERE / "data" / "history-round-pairs"
+#: The zoo's recordings (``--model zoo``): one series per zoo model.
+ZOO_RUNS = HERE / "data" / "history-zoo-pairs"
 ROOFLINE = str(Path(sys.executable).parent / "roofline")
 
 TEST = """
@@ -80,24 +90,54 @@ def pytest_history(project: Path, env: dict[str, str], history: str, budget: flo
 CYCLE = ("a", "a2", "a", "a2", "a", "a2", "a", "a2", "slower", "a2")
 
 
-def record_models(folder: Path, model: str) -> dict[str, Path]:
-    """The recording's models in ``folder``: ``a``, ``a2`` (other weight values), ``slower``."""
-    import onnx
+#: Initializer types a retrained export changes: weights, never a quantization scale (changing a
+#: per-channel scale changed EfficientNet int8's kernels: its copy ran a real 4 % slower).
+WEIGHT_TYPES = (
+    onnx.TensorProto.FLOAT,
+    onnx.TensorProto.FLOAT16,
+    onnx.TensorProto.INT8,
+    onnx.TensorProto.UINT8,
+)
+
+
+def retrained_copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with one value of its largest weight nudged (a float by 1 %, an integer by one
+    step): the same work, another graph, what a retrained export is (a model without weights in its
+    main graph: another doc string)."""
     import onnx.numpy_helper
 
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    scales = {n.input[1] for n in copy.graph.node if n.op_type == "DequantizeLinear" and len(n.input) > 1}
+    weights = [
+        t
+        for t in copy.graph.initializer
+        if t.data_type in WEIGHT_TYPES and np.prod(t.dims) >= 16 and t.name not in scales
+    ]
+    if not weights:
+        copy.doc_string += " (retrained)"
+        return copy
+    weight = max(weights, key=lambda t: int(np.prod(t.dims)))
+    values = onnx.numpy_helper.to_array(weight).copy()
+    if np.issubdtype(values.dtype, np.integer):
+        values.flat[0] = (
+            values.flat[0] + 1 if values.flat[0] < np.iinfo(values.dtype).max else values.flat[0] - 1
+        )
+    else:
+        values.flat[0] = values.flat[0] * 1.01 if values.flat[0] != 0 else 1e-3
+    weight.CopyFrom(onnx.numpy_helper.from_array(values, weight.name))
+    return copy
+
+
+def record_models(folder: Path, model: str) -> dict[str, Path]:
+    """The recording's models in ``folder``: ``a``, ``a2`` (other weight values), ``slower``."""
     sys.path.insert(0, str(HERE))
     from gate_quality import base_model, with_extra_blocks
 
     base = base_model(model == "tiny")
     paths = {name: folder / f"{name}.onnx" for name in ("a", "a2", "slower")}
     onnx.save(base, str(paths["a"]))
-    copy = onnx.ModelProto()
-    copy.CopyFrom(base)
-    weight = next(t for t in copy.graph.initializer if len(t.dims) == 4)  # a conv weight
-    values = onnx.numpy_helper.to_array(weight).copy()
-    values.flat[0] += 1e-3  # the same work, another graph: what a retrained export is
-    weight.CopyFrom(onnx.numpy_helper.from_array(values, weight.name))
-    onnx.save(copy, str(paths["a2"]))
+    onnx.save(retrained_copy(base), str(paths["a2"]))
     onnx.save(with_extra_blocks(base, 1), str(paths["slower"]))
     return paths
 
@@ -111,24 +151,72 @@ def record(runs: int, store: Path, budget: float, model: str) -> None:
         (project / "models").mkdir()
         paths = record_models(project / "models", model)
         (project / "test_model.py").write_text(TEST)
-        env = {
-            **os.environ,
-            "ROOFLINE_CACHE_DIR": os.environ.get("ROOFLINE_CACHE_DIR", str(project / "cache")),
-        }
-        env.pop("ROOFLINE_HISTORY", None)
-        store.mkdir(parents=True, exist_ok=True)
-        log = store / "record.log"
-        for index in range(runs):
-            name = CYCLE[index % len(CYCLE)]
-            shutil.copy(paths[name], project / "model.onnx")
-            started = time.monotonic()
-            load = os.getloadavg()[0]
-            done = pytest_history(project, env, f"--roofline-history={store}", budget)
-            took = time.monotonic() - started
-            status = "ok" if done.returncode == 0 else f"exit {done.returncode}"
-            with log.open("a") as handle:
-                handle.write(f"{time.time():.0f} {name} load1={load:.2f} {status} {took:.1f}s\n")
-            print(f"run {index + 1}/{runs} ({name}, load {load:.1f}): {status} in {took:.1f} s", flush=True)
+        _record_runs(
+            project, runs, store, budget, lambda name: shutil.copy(paths[name], project / "model.onnx")
+        )
+
+
+#: The zoo recording's step: the slower variant duplicates heavy nodes until they add this share of
+#: the MACs (``zoo.suite.slower_variant``): about the 3 % step the targets inject.
+ZOO_STEP_MACS = 0.03
+
+
+def record_zoo(runs: int, store: Path, budget: float) -> None:
+    """``runs`` plugin runs of a project with one test per zoo model, cycling every model through
+    :data:`CYCLE` (itself, a retrained copy, its slower variant) into ``store``: one series per model."""
+    import json
+
+    sys.path.insert(0, str(HERE))
+    from zoo_gate import ROOFLINE_TEST, put_models, save_like
+
+    from pytest_roofline.zoo import suite
+
+    with tempfile.TemporaryDirectory(prefix="history-zoo-") as tmp:
+        work, project = Path(tmp), Path(tmp) / "project"
+        print("writing the zoo and its variants", flush=True)
+        originals = suite.write_zoo(work / "zoo")
+        variants: dict[str, dict[str, Path]] = {"a": originals, "a2": {}, "slower": {}}
+        for name, path in originals.items():
+            model = onnx.load(str(path))
+            for kind, changed in (
+                ("a2", retrained_copy(model)),
+                ("slower", suite.slower_variant(model, at_least=ZOO_STEP_MACS)),
+            ):
+                variants[kind][name] = work / kind / name / path.name
+                save_like(changed, variants[kind][name])
+        (project / "models").mkdir(parents=True)
+        dims = {entry.name: dict(entry.dims) for entry in suite.ZOO}
+        models = {n: [f"models/{n}/{p.name}", dims[n]] for n, p in originals.items()}
+        (project / "models.json").write_text(json.dumps(models, indent=1))
+        (project / "test_zoo.py").write_text(ROOFLINE_TEST)
+        _record_runs(project, runs, store, budget, lambda name: put_models(project, variants[name]))
+
+
+def _record_runs(
+    project: Path, runs: int, store: Path, budget: float, place: Callable[[str], object]
+) -> None:
+    """The recording loop: ``place`` puts :data:`CYCLE`'s next models in ``project``, then one
+    pytest process runs it into the history ``store``; each run logged in ``store/record.log``."""
+    env = {
+        **os.environ,
+        "ROOFLINE_CACHE_DIR": os.environ.get("ROOFLINE_CACHE_DIR", str(project / "cache")),
+    }
+    env.pop("ROOFLINE_HISTORY", None)
+    store.mkdir(parents=True, exist_ok=True)
+    log = store / "record.log"
+    for index in range(runs):
+        name = CYCLE[index % len(CYCLE)]
+        place(name)
+        started = time.monotonic()
+        load = os.getloadavg()[0]
+        done = pytest_history(project, env, f"--roofline-history={store}", budget)
+        took = time.monotonic() - started
+        status = "ok" if done.returncode == 0 else f"exit {done.returncode}"
+        with log.open("a") as handle:
+            handle.write(f"{time.time():.0f} {name} load1={load:.2f} {status} {took:.1f}s\n")
+        print(f"run {index + 1}/{runs} ({name}, load {load:.1f}): {status} in {took:.1f} s", flush=True)
+        if done.returncode:
+            sys.stderr.write(done.stdout[-1500:])
 
 
 @dataclass(frozen=True)
@@ -140,6 +228,7 @@ class Recorded:
     step: list[Any]  # Paired records of the slower net against the unchanged one
     back: list[Any]  # ... of the unchanged one against the slower net
     order: list[Any]  # per unchanged point in time order: its A/A pairing or None
+    first: str = ""  # the identity of the first recorded model (``a`` of :data:`CYCLE`)
     probes: int = 0  # distinct control probes the unchanged points were normalized with
     unprobed: int = 0  # unchanged points that recorded no probe (recorded before the series' probe)
 
@@ -162,13 +251,20 @@ class Recorded:
         return why
 
 
-def load_recorded(store: Path) -> Recorded:
-    """The recorded runs of :func:`record`, sorted by what ran (read back from the history)."""
+def load_series(store: Path) -> dict[str, Recorded]:
+    """The recorded runs of :func:`record` / :func:`record_zoo` per series (test name), read back
+    from the history."""
+    from pytest_roofline.history.points import series_of
     from pytest_roofline.history.store import JsonLinesStore
 
-    points = sorted(JsonLinesStore(store).points(), key=lambda p: p.order)
-    if not points:
+    grouped = series_of(JsonLinesStore(store).points())
+    if not grouped:
         raise SystemExit(f"no recorded runs in {store}: run with --record N first")
+    return {points[0].test.rsplit("[", 1)[-1].rstrip("]"): recorded_of(points) for points in grouped.values()}
+
+
+def recorded_of(points: list[Any]) -> Recorded:
+    """One series' recorded runs (in time order), sorted by what ran."""
     slower = _slower_identity(points)
     figures: list[float] = []
     same: list[Any] = []
@@ -192,7 +288,8 @@ def load_recorded(store: Path) -> Recorded:
     unchanged = [p for p in points if p.identity != slower]
     probes = {tuple(sorted(p.probe.items())) for p in unchanged if p.probe}
     unprobed = sum(1 for p in unchanged if not p.probe)
-    return Recorded(np.asarray(figures, dtype=float), same, step, back, order, len(probes), unprobed)
+    first = points[0].identity if points else ""
+    return Recorded(np.asarray(figures, dtype=float), same, step, back, order, first, len(probes), unprobed)
 
 
 def _slower_identity(points: list[Any]) -> str:
@@ -431,13 +528,15 @@ def git_scenario(commits: int, budget: float, quick: bool) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--record", type=int, default=0, metavar="N", help="record N real runs first")
-    parser.add_argument("--runs", type=Path, default=DEFAULT_RUNS, help="history folder of recorded runs")
+    parser.add_argument(
+        "--runs", type=Path, help=f"history folder of recorded runs (default {DEFAULT_RUNS}; zoo: {ZOO_RUNS})"
+    )
     parser.add_argument("--budget", type=float, default=2.0, help="gate budget per plugin run, seconds")
     parser.add_argument(
         "--model",
-        choices=("mobilenet", "tiny"),
+        choices=("mobilenet", "tiny", "zoo"),
         default="mobilenet",
-        help="the recorded net (default MobileNetV2)",
+        help="the recorded net (default MobileNetV2); zoo: one test per zoo model, their own series",
     )
     parser.add_argument(
         "--series", type=int, default=200, help="series per figure (default 200; 0: git scenario only)"
@@ -449,7 +548,10 @@ def main(argv: list[str] | None = None) -> int:
         "--git-commits", type=int, default=20, help="commits of the git scenario (0: skip it)"
     )
     args = parser.parse_args(argv)
-    if args.record:
+    args.runs = args.runs or (ZOO_RUNS if args.model == "zoo" else DEFAULT_RUNS)
+    if args.record and args.model == "zoo":
+        record_zoo(args.record, args.runs, args.budget)
+    elif args.record:
         record(args.record, args.runs, args.budget, args.model)
     if args.series > 0:
         analyse(args)
@@ -460,8 +562,25 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def analyse(args: argparse.Namespace) -> None:
-    """The injected-step figures from the recorded runs."""
-    recorded = load_recorded(args.runs)
+    """The injected-step figures from the recorded runs: one series, or per zoo model and the worst."""
+    series = load_series(args.runs)
+    if len(series) == 1:
+        analyse_one(next(iter(series.values())), args)
+    else:
+        analyse_zoo(series, args)
+
+
+def _outdated(recorded: Recorded) -> None:
+    for why in recorded.outdated():
+        print(
+            f"  OUTDATED RECORDING: {why}; these figures do not measure the current history: "
+            f"re-record them (--record N --runs DIR) before reading its figures",
+            flush=True,
+        )
+
+
+def analyse_one(recorded: Recorded, args: argparse.Namespace) -> None:
+    """The figures of one recorded series (MobileNetV2 or the tiny CNN)."""
     figures = recorded.figures
     rng = np.random.default_rng(args.seed)
     spread = float(np.percentile(figures, 95) / np.percentile(figures, 5) - 1)
@@ -469,12 +588,7 @@ def analyse(args: argparse.Namespace) -> None:
         f"recorded runs of the unchanged net: {len(figures)} "
         f"(figure p5-p95 spread {spread * 100:.1f} %, {recorded.probes} control probe(s)), from {args.runs}"
     )
-    for why in recorded.outdated():
-        print(
-            f"  OUTDATED RECORDING: {why}; these figures do not measure the current history: "
-            f"re-record them (--record N --runs DIR) before reading its figures",
-            flush=True,
-        )
+    _outdated(recorded)
     print(f"  A/A pairings (a copy beside the other copy): {pair_spread(recorded.same)}")
     print(f"  real step pairings (the net + one block beside the net): {pair_spread(recorded.step)}")
     print(f"  ... and back (the net beside the net + one block): {pair_spread(recorded.back)}")
@@ -498,6 +612,123 @@ def analyse(args: argparse.Namespace) -> None:
     print(
         f"creep of 5 x +1.5 % found: {found * 100:.1f} % of {args.series} series; "
         f"{named * 100:.1f} % of its 5 commits named"
+    )
+    print(f"analysis took {time.monotonic() - started:.1f} s")
+
+
+def paired_step(pair: Any) -> bool:
+    """Whether the history's detector calls ``pair`` (a new model beside the previous) a step."""
+    from pytest_roofline.history.changepoints import detect
+
+    steps, _ = detect([1.0, 1.0], ["before", "after"], paired=[None, pair])
+    return bool(steps)
+
+
+@dataclass(frozen=True)
+class ModelFigures:
+    """One zoo model's history figures from its recorded runs."""
+
+    name: str
+    runs: int
+    spread: float  # p5-p95 of the unchanged figures, a fraction
+    pairs: int  # real A/A pairings
+    flagged: int  # ... the detector called a step (false)
+    found_3: int  # ... times 1.03 that it called a step
+    steps: str  # the real step pairings: ratio, called a step or not
+    within: float  # share of series whose 3 % step is found within 5 runs
+    false_rate: float  # per 1,000 unchanged points, a new identity every run
+    creep: float  # share of series whose creep is found
+    false_steps: tuple[str, ...] = ()  # the A/A pairings called a step: ratio, 99 % interval, pairs
+    differ: float | None = None  # the copies' real difference (a2 over a - 1) where every pairing saw it
+
+
+def model_figures(name: str, recorded: Recorded, args: argparse.Namespace) -> ModelFigures:
+    rng = np.random.default_rng(args.seed)
+    figures = recorded.figures
+    series = max(50, args.series // 4)
+    steps = ", ".join(f"{p.ratio:.3f} {'found' if paired_step(p) else 'missed'}" for p in recorded.step)
+    flagged = [p for p in recorded.same if paired_step(p)]
+    oriented = [p.ratio if p.against == recorded.first else 1 / p.ratio for p in recorded.same]
+    # every pairing a step, both directions agreeing: the two copies really differ in speed
+    differ = (
+        float(np.exp(np.mean(np.log(oriented)))) - 1
+        if len(flagged) == len(oriented) >= 3 and (min(oriented) > 1 or max(oriented) < 1)
+        else None
+    )
+    return ModelFigures(
+        name=name,
+        runs=len(figures) + len(recorded.step),
+        spread=float(np.percentile(figures, 95) / np.percentile(figures, 5) - 1),
+        pairs=len(recorded.same),
+        flagged=len(flagged),
+        found_3=sum(paired_step(p.scaled(1.03)) for p in recorded.same),
+        steps=steps or "none",
+        within=step_detection(recorded, series, rng)[0],
+        false_rate=false_points(recorded, max(2000, args.points // 10), rng, True),
+        creep=creep(recorded, series, rng)[0],
+        false_steps=tuple(describe_pair(p) for p in flagged),
+        differ=differ,
+    )
+
+
+def describe_pair(pair: Any) -> str:
+    """``1.020 (99 % 1.010-1.031, 8 pairs)``."""
+    low, high = pair.ci(0.99) or (float("nan"), float("nan"))
+    return f"{pair.ratio:.3f} (99 % {low:.3f}-{high:.3f}, {len(pair.figures)} pairs)"
+
+
+def analyse_zoo(series: dict[str, Recorded], args: argparse.Namespace) -> None:
+    """Per zoo model: its real A/A pairings judged as they are and times 1.03, its real ~3 % step
+    pairings, and the injected-series figures; then the worst model of each."""
+    print(f"recorded zoo runs: {len(series)} models, from {args.runs}")
+    _outdated(next(iter(series.values())))
+    started = time.monotonic()
+    rows: list[ModelFigures] = []
+    for name, recorded in sorted(series.items()):
+        if len(recorded.same) < 2:
+            print(f"  {name}: only {len(recorded.same)} A/A pairing(s) recorded: left out")
+            continue
+        rows.append(model_figures(name, recorded, args))
+    print(
+        f"{'model':<20} {'runs':>4} {'spread':>7} {'A/A':>4} {'false':>5} {'x1.03':>6} "
+        f"{'in 5':>6} {'false/1k':>8} {'creep':>6}  real ~3 % step pairings"
+    )
+    for r in rows:
+        print(
+            f"{r.name:<20} {r.runs:>4} {r.spread * 100:>6.1f}% {r.pairs:>4} {r.flagged:>5} "
+            f"{r.found_3:>3}/{r.pairs:<2} {r.within * 100:>5.0f}% {r.false_rate:>8.2f} "
+            f"{r.creep * 100:>5.0f}%  {r.steps}"
+        )
+    differing = [r for r in rows if r.differ is not None]
+    for r in differing:
+        print(
+            f"  {r.name}: its two copies differ: every one of its {r.pairs} pairings a step, both "
+            f"directions agreeing, the copy {(r.differ or 0) * 100:+.1f} %: real steps, left out of "
+            "the A/A figures below"
+        )
+    rows = [r for r in rows if r.differ is None]
+    pairs = sum(r.pairs for r in rows)
+    for r in rows:
+        for text in r.false_steps:
+            print(f"  A/A pairing called a step: {r.name} {text}")
+    print(
+        f"A/A pairings called a step (false): {sum(r.flagged for r in rows)} of {pairs}; "
+        f"times 1.03 called a step: {sum(r.found_3 for r in rows)} of {pairs}"
+    )
+    worst = min(rows, key=lambda r: r.within)
+    print(
+        f"3 % step found within 5 runs: worst model {worst.name} {worst.within * 100:.1f} % "
+        f"(target >= 90 %); mean {np.mean([r.within for r in rows]) * 100:.1f} %"
+    )
+    worst = max(rows, key=lambda r: r.false_rate)
+    print(
+        f"false change points per 1,000 points (a new identity every run): worst model {worst.name} "
+        f"{worst.false_rate:.2f} (target <= 1); mean {np.mean([r.false_rate for r in rows]):.2f}"
+    )
+    worst = min(rows, key=lambda r: r.creep)
+    print(
+        f"creep of 5 x +1.5 % found: worst model {worst.name} {worst.creep * 100:.1f} %; "
+        f"mean {np.mean([r.creep for r in rows]) * 100:.1f} %"
     )
     print(f"analysis took {time.monotonic() - started:.1f} s")
 
