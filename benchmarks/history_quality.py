@@ -548,7 +548,7 @@ def main(argv: list[str] | None = None) -> int:
         "--git-commits", type=int, default=20, help="commits of the git scenario (0: skip it)"
     )
     args = parser.parse_args(argv)
-    args.runs = args.runs or (ZOO_RUNS if args.model == "zoo" else DEFAULT_RUNS)
+    args.runs = (args.runs or (ZOO_RUNS if args.model == "zoo" else DEFAULT_RUNS)).resolve()
     if args.record and args.model == "zoo":
         record_zoo(args.record, args.runs, args.budget)
     elif args.record:
