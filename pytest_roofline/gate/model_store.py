@@ -347,6 +347,7 @@ class ModelStore:
                 total, evicted = self._evict(spare=self._used)
         except _LockTimeout:
             self._say(f"model store: {self.root} stayed locked for {LOCK_TIMEOUT:g} s; nothing evicted")
+            return
         except OSError:
             return  # a store that cannot be written keeps what it holds
         if evicted:
