@@ -31,12 +31,13 @@ def relu_chain(path: Path, nodes: int, width: int = 8) -> Path:
     return path
 
 
-def matmul_chain(path: Path, blocks: int, size: int = 64) -> Path:
-    """A real (if small) MatMul+Relu model for onnxruntime end-to-end tests."""
+def matmul_chain(path: Path, blocks: int, size: int = 64, seed: int = 0) -> Path:
+    """A real (if small) MatMul+Relu model for onnxruntime end-to-end tests; another ``seed`` is a
+    retrained copy (new weights, the same cost)."""
     import numpy as np
     from onnx import numpy_helper
 
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     nodes, inits, prev = [], [], "x"
     for i in range(blocks):
         inits.append(numpy_helper.from_array(rng.standard_normal((size, size)).astype(np.float32), f"w{i}"))
