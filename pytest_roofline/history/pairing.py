@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_roofline.history.points import Paired
 
 if TYPE_CHECKING:
+    from pytest_roofline.gate.sampling import GateDesign
     from pytest_roofline.gate.types import GateOutcome, GateRequest
     from pytest_roofline.history.points import HistoryPoint
 
@@ -41,6 +42,7 @@ __all__ = [
     "PAIR_TOLERANCE",
     "Paired",
     "identity_of",
+    "pair_rounds",
     "pair_with_previous",
     "previous_point",
     "series_before",
@@ -155,6 +157,8 @@ def _positive(figures: Sequence[Any]) -> tuple[float, ...]:
 def _paired_figures(request: GateRequest, reference: Path, run_estimate: float | None) -> tuple[float, ...]:
     """Per-session figures (median of per-round ratios) of the new model over ``reference``,
     interleaved: the gate's paired run, at the configured threads as the gate's paired mode."""
+    import dataclasses
+
     from pytest_roofline.gate.isolated import sampler_for
     from pytest_roofline.gate.paired import paired_run
     from pytest_roofline.gate.sampling import GateDesign
@@ -166,15 +170,35 @@ def _paired_figures(request: GateRequest, reference: Path, run_estimate: float |
     engine = request.backend
     spec = ModelSpec.create(str(reference), request.batch, dict(request.dims))
     estimate = run_estimate if run_estimate is not None and math.isfinite(run_estimate) else None
+    design = GateDesign(budget=max(request.budget, PAIR_BUDGET), run_estimate=estimate)
     run = paired_run(
         [SessionOpener(engine, prepared.spec, prepared.arrays), SessionOpener(engine, spec, prepared.arrays)],
-        GateDesign(budget=max(request.budget, PAIR_BUDGET), run_estimate=estimate),
+        dataclasses.replace(design, rounds=pair_rounds(design)),
         PAIR_TOLERANCE,
         sampler=sampler_for(engine),
         watch_load=engine.wall_clock,
         step_pairs=STEP_PAIRS,
     )
     return _positive(run.figures)
+
+
+def pair_rounds(design: GateDesign) -> int:
+    """Rounds per session that let :data:`STEP_PAIRS` session pairs fit the pairing's budget
+    (``gate.sampling.paired_budget``), between ``FEW_ROUNDS`` and ``design.rounds``.
+
+    A pairing's figures differ between session pairs far more than a session's median of 10
+    round ratios is uncertain (the opening order alone moved them 3 %), so a slow model wants
+    more session pairs, not more rounds: at 10 rounds ViT-B/16 (300 ms a run) got 4 session
+    pairs in its 60 s and BERT 4-8.  Models under ~0.15 s a run keep ``design.rounds``."""
+    from pytest_roofline.gate.sampling import FEW_ROUNDS, paired_budget
+
+    estimate = design.run_estimate
+    if estimate is None or estimate <= 0:
+        return design.rounds
+    budget = paired_budget(design.budget, estimate, PAIR_TOLERANCE, design)
+    per_round = 2 * design.iterations * estimate
+    fit = math.floor(budget / (STEP_PAIRS * per_round)) - design.warmup
+    return max(FEW_ROUNDS, min(design.rounds, fit))
 
 
 def _read_previous(request: GateRequest, url: str | None, default_dir: Path) -> HistoryPoint | None:
