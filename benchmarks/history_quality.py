@@ -640,6 +640,9 @@ class ModelFigures:
     creep: float  # share of series whose creep is found
     false_steps: tuple[str, ...] = ()  # the A/A pairings called a step: ratio, 99 % interval, pairs
     differ: float | None = None  # the copies' real difference (a2 over a - 1) where every pairing saw it
+    session_pairs: float = 0.0  # median session pairs of an A/A pairing
+    half: float = 0.0  # median 99 % log half-width of an A/A pairing, as judged (its opening order out)
+    half_sessions: float = 0.0  # ... judged on its session figures instead
 
 
 def model_figures(name: str, recorded: Recorded, args: argparse.Namespace) -> ModelFigures:
@@ -668,13 +671,43 @@ def model_figures(name: str, recorded: Recorded, args: argparse.Namespace) -> Mo
         creep=creep(recorded, series, rng)[0],
         false_steps=tuple(describe_pair(p) for p in flagged),
         differ=differ,
+        session_pairs=float(np.median([len(p.figures) for p in recorded.same])),
+        half=float(np.median([half_width(p) for p in recorded.same])),
+        half_sessions=float(np.median([half_width(p, order_out=False) for p in recorded.same])),
     )
+
+
+def half_width(pair: Any, order_out: bool = True) -> float:
+    """The 99 % log half-width of ``pair``'s interval: as judged, its opening order taken out
+    (``Paired.judged``), or on its session figures as they are (judged as the older per-session
+    kind, whose order is not taken out)."""
+    import dataclasses
+
+    from pytest_roofline.history.points import SESSION_RATIOS
+
+    judged = pair if order_out else dataclasses.replace(pair, figure=SESSION_RATIOS)
+    low, high = judged.ci(0.99) or (float("nan"), float("nan"))
+    return float(np.log(high / low) / 2.0)
 
 
 def describe_pair(pair: Any) -> str:
     """``1.020 (99 % 1.010-1.031, 8 pairs)``."""
     low, high = pair.ci(0.99) or (float("nan"), float("nan"))
     return f"{pair.ratio:.3f} (99 % {low:.3f}-{high:.3f}, {len(pair.figures)} pairs)"
+
+
+def false_bound(flagged: int, pairs: int) -> float:
+    """The exact (Clopper-Pearson) one-sided 95 % upper bound of a rate seen ``flagged`` times in
+    ``pairs``: what ``pairs`` real A/A pairings can show at most (0 of 150 bounds it at 2 %)."""
+    import math
+
+    def at_most(rate: float) -> float:  # P(X <= flagged) for X ~ Binomial(pairs, rate)
+        return sum(math.comb(pairs, k) * rate**k * (1 - rate) ** (pairs - k) for k in range(flagged + 1))
+
+    low, high = 0.0, 1.0
+    for _ in range(60):
+        low, high = ((low + high) / 2, high) if at_most((low + high) / 2) > 0.05 else (low, (low + high) / 2)
+    return high
 
 
 def analyse_zoo(series: dict[str, Recorded], args: argparse.Namespace) -> None:
@@ -691,13 +724,15 @@ def analyse_zoo(series: dict[str, Recorded], args: argparse.Namespace) -> None:
         rows.append(model_figures(name, recorded, args))
     print(
         f"{'model':<20} {'runs':>4} {'spread':>7} {'A/A':>4} {'false':>5} {'x1.03':>6} "
-        f"{'in 5':>6} {'false/1k':>8} {'creep':>6}  real ~3 % step pairings"
+        f"{'in 5':>6} {'false/1k':>8} {'creep':>6} {'pairs':>5} {'±99%':>6} {'(sess)':>6}  "
+        "real ~3 % step pairings"
     )
     for r in rows:
         print(
             f"{r.name:<20} {r.runs:>4} {r.spread * 100:>6.1f}% {r.pairs:>4} {r.flagged:>5} "
             f"{r.found_3:>3}/{r.pairs:<2} {r.within * 100:>5.0f}% {r.false_rate:>8.2f} "
-            f"{r.creep * 100:>5.0f}%  {r.steps}"
+            f"{r.creep * 100:>5.0f}% {r.session_pairs:>5.0f} {r.half * 100:>5.2f}% "
+            f"{r.half_sessions * 100:>5.2f}%  {r.steps}"
         )
     differing = [r for r in rows if r.differ is not None]
     for r in differing:
@@ -711,9 +746,11 @@ def analyse_zoo(series: dict[str, Recorded], args: argparse.Namespace) -> None:
     for r in rows:
         for text in r.false_steps:
             print(f"  A/A pairing called a step: {r.name} {text}")
+    flagged = sum(r.flagged for r in rows)
     print(
-        f"A/A pairings called a step (false): {sum(r.flagged for r in rows)} of {pairs}; "
-        f"times 1.03 called a step: {sum(r.found_3 for r in rows)} of {pairs}"
+        f"A/A pairings called a step (false): {flagged} of {pairs} (95 % upper bound of the rate per "
+        f"pairing: {false_bound(flagged, pairs) * 1000:.0f} per 1,000); times 1.03 called a step: "
+        f"{sum(r.found_3 for r in rows)} of {pairs}"
     )
     worst = min(rows, key=lambda r: r.within)
     print(

@@ -40,9 +40,9 @@ POINT_VERSION = 1
 #: session's old-beside-new round ratios); points recorded before hold per-session ``p25 / p25``.
 ROUND_RATIOS = "round-ratio"
 SESSION_RATIOS = "session-p25"
-#: Crossovers (two consecutive session pairs) a pairing needs before it is judged on them: fewer
-#: make too few figures for the gate's bootstrap interval, and the session figures judge instead.
-MIN_CROSSOVERS = 4
+#: Session pairs a pairing needs before its opening order is taken out of its figures: 4 of each
+#: order (fewer, and the order's estimate is noise; the session figures are judged as they are).
+MIN_ORDERED = 8
 
 
 @dataclass(frozen=True)
@@ -61,20 +61,23 @@ class Paired:
 
     @functools.cached_property
     def judged(self) -> tuple[float, ...]:
-        """The figures the ratio and its interval are read from: each crossover's, the geometric
-        mean of two consecutive session pairs, which opened their sessions in opposite orders
-        (``measure.rounds.sample_interleaved``).  The first-opened session runs slower on this VM,
-        by 3.3 % for the zoo's MoE, so the session figures alternate high and low, and a median's
-        bootstrap interval over them spread +-3.5 % at 99 % where the crossovers' spread +-1.8 %.
-        The session figures themselves where they make fewer than :data:`MIN_CROSSOVERS`, their
-        count is odd, or they are older per-session ratios."""
+        """The figures the ratio and its interval are read from: the session figures with their
+        opening order taken out.  Consecutive session pairs open their two sessions in opposite
+        orders (``measure.rounds.sample_interleaved``) and the first-opened session runs slower on
+        this VM (by 3.3 % for the zoo's MoE), so the figures alternate high and low; half the
+        log-median difference between the two orders is divided out of each (what it did on the
+        zoo: docs/history.md, "Opening order").  The session figures as they are below
+        :data:`MIN_ORDERED` session pairs, at an odd count, or older per-session ones."""
         import numpy as np
 
         count = len(self.figures)
-        if self.figure != ROUND_RATIOS or count % 2 or count < 2 * MIN_CROSSOVERS:
+        if self.figure != ROUND_RATIOS or count % 2 or count < MIN_ORDERED:
             return self.figures
         logs = np.log(np.asarray(self.figures, dtype=float))
-        return tuple(float(x) for x in np.exp((logs[0::2] + logs[1::2]) / 2.0))
+        order = (float(np.median(logs[0::2])) - float(np.median(logs[1::2]))) / 2.0
+        logs[0::2] -= order
+        logs[1::2] += order
+        return tuple(float(x) for x in np.exp(logs))
 
     @property
     def ratio(self) -> float:
