@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from _history_data import postgres_url  # noqa: F401 - the session fixture
 from _plugin_helpers import FAKE, relu_chain
@@ -248,6 +249,7 @@ def test_the_pairing_times_at_the_configured_threads_with_the_gates_round_ratios
 
 
 TWO_MODELS = """
+import numpy as np
 import pytest
 
 @pytest.mark.parametrize("name", ["a", "b"])
@@ -314,6 +316,17 @@ def test_a_model_change_the_history_cannot_pair_is_said_and_kept_with_the_point(
     assert len(lines) == 2 and "judged on the absolute figures" in lines[0]
 
 
+def _baseline_twice_as_fast(project: pytest.Pytester) -> None:
+    """The stored baseline as if recorded while the machine ran twice as fast: the stored (timed)
+    comparison now fails the model, whatever the run's identity says."""
+    path = project.path / ".roofline" / "test_model.json"
+    data = json.loads(path.read_text())
+    for entry in data["entries"].values():
+        entry["sessions"] = [figure / 2 for figure in entry["sessions"]]
+    path.write_text(json.dumps(data))
+    project.runpytest(*FAKE, "--roofline-retime").assert_outcomes(failed=1)  # the timed comparison's word
+
+
 def test_an_unchanged_model_timed_for_the_history_is_judged_by_its_identity(project: pytest.Pytester) -> None:
     """The history times every run (a point per run), but nothing that runs changed decides the
     verdict: a timing that reads slower is the machine, never a regression (it was the stored
@@ -322,12 +335,7 @@ def test_an_unchanged_model_timed_for_the_history_is_judged_by_its_identity(proj
     store = project.path / "hist"
     options = (*FAKE, f"--roofline-history={store}")
     project.runpytest(*options).assert_outcomes(passed=1)  # the first run records the baseline
-    path = project.path / ".roofline" / "test_model.json"
-    data = json.loads(path.read_text())
-    for entry in data["entries"].values():  # a baseline recorded while the machine ran twice as fast
-        entry["sessions"] = [figure / 2 for figure in entry["sessions"]]
-    path.write_text(json.dumps(data))
-    project.runpytest(*FAKE, "--roofline-retime").assert_outcomes(failed=1)  # the timed comparison's word
+    _baseline_twice_as_fast(project)
     time.sleep(1.02 - time.time() % 1)
     result = project.runpytest(*options)
     result.assert_outcomes(passed=1)
@@ -335,3 +343,30 @@ def test_an_unchanged_model_timed_for_the_history_is_judged_by_its_identity(proj
     points = sorted(_points(store), key=lambda p: (p["time"], p["recorded"]))
     assert [p["verdict"] for p in points] == ["new", "unchanged"]
     assert points[1]["mode"] == "identity" and points[1]["value"] == pytest.approx(points[0]["value"])
+
+
+def test_a_model_change_timed_for_the_history_is_judged_on_its_pairing_with_the_baseline(
+    project: pytest.Pytester,
+) -> None:
+    """Under the history a changed model is timed against its stored figures (the series' point),
+    which failed a retrained tiny MLP on the zoo (+64 % stored, its pairing 1.004); the history's
+    pairing times the new model beside the baseline's own, the gate's paired comparison, and decides."""
+    import onnx
+    from onnx import numpy_helper
+
+    _commit(project.path, 6, "model")
+    store = project.path / "hist"
+    options = (*FAKE, f"--roofline-history={store}")
+    project.runpytest(*options).assert_outcomes(passed=1)  # the baseline, and the series' first point
+    model = onnx.load(str(project.path / "model.onnx"))  # retrained: other weights, the same cost
+    model.graph.initializer.append(numpy_helper.from_array(np.ones(3, dtype=np.float32), "unused"))
+    onnx.save(model, str(project.path / "model.onnx"))
+    _git(project.path, "commit", "-qam", "retrained")
+    _baseline_twice_as_fast(project)
+    time.sleep(1.02 - time.time() % 1)
+    result = project.runpytest(*options, "-rA")
+    result.assert_outcomes(passed=1)
+    assert "judged on the history's pairing with the baseline's model" in result.stdout.str()
+    points = sorted(_points(store), key=lambda p: (p["time"], p["recorded"]))
+    assert [p["verdict"] for p in points] == ["new", "pass"] and points[1]["mode"] == "stored"
+    assert points[1]["paired"] is not None
