@@ -21,7 +21,8 @@ consecutive runs, which keeps the machine's state runs, each run with its own pa
   point lands inside the creep;
 * **per zoo model** (``--model zoo``: one test per model of ``pytest_roofline.zoo.suite``, every
   model cycling through itself, a retrained copy and its slower variant with about 3 % more MACs,
-  into data/history-zoo-pairs/): each model's real A/A pairings judged by the detector as they are
+  into data/history-zoo-steady/; the first recording, before STEP_PAIRS, in data/history-zoo-pairs/):
+  each model's real A/A pairings judged by the detector as they are
   (false steps) and times 1.03 (found), its real ~3 % step pairings, the three figures above per
   model, and the worst model of each;
 * **git scenario**: a repository of 20 commits of MobileNetV2, two adding blocks (about +4 % and
@@ -58,8 +59,9 @@ HERE = Path(__file__).resolve().parent
 #: Recordings of the current pairing (per-round ratios at the configured threads, one probe per
 #: series); ``data/history-pairs`` and ``data/history-pairs-8x2s`` hold the former pairing's runs.
 DEFAULT_RUNS = HERE / "data" / "history-round-pairs"
-#: The zoo's recordings (``--model zoo``): one series per zoo model.
-ZOO_RUNS = HERE / "data" / "history-zoo-pairs"
+#: The zoo's recordings (``--model zoo``): one series per zoo model (``data/history-zoo-pairs`` holds
+#: the first, before ``STEP_PAIRS``).
+ZOO_RUNS = HERE / "data" / "history-zoo-steady"
 ROOFLINE = str(Path(sys.executable).parent / "roofline")
 
 TEST = """
