@@ -64,8 +64,13 @@ def test_real_calibration_measures_every_roof(cached: Cached) -> None:
     # third when the machine was busy: this shared machine often is), one more where sessions
     # disagree, and up to LADDER_RETRIES for a cache-sized stream that read slower than DRAM
     assert set(backend.opened) == {s.name for s in plan}
-    confirmed = {s.name for s in cp.confirmation_specs(plan, list(roofline.probes), _llc())}
-    assert len(confirmed) >= 2
+    # the float32 winner is the first pass's: combining its sessions can leave another probe the
+    # best of the final figures (a busy moment; batchmatmul once), so it is read from the openings
+    dram = {p.name for p in cp.dram_points(list(roofline.probes), _llc())}
+    fp32 = {s.name for s in plan if s.kind == "compute" and s.dtype == "float32"}
+    winner = {name for name in fp32 if backend.opened.count(name) >= 2}
+    assert len(winner) == 1 and dram, (winner, dram)
+    confirmed = dram | winner
     for spec in plan:
         runs = backend.opened.count(spec.name)
         if spec.name in confirmed:
