@@ -77,25 +77,28 @@ def test_nothing_changed_is_unchanged_with_the_drift_and_less_timing(project):
     found = verdict(project)
     assert found["mode"] == "identity" and found["sessions"] == 0 and found["raw"]["drift"] > 0
     assert gate_figures(project) == {"mode": "identity", "drift": found["raw"]["drift"]}  # no sampling loop
-    retimed = project.runpytest(
-        *ARGS, "--roofline-retime", "--roofline-tolerance=80"
-    )  # verdict not under test
-    retimed.assert_outcomes(passed=1)
+    _one_timed_outcome(project.runpytest(*ARGS, "--roofline-retime", "--roofline-tolerance=80"))
     assert verdict(project)["status"] != "unchanged" and gate_figures(project)["figures"]
 
 
 def test_the_retime_marker_and_ini_key_force_the_timed_comparison(project):
     record(project)
-    # a wide tolerance: the timed verdict itself is not under test (the machine may be busy)
+    # the timed verdict itself is not under test: a 20 us model read +80.3 % on a busy CI runner
     project.makepyfile(
         test_mm="import pytest\n\n@pytest.mark.roofline(retime=True, tolerance=80)\n" + TEST.lstrip()
     )
-    project.runpytest(*ARGS).assert_outcomes(passed=1)
+    _one_timed_outcome(project.runpytest(*ARGS))
     assert verdict(project)["mode"] == "stored" and gate_figures(project)["figures"]
     project.makepyfile(test_mm=TEST)
     project.makeini("[pytest]\nroofline_retime = true\nroofline_tolerance = 80\n")
-    project.runpytest(*ARGS).assert_outcomes(passed=1)
-    assert verdict(project)["status"] != "unchanged"
+    _one_timed_outcome(project.runpytest(*ARGS))
+    assert verdict(project)["status"] not in ("unchanged", "new")
+
+
+def _one_timed_outcome(result: pytest.RunResult) -> None:
+    """One test ran and was judged by its timing: passed, or failed on it (never an error)."""
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 1 and "error" not in outcomes, outcomes
 
 
 def test_a_changed_model_is_paired_with_the_baseline_model_from_the_store(project):
@@ -158,8 +161,7 @@ def test_a_re_saved_copy_of_the_same_graph_is_unchanged(project):
 def test_a_changed_backend_env_var_compares_stored_figures_naming_it(project, monkeypatch):
     record(project)
     monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
-    result = project.runpytest(*ARGS, "--roofline-tolerance=80")  # the verdict's route is under test
-    result.assert_outcomes(passed=1)
+    _one_timed_outcome(project.runpytest(*ARGS, "--roofline-tolerance=80"))  # its route is under test
     found = verdict(project)
     assert found["mode"] == "stored" and found["status"] not in ("unchanged", "incomparable")
     assert "across a change: OMP_WAIT_POLICY (unset) → PASSIVE" in found["message"]
