@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-import time
 
 import pytest
-from _plugin_helpers import FIXED_BANDWIDTH, fixed_calibration, matmul_chain
+from _plugin_helpers import FIXED_BANDWIDTH, busy_neighbour, fixed_calibration, matmul_chain
 
 ORT = ("--roofline-backend", "onnxruntime", "--roofline-option", "intra_op_threads=1")
 
@@ -61,13 +59,8 @@ def test_a_run_beside_a_busy_process_records_its_baseline_with_the_load(project,
     in the entry for later comparisons to widen by."""
     monkeypatch.delenv("ROOFLINE_LOAD_LIMIT")
     project.makepyfile(test_perf='def test_mm(model_profile):\n    model_profile("mm.onnx", batch_size=4)\n')
-    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
-        time.sleep(0.3)
+    with busy_neighbour():
         busy = project.runpytest(*ORT, "--roofline-report", "r.json")
-    finally:
-        spinner.kill()
-        spinner.wait()
     busy.assert_outcomes(passed=1)
     verdict = json.loads((project.path / "r.json").read_text())["results"][0]["verdict"]
     assert verdict["status"] == "new", busy.stdout.str()
@@ -167,13 +160,8 @@ def test_three_times_the_work_is_a_regression_beside_a_busy_process(project, mon
     project.makepyfile(test_perf='def test_mm(model_profile):\n    model_profile("mm.onnx", batch_size=16)\n')
     project.runpytest(*ORT).assert_outcomes(passed=1)
     matmul_chain(project.path / "mm.onnx", 6, size=256)  # three times the work
-    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
-        time.sleep(0.3)
+    with busy_neighbour():
         busy = project.runpytest(*ORT, "--roofline-report", "r.json")
-    finally:
-        spinner.kill()
-        spinner.wait()
     busy.assert_outcomes(failed=1)
     verdict = json.loads((project.path / "r.json").read_text())["results"][0]["verdict"]
     assert verdict["status"] == "regression" and verdict["mode"] == "paired", verdict
