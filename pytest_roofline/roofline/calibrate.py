@@ -42,7 +42,7 @@ from pytest_roofline.roofline.roofs import CacheLevel, DeviceRoofline, Probe, ro
 if TYPE_CHECKING:
     from pytest_roofline.backends.base import Backend
     from pytest_roofline.device.load import MachineLoad
-    from pytest_roofline.roofline.probes import ProbeSpec
+    from pytest_roofline.roofline.probes import DispatchFloor, ProbeSpec
 
 __all__ = [
     "CACHE_ENV",
@@ -56,7 +56,9 @@ __all__ = [
 ]
 
 CACHE_ENV = "ROOFLINE_CACHE_DIR"
-CALIBRATION_VERSION = 5  # bump when probes change meaning: old cache files then miss
+CALIBRATION_VERSION = 6  # bump when probes change meaning: old cache files then miss
+# 6: the dispatch floor (a chain of the cheapest kernels; CPU backends), roof probes measured until
+#    their best two windows agree within WINDOW_AGREEMENT, a calibration that cannot is not cached
 # 5: unsteady probes re-measured (sessions apart, a cache-sized stream slower than DRAM), spread is
 #    the best session's distance to the nearest other one, `unsteady roof` warnings; OpenVINO's
 #    stream probes timed by its kernel counters over 2-D views
@@ -479,6 +481,9 @@ def _measure(
     if any(len(sessions[name]) > count for name, count in counts.items()):
         loads.append(machine.between(steadied, machine.snapshot()))
     probes = [cp.combine_sessions(*sessions[p.name]) for p in probes]
+    floor = _floor(backend, fingerprint, on_gpu, progress, loads)
+    if floor is not None and floor.seconds > 0:
+        probes.append(floor.probe())
     load = _combined(loads)
 
     compute = [p for p in probes if p.kind == "compute"]
@@ -498,6 +503,8 @@ def _measure(
             default=0.0,
         ),
     }
+    if floor is not None and floor.seconds > 0:
+        spread["dispatch"] = floor.spread
     theoretical, theoretical_bandwidth, float32_mode, clock = _theory(
         backend, fingerprint, on_gpu, first_clock
     )
@@ -524,16 +531,46 @@ def _measure(
         warnings=warnings_,
         threads=0 if on_gpu else threads,
         clock=clock,
+        dispatch_floor=floor.seconds if floor is not None else 0.0,
     )
     unit = "TFLOP/s" if roofline.peak >= 1e12 else "GFLOP/s"
     scale = 1e12 if unit == "TFLOP/s" else 1e9
     _notify(
         f"calibrated in {roofline.duration:.1f} s: float32{f' ({float32_mode})' if float32_mode else ''} "
         f"{roofline.peak / scale:.3g} {unit}, DRAM {bandwidth / 1e9:.4g} GB/s"
+        + (f", dispatch floor {roofline.dispatch_floor * 1e6:.3g} µs" if roofline.dispatch_floor else "")
         + (f"; {warnings_[0]}" if warnings_ else ""),
         progress,
     )
     return roofline
+
+
+def _floor(
+    backend: Backend,
+    fingerprint: dict[str, Any],
+    on_gpu: bool,
+    progress: Progress | None,
+    loads: list[MachineLoad],
+) -> DispatchFloor | None:
+    """The dispatch floor of a backend computing on the host CPU (None elsewhere: a GPU kernel's
+    device time is not its launch cost, so a host-timed chain is no floor for CUPTI's kernel times).
+    A backend that cannot run the chain has no floor (said once), never a failed calibration."""
+    from pytest_roofline.device import load as machine
+    from pytest_roofline.roofline import probes as cp
+
+    if on_gpu or not _runs_on_cpu(fingerprint):
+        return None
+    before = machine.snapshot()
+    try:
+        floor = cp.dispatch_floor(backend, separate=fingerprint.get("backend") in cp.FUSING_BACKENDS)
+    except Exception as exc:  # a backend's own error types differ
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        _notify(f"calibrate [dispatch floor]: skipped, {backend.name} cannot run it ({reason})", progress)
+        return None
+    loads.append(machine.between(before, machine.snapshot()))
+    shown = f"{floor.seconds * 1e6:.3g} µs a kernel" if floor.seconds > 0 else "not resolved (noise)"
+    _notify(f"calibrate [dispatch floor] {cp.DISPATCH_PROBE}: {shown}", progress)
+    return floor
 
 
 def _confirm(

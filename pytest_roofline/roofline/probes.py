@@ -44,6 +44,8 @@ __all__ = [
     "confirmation_specs",
     "dram_bandwidth",
     "dram_points",
+    "DispatchFloor",
+    "dispatch_floor",
     "flags_hash",
     "plan_gpu_probes",
     "plan_probes",
@@ -132,6 +134,20 @@ GPU_STREAM_SIZES = {
     "quick": (16 * MIB, 256 * MIB, GIB),
 }
 GPU_STREAM_BYTES_PER_RUN = 16 * GIB
+
+# The dispatch floor (:func:`dispatch_floor`): the least time one kernel takes through the backend.
+# A chain of DISPATCH_CHAIN of the cheapest kernels (a Relu of one float; on a fusing backend Adds
+# of DISPATCH_ELEMENTS floats over alternating views, which its fusion does not cross) is timed
+# against a chain of one, interleaved, in DISPATCH_WINDOWS windows of DISPATCH_SAMPLES runs each;
+# a window's marginal time per kernel is the difference of the two medians over the extra kernels,
+# and the floor is the least window's (the quietest: a neighbour only ever slows a window).
+# Measured here (onnxruntime 1.32, 2-core EPYC, quiet): 0.2-0.4 µs a Relu; OpenVINO 2026.4 runs the
+# 32 Adds as 32 Subgraph kernels (its counters), 0.3-1.2 µs each.
+DISPATCH_CHAIN = 32
+DISPATCH_ELEMENTS = 2 * STREAM_VIEW_WIDTH
+DISPATCH_WINDOWS, DISPATCH_SAMPLES = 7, 200
+DISPATCH_PROBE = f"dispatch-chain-{DISPATCH_CHAIN}"
+DISPATCH_MODELS = ("dispatch_chain_1", f"dispatch_chain_{DISPATCH_CHAIN}")  # the chains' graph names
 
 
 @dataclass(frozen=True)
@@ -309,6 +325,87 @@ def run_probe(backend: Backend, spec: ProbeSpec, seconds: float) -> Probe:
         samples = (kernel_timed and kernel_seconds(session, count)) or session.time(count)
     median = statistics.median(samples)
     return Probe(spec.name, spec.kind, spec.dtype, spec.size, spec.work / median, median)
+
+
+@dataclass(frozen=True)
+class DispatchFloor:
+    """A dispatch-floor measurement: the floor (seconds a kernel), its windows' marginal times and
+    the probe that records it in a calibration."""
+
+    seconds: float
+    windows: tuple[
+        float, ...
+    ]  # marginal seconds a kernel, one per window (<= 0: the window was lost in noise)
+
+    @property
+    def spread(self) -> float:
+        """How far the best window is from the next best: 1 - best / second best (0.0 with one)."""
+        positive = sorted(w for w in self.windows if w > 0)
+        return 1.0 - positive[0] / positive[1] if len(positive) > 1 else 0.0
+
+    def probe(self) -> Probe:
+        """The calibration's record of it (value in kernels per second)."""
+        rate = 1.0 / self.seconds if self.seconds > 0 else 0.0
+        return Probe(DISPATCH_PROBE, "dispatch", "float32", DISPATCH_CHAIN, rate, self.seconds)
+
+
+def dispatch_floor(
+    backend: Backend,
+    separate: bool = False,
+    windows: int = DISPATCH_WINDOWS,
+    samples: int = DISPATCH_SAMPLES,
+) -> DispatchFloor:
+    """The least time one kernel takes through ``backend`` at its options (see :data:`DISPATCH_CHAIN`).
+
+    Both chains stay open; each window times the chain of one and the long chain ``samples`` runs
+    each, back to back, so a window's difference of medians is the marginal cost of
+    ``DISPATCH_CHAIN - 1`` kernels at that moment.  ``separate``: the backend fuses elementwise
+    chains (:data:`FUSING_BACKENDS`).  A floor of 0.0 means no window resolved it (a backend whose
+    kernels cost nothing measurable, or noise larger than the chain).
+    """
+    from pytest_roofline.model import ModelSpec
+
+    opened = []
+    try:
+        for kernels, name in zip((1, DISPATCH_CHAIN), DISPATCH_MODELS, strict=True):
+            model, inputs = _dispatch_chain(kernels, separate)()
+            model.graph.name = name
+            session = backend.open(ModelSpec.create(model), inputs)
+            opened.append(session)
+            session.time(5)  # warm-up
+        marginals = []
+        for _ in range(windows):
+            short, long = (statistics.median(session.time(samples)) for session in opened)
+            marginals.append((long - short) / (DISPATCH_CHAIN - 1))
+    finally:
+        for session in opened:
+            session.close()
+    positive = [m for m in marginals if m > 0]
+    return DispatchFloor(min(positive) if positive else 0.0, tuple(marginals))
+
+
+def _dispatch_chain(kernels: int, separate: bool) -> Builder:
+    """``kernels`` of the cheapest kernel in a chain: Relu of one float, or (``separate``) Adds of
+    :data:`DISPATCH_ELEMENTS` floats over alternating 2-D views (:func:`_stream`'s chain)."""
+    if separate:
+        working_set = 3 * 4 * DISPATCH_ELEMENTS
+        return _stream(working_set, working_set * kernels, separate=True)[2]
+
+    def build() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+        import numpy as np
+        from onnx import helper
+
+        names = [*(f"t{i}" for i in range(kernels - 1)), "Y"]
+        nodes = [helper.make_node("Relu", [x], [y]) for x, y in zip(["X", *names[:-1]], names, strict=True)]
+        model = _model(
+            nodes,
+            [helper.make_tensor_value_info("X", _elem("float32"), [1])],
+            [helper.make_tensor_value_info("Y", _elem("float32"), [1])],
+            name=f"dispatch_{kernels}",
+        )
+        return model, {"X": np.ones(1, np.float32)}
+
+    return build
 
 
 def kernel_seconds(session: Any, count: int) -> list[float]:
