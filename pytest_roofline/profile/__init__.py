@@ -635,7 +635,8 @@ class ModelProfile:
     def roofline_check(self) -> RooflineCheck:
         """Whether this profile's roofline figures are physically possible (see :mod:`.sanity`).
 
-        ``check.valid`` is False when a layer runs above 1.15 x its roof or the model above 100 %;
+        ``check.valid`` is False when a layer runs above its roof (the timer's step in its favour)
+        or the model above 100 %;
         ``check.message()`` names the likely cause; :attr:`efficiency` is then a :class:`NoFraction`.
         """
         from pytest_roofline.profile.sanity import check_profile
