@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from pytest_roofline.roofline import CacheLevel, DeviceRoofline, Probe
 from pytest_roofline.roofline import probes as cp
 from pytest_roofline.roofline.calibrate import (
     CACHE_ENV,
+    CACHE_UNSETTLED_ENV,
     cache_path,
     calibrate,
     calibration_fingerprint,
@@ -33,6 +35,15 @@ ROOFLINE = [sys.executable, "-c", "import sys; from pytest_roofline.cli import m
 
 
 Cached = tuple[DeviceRoofline, "Counting", Any]  # (roofline, its counting backend, its cache dir)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cache_unsettled() -> Iterator[None]:
+    """These tests check the cache's mechanics, not the roofs: a calibration taken beside this busy
+    machine's other work is cached all the same (test_calibration_steady checks that it is not)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(CACHE_UNSETTLED_ENV, "1")
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +85,7 @@ def test_real_calibration_measures_every_roof(cached: Cached) -> None:
     for spec in plan:
         runs = backend.opened.count(spec.name)
         if spec.name in confirmed:
-            assert 2 <= runs <= 4, (spec.name, runs)
+            assert 2 <= runs <= cp.AGREEMENT_WINDOWS + 2, (spec.name, runs)  # + windows until they agree
         else:
             assert runs == 1 or (spec.kind == "memory" and runs <= 1 + cp.LADDER_RETRIES), (spec.name, runs)
     load = MachineLoad.from_dict(roofline.load or {})

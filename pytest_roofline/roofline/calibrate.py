@@ -46,16 +46,21 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CACHE_ENV",
+    "CACHE_UNSETTLED_ENV",
     "CALIBRATION_VERSION",
     "cache_path",
     "cached_roofline",
     "calibrate",
     "calibration_fingerprint",
     "default_cache_dir",
+    "not_cacheable",
     "spot_check",
 ]
 
 CACHE_ENV = "ROOFLINE_CACHE_DIR"
+#: Set to 1, a calibration whose roofs did not settle (a busy machine) is cached all the same: for a
+#: runner that is never quiet, where measuring again in every process costs more than low roofs.
+CACHE_UNSETTLED_ENV = "ROOFLINE_CACHE_UNSETTLED"
 CALIBRATION_VERSION = 6  # bump when probes change meaning: old cache files then miss
 # 6: the dispatch floor (a chain of the cheapest kernels; CPU backends), roof probes measured until
 #    their best two windows agree within WINDOW_AGREEMENT, a calibration that cannot is not cached
@@ -186,6 +191,8 @@ def calibrate(
                 if cached is not None:
                     return cached
             roofline = _measure(backend, fingerprint, wanted, quick, progress)
+            if force:  # the file it replaces is gone, even when this one is not cached: measured next time
+                _remove(path)
             _write_cache(path, fingerprint, roofline, progress)
             return roofline
     except filelock.Timeout:
@@ -228,6 +235,20 @@ def spot_check(backend: Backend, roofline: DeviceRoofline) -> dict[str, Any]:
     load = machine.between(before, machine.snapshot())
     off = any(_off(r) for r in ratios.values())
     return {"ratios": ratios, "seconds": time.perf_counter() - started, "load": load.to_dict(), "off": off}
+
+
+def not_cacheable(roofline: DeviceRoofline) -> str:
+    """Why ``roofline`` must not be cached (its ``not cached`` warning), or ``""``."""
+    from pytest_roofline.roofline.probes import NOT_CACHED
+
+    return next((w for w in roofline.warnings if w.startswith(NOT_CACHED)), "")
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
 
 
 def _spot_path(path: Path) -> Path:
@@ -273,7 +294,17 @@ def _off(ratio: float) -> bool:
 def _write_cache(
     path: Path, fingerprint: dict[str, Any], roofline: DeviceRoofline, progress: Progress | None
 ) -> None:
-    """Write ``roofline`` as the calibration cache ``path`` (atomically); a failure is one note."""
+    """Write ``roofline`` as the calibration cache ``path`` (atomically); a failure is one note.
+
+    A calibration whose roofs did not agree across windows (:func:`not_cacheable`) is not written,
+    and says so: a busy calibration must never become the device's roof for later runs."""
+    reason = not_cacheable(roofline)
+    if reason and os.environ.get(CACHE_UNSETTLED_ENV, "") not in ("1", "true", "yes"):
+        _say(
+            f"calibration {reason}; roofs used for this process only ({CACHE_UNSETTLED_ENV}=1 caches them)",
+            progress,
+        )
+        return
     try:
         atomic_write_json(
             path,
@@ -478,6 +509,12 @@ def _measure(
         lambda name: _run(backend, by_name[name], plan, f"calibrate [steady] {name}", progress),
         ladder=not on_gpu,
     )
+    # A busy calibration is never the device's roof: more windows until the best two agree
+    sessions, not_cached = cp.agreed_sessions(
+        sessions,
+        [s.name for s in confirm],
+        lambda name: _run(backend, by_name[name], plan, f"calibrate [window] {name}", progress),
+    )
     if any(len(sessions[name]) > count for name, count in counts.items()):
         loads.append(machine.between(steadied, machine.snapshot()))
     probes = [cp.combine_sessions(*sessions[p.name]) for p in probes]
@@ -510,9 +547,9 @@ def _measure(
     )
     if not on_gpu:  # a roof no kernel beats: the runtime's own convs outrun every GEMM probe
         peak_flops = {dtype: max(peak, theoretical.get(dtype, 0.0)) for dtype, peak in peak_flops.items()}
-    warnings_: tuple[str, ...] = unsteady
+    warnings_: tuple[str, ...] = (*not_cached, *unsteady)
     if load.disturbed:
-        warnings_ = (f"measured under load: {load.describe()}", *unsteady)
+        warnings_ = (f"measured under load: {load.describe()}", *warnings_)
     roofline = DeviceRoofline(
         peak_flops=peak_flops,
         peak_bandwidth=bandwidth,

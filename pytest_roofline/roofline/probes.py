@@ -44,6 +44,7 @@ __all__ = [
     "confirmation_specs",
     "dram_bandwidth",
     "dram_points",
+    "agreed_sessions",
     "DispatchFloor",
     "dispatch_floor",
     "flags_hash",
@@ -103,6 +104,12 @@ MIN_SAMPLES, MAX_SAMPLES = 5, 20000
 STEADY_SPREAD, UNSTEADY_SPREAD = 0.10, 0.15
 LADDER_FLOOR, LADDER_RETRIES = 0.9, 2
 UNSTEADY_ROOF = "unsteady roof"  # how a calibration warning about such a roof begins
+# A busy calibration is never the device's roof (:func:`agreed_sessions`): a roof-setting probe is
+# measured in more windows (sessions) until its best two agree within WINDOW_AGREEMENT, at most
+# AGREEMENT_WINDOWS in all; its figure keeps the windows within WINDOW_AGREEMENT of the best.  One
+# that cannot agree is a NOT_CACHED warning, and such a calibration is not written to the cache.
+WINDOW_AGREEMENT, AGREEMENT_WINDOWS = 0.05, 6
+NOT_CACHED = "not cached"
 STREAM_BYTES_PER_RUN = 8 * MIB  # chain stream nodes until one run moves at least this much
 STREAM_MAX_CHAIN = 32
 # Backends that fuse a chain of elementwise ops into one kernel: OpenVINO's CPU plugin makes the
@@ -546,13 +553,13 @@ def confirmation_specs(
     return [spec for spec in specs if spec.name in names]
 
 
-def combine_sessions(*sessions: Probe, disturbed: float = 0.9) -> Probe:
+def combine_sessions(*sessions: Probe, disturbed: float = 1.0 - WINDOW_AGREEMENT) -> Probe:
     """One probe's figure from its sessions' medians (two, or more after :func:`steady_sessions`).
 
-    A session clearly slower than the best (below ``disturbed`` × it) was disturbed and is
-    dropped; the times of the rest are averaged.  Keeping only the best of close figures would
-    select lucky sessions: measured here, best-of-two made the float32 peak spread 6.5 % over five
-    fresh calibrations.
+    A session slower than the best by more than :data:`WINDOW_AGREEMENT` (below ``disturbed`` ×
+    it) was disturbed and is dropped; the times of the rest are averaged.  Keeping only the best
+    of close figures would select lucky sessions: measured here, best-of-two made the float32 peak
+    spread 6.5 % over five fresh calibrations.
     """
     best = max(sessions, key=lambda p: p.value)
     kept = [p for p in sessions if p.value >= disturbed * best.value]
@@ -569,6 +576,39 @@ def session_spread(sessions: Sequence[Probe]) -> float:
     """
     values = sorted((p.value for p in sessions), reverse=True)
     return 1.0 - values[1] / values[0] if len(values) > 1 and values[0] > 0 else 0.0
+
+
+def agreed_sessions(
+    sessions: Mapping[str, list[Probe]],
+    names: Sequence[str],
+    remeasure: Callable[[str], Probe | None],
+    windows: int = AGREEMENT_WINDOWS,
+) -> tuple[dict[str, list[Probe]], tuple[str, ...]]:
+    """More windows of the roof-setting probes ``names`` until each one's best two agree within
+    :data:`WINDOW_AGREEMENT`; (the sessions with the new ones, ``not cached`` warnings).
+
+    A neighbour slows a window, never speeds one: when the best two of several windows agree, the
+    roof is the device's, not the moment's.  ``remeasure(name)`` runs one more window (None: it
+    could not).  A probe still apart after ``windows`` windows is a :data:`NOT_CACHED` warning:
+    the calibration says why its roofs may be low and is not cached.
+    """
+    agreed = {name: list(runs) for name, runs in sessions.items()}
+    warnings: list[str] = []
+    for name in names:
+        runs = agreed.get(name)
+        if not runs:
+            continue
+        while len(runs) < windows and session_spread(runs) > WINDOW_AGREEMENT:
+            again = remeasure(name)
+            if again is None:
+                break
+            runs.append(again)
+        if len(runs) > 1 and session_spread(runs) > WINDOW_AGREEMENT:
+            warnings.append(
+                f"{NOT_CACHED}: {name}'s best two of {len(runs)} windows read {session_spread(runs):.0%} "
+                f"apart (a roof needs {WINDOW_AGREEMENT:.0%}: the machine was busy)"
+            )
+    return agreed, tuple(warnings)
 
 
 def ladder_outliers(points: list[Probe], last_level_cache: int, dram: float) -> list[Probe]:
