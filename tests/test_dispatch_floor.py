@@ -133,3 +133,25 @@ def test_without_a_floor_views_keep_no_fraction(tmp_path: Path) -> None:
     views = [la for la in prof.layers if la.op_type in RUNTIME_VIEW_OPS and la.time > 0]
     assert views and all(la.roofline_fraction is None for la in views)
     assert prof.overhead == {"share": 0.0, "seconds": 0.0, "layers": 0.0, "dispatch_floor": 0.0}
+
+
+def test_the_reports_show_the_floor_and_what_it_costs(tmp_path: Path) -> None:
+    from pytest_roofline.report import html
+    from pytest_roofline.report.tables import calibration_table, profile_table
+    from pytest_roofline.results import RunResults
+    from pytest_roofline.roofline import Probe
+
+    prof = _profile(tmp_path, _floored())
+    overhead = prof.overhead
+    line = (
+        f"dispatch floor 50 ns a kernel: {overhead['layers']:.0f} layers overhead-bound, "
+        f"{100 * overhead['share']:.1f}% of kernel time; without the floor"
+    )
+    assert line in profile_table(prof)  # `roofline profile`'s table
+    page = html.render(RunResults.of_profiles([prof]))
+    assert line.capitalize() in page  # the what-if section
+    assert '"floor":5e-08' in page.replace(" ", "")  # the chart's roofs (report.js draws its label)
+    probe = Probe("dispatch-chain-32", "dispatch", "float32", 32, 1 / FLOOR, FLOOR)
+    table = calibration_table(dataclasses.replace(prof.roofline, probes=(probe,)))
+    assert "dispatch floor" in table and "50 ns   the least time of one kernel (dispatch-chain-32)" in table
+    assert "kernel/s" in table  # the probe's figure: kernels per second
