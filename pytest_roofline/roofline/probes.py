@@ -46,6 +46,7 @@ __all__ = [
     "dram_points",
     "agreed_sessions",
     "DispatchFloor",
+    "dispatch_chain",
     "dispatch_floor",
     "flags_hash",
     "plan_gpu_probes",
@@ -375,7 +376,7 @@ def dispatch_floor(
     opened = []
     try:
         for kernels, name in zip((1, DISPATCH_CHAIN), DISPATCH_MODELS, strict=True):
-            model, inputs = _dispatch_chain(kernels, separate)()
+            model, inputs = dispatch_chain(kernels, separate)()
             model.graph.name = name
             session = backend.open(ModelSpec.create(model), inputs)
             opened.append(session)
@@ -391,7 +392,7 @@ def dispatch_floor(
     return DispatchFloor(min(positive) if positive else 0.0, tuple(marginals))
 
 
-def _dispatch_chain(kernels: int, separate: bool) -> Builder:
+def dispatch_chain(kernels: int, separate: bool) -> Builder:
     """``kernels`` of the cheapest kernel in a chain: Relu of one float, or (``separate``) Adds of
     :data:`DISPATCH_ELEMENTS` floats over alternating 2-D views (:func:`_stream`'s chain)."""
     if separate:
