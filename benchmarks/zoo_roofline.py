@@ -135,15 +135,20 @@ def embedding_gather(path: Path, dims: dict[str, int]) -> tuple[str, int] | None
 CLI = [sys.executable, "-c", "from pytest_roofline.cli import entry_point; entry_point()"]
 
 
+@dataclass(frozen=True)
+class Setting:
+    """What a profile runs on: the backend, its threads, and the calibration cache (None: the default)."""
+
+    backend: str
+    threads: str  # "default" or "1"
+    cache_dir: Path | None = None
+
+
 def profile_run(
-    path: Path,
-    dims: dict[str, int],
-    backend: str,
-    threads: str,
-    args: argparse.Namespace,
-    cache_dir: Path | None = None,
+    path: Path, dims: dict[str, int], setting: Setting, args: argparse.Namespace
 ) -> dict[str, Any] | str:
     """``roofline profile --format json`` of one model: the parsed JSON, or the error's last line."""
+    backend, threads, cache_dir = setting.backend, setting.threads, setting.cache_dir
     command = [*CLI, "profile", str(path), "--format", "json", "--quiet", "--backend", backend]
     command += [arg for k, v in dims.items() for arg in ("--dim", f"{k}={v}")]
     command += ["--sessions", str(args.sessions), "--rounds", str(args.rounds)]
@@ -193,19 +198,12 @@ def summarize(model: str, backend: str, threads: str, data: dict[str, Any]) -> R
     )
 
 
-def measure(
-    name: str,
-    path: Path,
-    dims: dict[str, int],
-    backend: str,
-    threads: str,
-    args: argparse.Namespace,
-    cache_dir: Path | None = None,
-) -> Run:
-    """Profile one model on one backend at one thread count (against ``cache_dir``'s calibration)."""
+def measure(name: str, path: Path, dims: dict[str, int], setting: Setting, args: argparse.Namespace) -> Run:
+    """Profile one model on one backend at one thread count (against the setting's calibration)."""
+    backend, threads = setting.backend, setting.threads
     start = time.perf_counter()
     try:
-        data = profile_run(path, dims, backend, threads, args, cache_dir)
+        data = profile_run(path, dims, setting, args)
     except subprocess.TimeoutExpired:
         data = f"no result within {args.timeout:.0f} s"
     seconds = time.perf_counter() - start
@@ -368,7 +366,8 @@ def main(argv: list[str] | None = None) -> int:
             embedding = embedding_gather(path, dims)
             for backend in args.backends.split(","):
                 for threads in args.threads.split(","):
-                    run = measure(name, path, dims, backend, threads, args, busy.get((backend, threads)))
+                    setting = Setting(backend, threads, busy.get((backend, threads)))
+                    run = measure(name, path, dims, setting, args)
                     if embedding is not None:
                         run = replace(run, embedding_node=embedding[0], embedding_bytes=embedding[1])
                     runs.append(run)
