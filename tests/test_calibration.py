@@ -357,9 +357,11 @@ def test_cli_json_and_table(cached: Cached, capsys: pytest.CaptureFixture[str]) 
     data = json.loads(capsys.readouterr().out)
     assert {"peak_flops", "peak_bandwidth", "ridge_point", "fingerprint", "probes"} <= set(data)
     assert data["peak_flops"] == roofline.peak and math.isclose(data["ridge_point"], roofline.ridge_point)
+    assert data["dispatch_floor"] == roofline.dispatch_floor > 0  # the third roof joins the contract
     assert main(["calibrate", "--quick", "--cache-dir", str(cache_dir)]) == 0
     table = capsys.readouterr().out
     assert "compute roof float32" in table and "ridge point" in table and "DRAM" in table
+    assert f"the least time of one kernel ({cp.DISPATCH_PROBE})" in table
     assert "stream-" in table and "gemm-512-float32" in table
 
 
