@@ -191,6 +191,27 @@ def test_a_calm_calibration_points_a_memory_bound_layer_at_its_byte_rule_never_a
     assert "busy" not in cause and "load" not in cause
 
 
+def test_the_memory_roof_named_is_the_one_the_layer_was_judged_against() -> None:
+    """A layer whose weights live in DRAM was judged against DRAM's roof although its bytes would fit
+    the L3 by size: the guard names DRAM's figure and probe (on the zoo it named the L3's 79 GB/s
+    for a whisper Gemm that read 24 GB/s, 288 % of its roof)."""
+    gemm = Layer(
+        "gemm",
+        "Gemm",
+        ("Gemm_0",),
+        1e-4,
+        1000,
+        2_800_000,
+        roofline_fraction=1.4,
+        bound="memory",
+        memory_level="DRAM",
+        memory_bandwidth=20e9,
+    )
+    prof = dataclasses.replace(profile([(1e-3, 0.5)], roofline=_probed_roof()), layers=(gemm,))
+    cause = "; ".join(prof.roofline_check.causes)
+    assert "moved 28.0 GB/s against 20.0 GB/s (DRAM, set by probe stream-256MiB)" in cause
+
+
 def test_a_calm_calibration_points_a_compute_bound_layer_at_the_probe_that_set_the_roof() -> None:
     conv = Layer(
         "conv", "Conv", ("Conv_0",), 1e-3, 200_000_000, 100_000, roofline_fraction=2.0, bound="compute"

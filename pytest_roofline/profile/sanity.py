@@ -265,7 +265,7 @@ def _layer_causes(profile: ModelProfile, layer: Layer) -> list[str]:
     assert roof is not None
     dtype = _roof_dtype(profile)
     peak = roof.peak_flops.get(dtype, roof.peak)
-    bandwidth = roof.bandwidth_for(layer.bytes)
+    bandwidth = layer.memory_bandwidth or roof.bandwidth_for(layer.bytes)  # the roof it was judged against
     nodes = f"layer {layer.name!r} ({layer.op_type})"
     if layer.bound == OVERHEAD:
         return [_floor_cause(roof, layer, nodes)]
@@ -276,7 +276,7 @@ def _layer_causes(profile: ModelProfile, layer: Layer) -> list[str]:
         "a kernel that touches fewer bytes runs above a roof it does not reach"
     )
     if memory:
-        level = _level(roof, bandwidth)
+        level = layer.memory_level or _level(roof, bandwidth)
         reached = layer.bytes / layer.time / 1e9 if layer.time > 0 else 0.0
         at_roof = (
             f"the memory roof: {nodes} moved {reached:.1f} GB/s against {bandwidth / 1e9:.1f} GB/s ({level}, "
