@@ -324,21 +324,6 @@ RECORDED = next(
 )
 
 
-def recorded_launch_floor(trace: Path) -> float:
-    """The least host time (seconds) onnxruntime's profiler recorded around one node's kernel launch
-    in ``trace`` (a profiler JSON): each node's median over the runs after the first (cuDNN
-    autotuning), then the least node.  0.0 when the file has no node events."""
-    import statistics
-
-    events = json.loads(trace.read_text())
-    runs: dict[str, list[float]] = {}
-    for event in events:
-        if event.get("cat") == "Node" and str(event.get("name", "")).endswith("_kernel_time"):
-            runs.setdefault(event["name"], []).append(float(event["dur"]) * 1e-6)
-    medians = [statistics.median(times[1:] or times) for times in runs.values()]
-    return min(medians, default=0.0)
-
-
 def dispatch_floor(report: Report) -> None:
     """The launch floor through the CUDA EP, end to end and by CUPTI, beside the recorded data."""
     from pytest_roofline.api import profile_model
@@ -346,7 +331,9 @@ def dispatch_floor(report: Report) -> None:
     from pytest_roofline.roofline import probes as cp
 
     recorded = [
-        recorded_launch_floor(path) for path in sorted(RECORDED.glob("ort-cuda-*.json")) if path.is_file()
+        cp.trace_launch_floor(json.loads(path.read_text()))
+        for path in sorted(RECORDED.glob("ort-cuda-*.json"))
+        if path.is_file()
     ]
     ceiling = min((r for r in recorded if r > 0), default=0.0)
     if ceiling:

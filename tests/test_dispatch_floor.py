@@ -155,3 +155,24 @@ def test_the_reports_show_the_floor_and_what_it_costs(tmp_path: Path) -> None:
     table = calibration_table(dataclasses.replace(prof.roofline, probes=(probe,)))
     assert "dispatch floor" in table and "50 ns   the least time of one kernel (dispatch-chain-32)" in table
     assert "kernel/s" in table  # the probe's figure: kernels per second
+
+
+def test_the_gpu_launch_floor_from_the_recorded_h200_traces() -> None:
+    """The recorded onnxruntime 1.31 CUDA profiles (H200, profiler on) bound the launch floor: the least
+    host time around a node's launch, after the autotuning run (what gpu_check's step 5 compares)."""
+    import gzip
+    import json
+
+    from pytest_roofline.roofline.probes import trace_launch_floor
+
+    data = Path(__file__).resolve().parent / "data" / "gpu-h200"
+    floors = {
+        path.name: trace_launch_floor(json.loads(gzip.decompress(path.read_bytes())))
+        for path in sorted(data.glob("ort-cuda-*.json.gz"))
+    }
+    assert floors == {
+        "ort-cuda-encoder_seq128.json.gz": pytest.approx(7.0e-6),  # a Reshape
+        "ort-cuda-resnet50_b1.json.gz": pytest.approx(12.5e-6),  # the Flatten
+        "ort-cuda-resnet50_fp16_b8.json.gz": pytest.approx(12.5e-6),
+    }
+    assert trace_launch_floor([{"cat": "Session", "name": "model_run", "dur": 5}]) == 0.0

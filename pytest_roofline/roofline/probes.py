@@ -47,6 +47,7 @@ __all__ = [
     "agreed_sessions",
     "DispatchFloor",
     "dispatch_chain",
+    "trace_launch_floor",
     "dispatch_floor",
     "flags_hash",
     "plan_gpu_probes",
@@ -390,6 +391,22 @@ def dispatch_floor(
             session.close()
     positive = [m for m in marginals if m > 0]
     return DispatchFloor(min(positive) if positive else 0.0, tuple(marginals))
+
+
+def trace_launch_floor(events: Sequence[Mapping[str, Any]]) -> float:
+    """The least host time (seconds) an onnxruntime profile spent around one node's kernel launch.
+
+    ``events``: the profiler's JSON (its ``Node`` ``*_kernel_time`` events).  Each node's median over
+    the runs after the first (cuDNN autotunes in it), then the least node; 0.0 without node events.
+    On the CUDA EP these are host times (launch, not execution): the recorded H200 traces
+    (onnxruntime 1.31, profiler on) give 7.0 µs (an encoder's Reshape) and 12.5 µs (ResNet-50's
+    Flatten), an upper bound of the launch floor that ``benchmarks/gpu_check.py`` step 5 measures.
+    """
+    runs: dict[str, list[float]] = {}
+    for event in events:
+        if event.get("cat") == "Node" and str(event.get("name", "")).endswith("_kernel_time"):
+            runs.setdefault(str(event["name"]), []).append(float(event["dur"]) * 1e-6)
+    return min((statistics.median(times[1:] or times) for times in runs.values()), default=0.0)
 
 
 def dispatch_chain(kernels: int, separate: bool) -> Builder:
