@@ -449,3 +449,12 @@ def test_roofline_profile_table_prints_the_warning_not_the_fractions() -> None:
     assert "host-side launch times" in host and "efficiency -" in host
     valid = profile_table(profile([(1e-3, 0.5)]))
     assert "efficiency 50.0%" in valid and "invalid" not in valid
+
+
+def test_a_noisy_dispatch_floor_is_not_read_as_a_busy_calibration() -> None:
+    """The floor's windows spread widely (a 0.2 µs figure); only the roofs' spread says a calibration
+    without a load record was disturbed."""
+    from pytest_roofline.profile.sanity import busy_calibration
+
+    assert busy_calibration(roof(spread={"float32": 0.02, "dram": 0.03, "dispatch": 0.4})) == ""
+    assert "differ by 40%" in busy_calibration(roof(spread={"float32": 0.4, "dispatch": 0.01}))
