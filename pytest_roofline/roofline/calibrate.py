@@ -500,20 +500,20 @@ def _measure(
     if loads[0].disturbed or loads[-1].disturbed:  # measured under load: one more session for the roofs
         _notify(f"calibrate: measured under load ({loads[-1].describe()}); one more session", progress)
         _confirm(backend, confirm, sessions, plan, "retry under load", progress, loads)
-    # Unsteady figures (sessions apart, a cache-sized stream slower than DRAM) are measured again.
+    # A busy calibration is never the device's roof: more windows until the best two agree; then
+    # unsteady figures (sessions apart, a cache-sized stream slower than DRAM) are measured again
     by_name, steadied = {s.name: s for s in specs}, machine.snapshot()
     counts = {name: len(runs) for name, runs in sessions.items()}
+    sessions, not_cached = cp.agreed_sessions(
+        sessions,
+        [s.name for s in confirm],
+        lambda name: _run(backend, by_name[name], plan, f"calibrate [window] {name}", progress),
+    )
     sessions, unsteady = cp.steady_sessions(
         sessions,
         caches,
         lambda name: _run(backend, by_name[name], plan, f"calibrate [steady] {name}", progress),
         ladder=not on_gpu,
-    )
-    # A busy calibration is never the device's roof: more windows until the best two agree
-    sessions, not_cached = cp.agreed_sessions(
-        sessions,
-        [s.name for s in confirm],
-        lambda name: _run(backend, by_name[name], plan, f"calibrate [window] {name}", progress),
     )
     if any(len(sessions[name]) > count for name, count in counts.items()):
         loads.append(machine.between(steadied, machine.snapshot()))
