@@ -151,6 +151,12 @@ def test_the_reports_show_the_floor_and_what_it_costs(tmp_path: Path) -> None:
     page = html.render(RunResults.of_profiles([prof]))
     assert line.capitalize() in page  # the what-if section
     assert '"floor":5e-08' in page.replace(" ", "")  # the chart's roofs (report.js draws its label)
+    views = {la.op_type for la in prof.layers if la.op_type in RUNTIME_VIEW_OPS and la.time > 0}
+    assert (
+        '<th title="share of the op type\'s time in layers bound by the dispatch floor">At the floor</th>'
+        in page
+    )
+    assert '<td class="floor">100.0%</td>' in page and len(views) >= 2  # the what-if table: views all at it
     probe = Probe("dispatch-chain-32", "dispatch", "float32", 32, 1 / FLOOR, FLOOR)
     table = calibration_table(dataclasses.replace(prof.roofline, probes=(probe,)))
     assert "dispatch floor" in table and "50 ns   the least time of one kernel (dispatch-chain-32)" in table

@@ -120,7 +120,20 @@ def _what_if(profile: ModelProfile, by_op: Sequence[OpTypeSummary]) -> dict[str,
         "scale": scale,
         "at_roof_latency": at_roof * scale if kernel > 0 else None,
         "overhead": overhead_line(profile),  # what the dispatch floor costs (its roof included above)
+        "floor_share": _floor_share(profile),  # per op type: the share of its time bound by the floor
     }
+
+
+def _floor_share(profile: ModelProfile) -> dict[str, float]:
+    """Op type -> share of its time in overhead-bound layers ({} without a dispatch floor)."""
+    if profile.roofline is None or not profile.roofline.dispatch_floor:
+        return {}
+    times: dict[str, list[float]] = {}
+    for la in profile.layers:
+        pair = times.setdefault(la.op_type, [0.0, 0.0])
+        pair[0] += la.time if la.bound == "overhead" else 0.0
+        pair[1] += la.time
+    return {op: bound / total for op, (bound, total) in times.items() if total > 0}
 
 
 def _result_view(index: int, record: ProfileRecord, session_roof: DeviceRoofline | None) -> dict[str, Any]:
