@@ -293,7 +293,7 @@ class OnnxRuntimeSession(BackendSession):
 
         self.backend = backend
         self.spec = spec
-        self.inputs = {name: np.ascontiguousarray(value) for name, value in inputs.items()}
+        self.inputs = {name: np.asarray(value, order="C") for name, value in inputs.items()}  # 0-d stays 0-d
         self._payload = self._model_payload()
         self.session = self._create(backend.session_options())
         self._check_inputs()

@@ -1,0 +1,121 @@
+"""Models as real exporters write them (tests/_real_exports.py): scalar inputs, one symbolic name on
+two axes, unnamed dims, recurrent state, profiled on real onnxruntime as a user would call it."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from _plugin_helpers import FAKE
+from _real_exports import ocr_like, tf_like, vad_inputs, vad_like
+
+from pytest_roofline import profile_model
+from pytest_roofline.analysis import analyze
+from pytest_roofline.cli import main
+from pytest_roofline.errors import ShapeError
+from pytest_roofline.model import bind_input_shapes, with_shapes
+from pytest_roofline.model.inputs import dims_from_inputs, load_inputs
+
+FAST = {"sessions": 2, "rounds": 3, "profile_iterations": 2, "options": {"intra_op_threads": "1"}}
+CLI_FAST = ["--no-roofline", "--sessions", "2", "--rounds", "3", "--iterations", "2", "--quiet"]
+OCR_X = (1, 3, 48, 192)
+
+
+def _conv_macs(height: int, width: int) -> int:
+    """ocr_like's Conv (8 filters of 3x3x3, stride 2, pad 1) at an H x W input."""
+    return 8 * 3 * 3 * 3 * ((height + 1) // 2) * ((width + 1) // 2)
+
+
+# --- 0-d inputs ---------------------------------------------------------------------------------
+
+
+def test_a_scalar_input_stays_0d_from_the_arrays_to_the_session() -> None:
+    arrays = load_inputs(vad_inputs(), ["input", "state", "sr"])
+    assert arrays["sr"].shape == () and arrays["sr"].flags.c_contiguous
+    prof = profile_model(vad_like(), inputs=vad_inputs(), **FAST)
+    assert prof.input_shapes["sr"] == () and prof.input_shapes["state"] == (2, 1, 16)
+
+
+def test_a_scalar_given_as_one_element_array_is_refused_in_one_line() -> None:
+    feeds = {**vad_inputs(), "sr": np.array([16000], np.int64)}
+    with pytest.raises(ShapeError, match=r"input 'sr' expects shape \[\], got \[1\]"):
+        profile_model(vad_like(), inputs=feeds, **FAST)
+
+
+# --- per axis, not per name ----------------------------------------------------------------------
+
+
+def test_one_symbolic_name_on_two_axes_that_differ_binds_axis_by_axis() -> None:
+    model = ocr_like()
+    batch, dims = dims_from_inputs(model, {"x": np.zeros(OCR_X, np.float32)})
+    assert dims == {"x[0]": 1, "x[2]": 48, "x[3]": 192}  # '?' gave 1, 48 and 192: no name binds
+    assert bind_input_shapes(model, batch, dims) == {"x": OCR_X}
+    prof = profile_model(model, inputs={"x": np.ones(OCR_X, np.float32)}, **FAST)
+    assert prof.input_shapes == {"x": OCR_X}
+    assert analyze(model, dims=dims).node("Conv_0").macs == _conv_macs(48, 192)
+
+
+def test_shapes_bind_what_trtexec_shapes_bind(capsys, tmp_path) -> None:
+    path = tmp_path / "rec.onnx"
+    ocr_like(path)
+    prof = profile_model(str(path), shapes={"x": OCR_X}, **FAST)
+    assert prof.input_shapes == {"x": OCR_X}
+    assert main(["profile", str(path), "--shape", "x=1x3x48x192", "--format", "json", *CLI_FAST]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["input_shapes"] == {"x": list(OCR_X)}
+    assert main(["analyze", str(path), "--shape", "x=1x3x48x192", "--format", "json"]) == 0
+    nodes = json.loads(capsys.readouterr().out)["nodes"]
+    assert next(n for n in nodes if n["name"] == "Conv_0")["macs"] == _conv_macs(48, 192)
+
+
+def test_a_shape_that_contradicts_the_model_is_one_line(capsys, tmp_path) -> None:
+    path = tmp_path / "rec.onnx"
+    ocr_like(path)
+    code = main(["analyze", str(path), "--shape", "x=1x4x48x192"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "axis 1 is fixed at 3" in err
+    with pytest.raises(ShapeError, match="has 4 axes, so no axis 7"):
+        bind_input_shapes(ocr_like(), dims={"x[7]": 2, **with_shapes(None, {"x": OCR_X})})
+    with pytest.raises(ShapeError, match="no input 'y'"):
+        bind_input_shapes(ocr_like(), dims={"y[0]": 2})
+    with pytest.raises(ShapeError, match="whole numbers"):
+        with_shapes(None, {"x": "1x3"})  # type: ignore[dict-item]
+
+
+# --- unnamed dims --------------------------------------------------------------------------------
+
+
+def test_unnamed_dims_bind_from_shapes_or_arrays_without_renaming() -> None:
+    model = tf_like()
+    name = "serving_default_x:0"
+    with pytest.raises(ShapeError) as info:
+        bind_input_shapes(model, batch=1)
+    assert "rename" not in str(info.value) and f"--shape {name}=" in str(info.value)
+    assert f"shapes={{'{name}'" in info.value.for_pytest() and "re-export" not in info.value.for_pytest()
+    prof = profile_model(model, shapes={name: (2, 5, 12)}, **FAST)
+    assert prof.input_shapes == {name: (2, 5, 12)}
+    prof = profile_model(model, inputs={name: np.ones((3, 7, 12), np.float32)}, **FAST)
+    assert prof.input_shapes == {name: (3, 7, 12)} and prof.dims == {f"{name}[1]": 7}
+    assert analyze(model, batch=3, dims=prof.dims).node("MatMul_0").macs == 3 * 7 * 12 * 4
+
+
+def test_batch_binds_the_batch_axis_of_a_state_input() -> None:
+    model = vad_like()
+    assert bind_input_shapes(model, batch=4) == {"input": (4, 64), "state": (2, 4, 16), "sr": ()}
+    prof = profile_model(model, batch=2, **FAST)
+    assert prof.input_shapes["state"] == (2, 2, 16)
+
+
+def test_the_fixture_takes_shapes(pytester: pytest.Pytester, monkeypatch, tmp_path_factory) -> None:
+    monkeypatch.setenv("ROOFLINE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    onnx.save(ocr_like(), str(pytester.path / "rec.onnx"))
+    pytester.makepyfile(
+        """
+        def test_rec(model_profile):
+            prof = model_profile("rec.onnx", shapes={"x": (1, 3, 48, 192)})
+            assert prof.input_shapes == {"x": (1, 3, 48, 192)}
+        """
+    )
+    pytester.runpytest(*FAKE).assert_outcomes(passed=1)
