@@ -104,5 +104,10 @@ class BackendUnavailable(BackendError):
     """A backend is not installed; the message names the extra to install."""
 
 
+class ModelUnsupported(BackendUnavailable):
+    """The backend is installed but cannot read this model (an op, domain or type it lacks);
+    another backend may run it. Skipped like a missing backend: the message names what it lacks."""
+
+
 class BaselineError(RooflineError):
     """A baseline file is corrupt, of an unknown schema, or cannot be written."""

@@ -150,3 +150,41 @@ def tf_like(path: Path | None = None, features: int = 12) -> onnx.ModelProto:
     )
     model = helper.make_model(graph, opset_imports=OPSET, producer_name="tf2onnx", producer_version="1.16.1")
     return _save(model, path)
+
+
+def sklearn_like(path: Path | None = None, zipmap: bool = True) -> onnx.ModelProto:
+    """skl2onnx's classifier layout: ``LinearClassifier`` then ``ZipMap`` (ai.onnx.ml), whose
+    output is a sequence of maps (``output_probability``), the declared type OpenVINO refuses."""
+    nodes = [
+        helper.make_node(
+            "LinearClassifier",
+            ["float_input"],
+            ["label", "probabilities"],
+            domain="ai.onnx.ml",
+            coefficients=[0.1] * 8,
+            intercepts=[0.0, 0.1],
+            classlabels_ints=[0, 1],
+            post_transform="LOGISTIC",
+        )
+    ]
+    outputs = [helper.make_tensor_value_info("label", TensorProto.INT64, [None])]
+    if zipmap:
+        nodes.append(
+            helper.make_node(
+                "ZipMap",
+                ["probabilities"],
+                ["output_probability"],
+                domain="ai.onnx.ml",
+                classlabels_int64s=[0, 1],
+            )
+        )
+        scalar = helper.make_tensor_type_proto(TensorProto.FLOAT, [])
+        seq_of_maps = helper.make_sequence_type_proto(helper.make_map_type_proto(TensorProto.INT64, scalar))
+        outputs.append(helper.make_value_info("output_probability", seq_of_maps))
+    else:
+        outputs.append(helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, [None, 2]))
+    features = helper.make_tensor_value_info("float_input", TensorProto.FLOAT, [None, 4])
+    graph = helper.make_graph(nodes, "sklearn", [features], outputs)
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)]
+    model = helper.make_model(graph, opset_imports=opsets, producer_name="skl2onnx")
+    return _save(model, path)

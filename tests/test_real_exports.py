@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 import pytest
 from _plugin_helpers import FAKE
-from _real_exports import ocr_like, tf_like, vad_inputs, vad_like
+from _real_exports import ocr_like, sklearn_like, tf_like, vad_inputs, vad_like
 
 from pytest_roofline import profile_model
 from pytest_roofline.analysis import analyze
@@ -119,3 +119,21 @@ def test_the_fixture_takes_shapes(pytester: pytest.Pytester, monkeypatch, tmp_pa
         """
     )
     pytester.runpytest(*FAKE).assert_outcomes(passed=1)
+
+
+# --- a backend that cannot read the model ------------------------------------------------------
+
+
+@pytest.mark.parametrize("zipmap", [True, False], ids=["zipmap-output", "ml-op"])
+def test_openvino_names_the_op_it_cannot_read_and_onnxruntime_runs_it(zipmap: bool) -> None:
+    pytest.importorskip("openvino")
+    from pytest_roofline.errors import BackendUnavailable, ModelUnsupported
+
+    model = sklearn_like(zipmap=zipmap)
+    with pytest.raises(ModelUnsupported) as info:
+        profile_model(model, backend="openvino", **{**FAST, "options": None})
+    message = str(info.value)
+    assert isinstance(info.value, BackendUnavailable)  # the fixture skips it like a missing backend
+    assert "LinearClassifier (domain ai.onnx.ml)" in message and "onnxruntime can run it" in message
+    assert ("1 more op types" in message) == zipmap and "\n" not in message
+    assert profile_model(model, **FAST).input_shapes == {"float_input": (1, 4)}
