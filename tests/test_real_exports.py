@@ -137,3 +137,23 @@ def test_openvino_names_the_op_it_cannot_read_and_onnxruntime_runs_it(zipmap: bo
     assert "LinearClassifier (domain ai.onnx.ml)" in message and "onnxruntime can run it" in message
     assert ("1 more op types" in message) == zipmap and "\n" not in message
     assert profile_model(model, **FAST).input_shapes == {"float_input": (1, 4)}
+
+
+# --- an If the inputs decide ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("rate", "branch"), [(16000, "then_branch"), (8000, "else_branch")])
+def test_an_if_on_a_given_input_is_costed_by_the_branch_taken(rate: int, branch: str) -> None:
+    prof = profile_model(vad_like(), inputs=vad_inputs(sr=rate), **FAST)
+    at_16k, at_8k = 64 * 16, 64 * 64 + 64 * 16  # the branches' MatMul MACs at batch 1
+    matmuls = at_16k if rate == 16000 else at_8k
+    analysis = analyze(vad_like(), batch=1, input_values=vad_inputs(sr=rate))
+    (flow,) = analysis.control_flow
+    assert flow.branch == branch and flow.source == "folded" and not flow.assumed
+    assert sum(n.macs * n.executions for n in analysis.nodes if n.op_type == "MatMul") == matmuls
+    assert prof.total_macs == analysis.total.macs
+
+
+def test_an_if_nothing_decides_is_assumed_costlier() -> None:
+    (flow,) = analyze(vad_like(), batch=1).control_flow
+    assert flow.assumed and flow.branch == "else_branch" and "condition unknown" in flow.note
