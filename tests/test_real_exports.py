@@ -157,3 +157,52 @@ def test_an_if_on_a_given_input_is_costed_by_the_branch_taken(rate: int, branch:
 def test_an_if_nothing_decides_is_assumed_costlier() -> None:
     (flow,) = analyze(vad_like(), batch=1).control_flow
     assert flow.assumed and flow.branch == "else_branch" and "condition unknown" in flow.note
+
+
+# --- the corpus: made by other tools, profiled as a user would -------------------------------------
+
+
+@pytest.fixture(scope="module")
+def real_corpus(tmp_path_factory):
+    pytest.importorskip("skl2onnx")
+    pytest.importorskip("onnxconverter_common")
+    pytest.importorskip("onnxslim")
+    import warnings
+
+    from _real_exports import corpus
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return corpus(tmp_path_factory.mktemp("corpus"))
+
+
+def _huge_roof():
+    from pytest_roofline.roofline import DeviceRoofline
+
+    return DeviceRoofline(
+        peak_flops={"float32": 1e15, "int8": 4e15, "float16": 2e15}, peak_bandwidth=1e13, fingerprint={}
+    )
+
+
+def test_the_corpus_profiles_on_onnxruntime_with_a_valid_roofline(real_corpus) -> None:
+    assert len(real_corpus) >= 15 and len({tool for _, tool, _, _ in real_corpus}) >= 8
+    for name, _, model, call in real_corpus:
+        prof = profile_model(model, roofline=_huge_roof(), **FAST, **call)
+        check = prof.roofline_check
+        assert check.status == "valid", (name, check.message())
+        assert all(la.roofline_fraction is None or la.roofline_fraction <= 1 for la in prof.layers), name
+        assert prof.attributed_fraction > 0.5, name
+
+
+def test_openvino_reads_the_corpus_or_says_which_op_in_one_line(real_corpus) -> None:
+    pytest.importorskip("openvino")
+    from pytest_roofline.errors import ModelUnsupported
+
+    skipped = {}
+    for name, _, model, call in real_corpus:
+        try:
+            profile_model(model, backend="openvino", **{**FAST, "options": None}, **call)
+        except ModelUnsupported as exc:
+            skipped[name] = str(exc)
+    assert set(skipped) == {"skl_layout", "skl_logreg", "skl_forest", "skl_mlp", "skl_scaler_pca"}
+    assert all("(domain ai.onnx.ml)" in line and "\n" not in line for line in skipped.values())
