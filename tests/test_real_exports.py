@@ -206,3 +206,81 @@ def test_openvino_reads_the_corpus_or_says_which_op_in_one_line(real_corpus) -> 
             skipped[name] = str(exc)
     assert set(skipped) == {"skl_layout", "skl_logreg", "skl_forest", "skl_mlp", "skl_scaler_pca"}
     assert all("(domain ai.onnx.ml)" in line and "\n" not in line for line in skipped.values())
+
+
+# --- predictions on precision changes and rewrites -------------------------------------------------
+
+
+def _roof(**peaks: float):
+    from pytest_roofline.roofline import DeviceRoofline
+
+    return DeviceRoofline(peak_flops={"float32": 1e11, **peaks}, peak_bandwidth=2e10, fingerprint={})
+
+
+def _prediction(old: onnx.ModelProto, new: onnx.ModelProto, roofline):
+    from pytest_roofline.diff import diff_summaries, predict, summarize
+
+    base = profile_model(old, roofline=roofline, **FAST)
+    diff = diff_summaries(summarize(old, batch=1), summarize(new, batch=1))
+    return predict(diff, roofline, base)
+
+
+def test_float16_on_a_device_without_a_faster_float16_roof_runs_as_float32() -> None:
+    pytest.importorskip("onnxconverter_common")
+    from _real_exports import float16_converted, torch_like_mlp
+
+    base = torch_like_mlp(width=64)
+    same = _prediction(base, float16_converted(base), _roof(float16=1e11))
+    gemms = [n for n in same.nodes if n.op_type == "Gemm"]
+    assert gemms and all(n.basis == "runs float32" and n.delta == 0 for n in gemms)
+    faster = _prediction(base, float16_converted(base), _roof(float16=4e11))
+    assert not any(n.basis == "runs float32" for n in faster.nodes)
+
+
+def test_a_precision_without_a_roof_or_a_qdq_graph_has_no_prediction_and_says_why(tmp_path) -> None:
+    pytest.importorskip("onnxruntime.quantization")
+    from _real_exports import quantized_dynamic, quantized_qdq, torch_like_mlp
+
+    from pytest_roofline.diff import explain_verdict
+
+    base = torch_like_mlp(width=64)
+    dynamic = quantized_dynamic(base, tmp_path)
+    unroofed = _prediction(base, dynamic, _roof())
+    assert not unroofed.available and "no int8 roof" in unroofed.reason
+    assert _prediction(base, dynamic, _roof(int8=4e11)).available
+    qdq = _prediction(base, quantized_qdq(base, tmp_path, width=64), _roof(int8=4e11))
+    assert not qdq.available and "QDQ graph" in qdq.reason
+    from pytest_roofline.diff import diff_summaries, summarize
+
+    diff = diff_summaries(summarize(base, batch=1), summarize(dynamic, batch=1))
+    text = explain_verdict(diff, unroofed, ratio=None, status="not-compared").text
+    assert "no prediction (the new graph computes in int8" in text
+
+
+def test_a_rewrite_into_unmeasured_ops_with_the_same_work_costs_what_it_cost() -> None:
+    from onnx import TensorProto, helper
+
+    def mlp(fused: bool) -> onnx.ModelProto:
+        weight = onnx.numpy_helper.from_array(np.full((256, 256), 0.01, np.float32), "w")
+        bias = onnx.numpy_helper.from_array(np.zeros(256, np.float32), "b")
+        if fused:  # what an optimiser writes: one Gemm for MatMul + Add
+            nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["h"], name="fc")]
+        else:
+            nodes = [
+                helper.make_node("MatMul", ["x", "w"], ["m"], name="fc_matmul"),
+                helper.make_node("Add", ["m", "b"], ["h"], name="fc_add"),
+            ]
+        nodes.append(helper.make_node("Relu", ["h"], ["y"], name="relu"))
+        graph = helper.make_graph(
+            nodes,
+            "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 256])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 256])],
+            [weight, bias],
+        )
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+    prediction = _prediction(mlp(False), mlp(True), _roof())
+    (gemm,) = [n for n in prediction.nodes if n.op_type == "Gemm"]
+    assert gemm.basis == "same work"
+    assert prediction.time_change == pytest.approx(0.0, abs=1e-12)

@@ -18,6 +18,12 @@ kernel's time goes to the kernel it serves.  Unchanged nodes keep their time.  T
 fraction of the baseline's kernel time in the same profiled run (end-to-end medians drift
 between runs on a shared machine; the kernels of one run do not).  Without a roofline there is
 no prediction (and the result says so).
+
+Precision changes and rewrites (docs/diff.md): a dtype the roofline has no roof for, or a QDQ
+graph (what runs is the int8 kernels the backend fuses at load, not the nodes written), has no
+prediction, with the reason; a node changed to float16/bfloat16 on a device with no faster roof
+for it keeps its measured time (``runs float32``); a block that swaps nodes for unmeasured ops
+with the same FLOPs in the same dtypes costs what it cost (``same work``).
 """
 
 from __future__ import annotations
@@ -27,8 +33,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from pytest_roofline.model.precision import INT8_OPS
+
 from .match import signature
-from .summary import NodeSummary
+from .summary import FLOAT32, NodeSummary
 
 if TYPE_CHECKING:
     from pytest_roofline.profile import ModelProfile
@@ -249,6 +257,9 @@ def predict(
     if diff.old is None or diff.new is None:
         return Prediction(False, reason="the diff carries no model summaries (diff_summaries keeps them)")
     old, new = diff.old, diff.new
+    unpriceable = _no_honest_price(old, new, roofline)
+    if unpriceable:
+        return Prediction(False, reason=unpriceable)
     defaults = dict(DEFAULT_EFFICIENCY if default_efficiency is None else default_efficiency)
     table = efficiency_table(profile, old, roofline) if profile is not None else None
     twins = _twins(old, table) if table is not None else {}
@@ -258,7 +269,10 @@ def predict(
         after = new.nodes[change.new_index] if change.new_index is not None else None
         twin = twins.get(signature(new, change.new_index)) if change.new_index is not None else None
         priced = _price(change, before, after, roofline, table, defaults, twin)
+        if after is not None and _runs_as_float32(change, after.dtype, priced, roofline):
+            priced = replace(priced, time_after=priced.time_before, basis="runs float32")
         nodes.append(replace(priced, block=change.block))
+    nodes = _same_work_blocks(diff, nodes)
     if table is not None:
         baseline = table.latency
     else:
@@ -273,6 +287,94 @@ def predict(
         assumptions=tuple(_assumptions(profile, table, defaults, nodes)),
         efficiency_source="profile" if table is not None else "default",
     )
+
+
+# -- precision changes and rewrites -----------------------------------------------------------------
+
+#: Relative FLOPs difference under which a block that swaps nodes for others does the same work.
+SAME_WORK = 0.01
+_LOW_FLOATS = ("float16", "bfloat16")
+_UNMEASURED = ("op type", "bound", "default")  # bases that rest on no measured node of this type
+_ROOFED = (
+    "float16",
+    "bfloat16",
+    "int8",
+    "float8e4m3fn",
+    "float8e5m2",
+)  # dtypes a roofline may lack  # bases that rest on no measured node of this type
+
+
+def _no_honest_price(old: ModelSummary, new: ModelSummary, roofline: DeviceRoofline) -> str:
+    """Why the new graph's work cannot be priced honestly ("" when it can): a dtype the roofline
+    has no roof for, or a QDQ graph (its kernels are not the nodes written)."""
+    old_dtypes = {_work_dtype(n) for n in old.nodes if n.flops > 0}
+    for dtype in sorted({_work_dtype(n) for n in new.nodes if n.flops > 0} - old_dtypes):
+        if dtype in _ROOFED and dtype not in roofline.peak_flops:
+            return f"the new graph computes in {dtype}, and the roofline has no {dtype} roof (calibrate it)"
+    if _qdq_weights(new) and not _qdq_weights(old):
+        return (
+            "a QDQ graph: the backend fuses QuantizeLinear/DequantizeLinear around MatMul, Gemm and Conv "
+            "into int8 kernels at load, which the graph as written does not show"
+        )
+    return ""
+
+
+def _work_dtype(node: NodeSummary) -> str:
+    """The dtype a node's arithmetic runs in: int8 for quantized ops (their outputs are int32 or
+    float), else the dtype of its output."""
+    return "int8" if node.op_type.rpartition(":")[2] in INT8_OPS else node.dtype
+
+
+def _qdq_weights(summary: ModelSummary) -> bool:
+    """Whether some DequantizeLinear reads a stored (int8) weight: a QDQ-quantized graph."""
+    return any(n.op_type == "DequantizeLinear" and not n.inputs for n in summary.nodes)  # no activation in
+
+
+def _runs_as_float32(
+    change: NodeChange, dtype: str, priced: NodePrediction, roofline: DeviceRoofline
+) -> bool:
+    """A node changed to float16/bfloat16 on a device whose roof for it is no faster than float32's:
+    its backend runs it in float32 (onnxruntime's CPU kernels, after inserted Casts), as before."""
+    if change.kind != "changed" or "dtype" not in change.what or dtype not in _LOW_FLOATS:
+        return False
+    fp32 = roofline.peak_flops.get("float32", roofline.peak)
+    return roofline.peak_flops.get(dtype, 0.0) <= fp32 and priced.basis == "measured"
+
+
+def _same_work_blocks(diff: GraphDiff, nodes: list[NodePrediction]) -> list[NodePrediction]:
+    """A block that swaps nodes for ops the baseline never ran (fusion, an offline-optimised copy)
+    with the same FLOPs (within :data:`SAME_WORK`) in the same dtypes costs what it cost: its new
+    nodes share the removed nodes' measured time by roof time, not a guessed efficiency of their
+    type."""
+    old = {n.name: _work_dtype(n) for n in diff.old.nodes if n.flops > 0} if diff.old else {}
+    new = {n.name: _work_dtype(n) for n in diff.new.nodes if n.flops > 0} if diff.new else {}
+    for index, block in enumerate(diff.blocks):
+        members = [n for n in nodes if n.block == index]
+        added = [n for n in members if n.kind == "added"]
+        removed_dtypes = {old[n.name] for n in members if n.kind == "removed" and n.name in old}
+        if (
+            not added
+            or any(new.get(n.name, FLOAT32) not in removed_dtypes | {FLOAT32} for n in added)
+            or block.flops_before <= 0
+            or abs(block.flops_after - block.flops_before) > SAME_WORK * block.flops_before
+            or not any(n.basis in _UNMEASURED for n in added)
+            or any(n.kind == "changed" for n in members)
+        ):
+            continue
+        spent = sum(n.time_before for n in members)
+        weights = {n.name: n.roof_after for n in added}
+        total = sum(weights.values())
+        shared = {
+            name: spent * (weight / total if total > 0 else 1.0 / len(added))
+            for name, weight in weights.items()
+        }
+        nodes = [
+            replace(n, time_after=shared[n.name], basis="same work")
+            if n.block == index and n.kind == "added"
+            else n
+            for n in nodes
+        ]
+    return nodes
 
 
 # -- pricing -------------------------------------------------------------------------------------
