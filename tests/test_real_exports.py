@@ -284,3 +284,28 @@ def test_a_rewrite_into_unmeasured_ops_with_the_same_work_costs_what_it_cost() -
     (gemm,) = [n for n in prediction.nodes if n.op_type == "Gemm"]
     assert gemm.basis == "same work"
     assert prediction.time_change == pytest.approx(0.0, abs=1e-12)
+
+
+# --- a declared output shape the kernels disagree with ------------------------------------------
+
+
+def test_a_stale_declared_output_shape_is_a_note_not_a_failure() -> None:
+    from onnx import TensorProto, helper
+
+    nodes = [  # the kernels produce [1, 2, 3]; the exporter declared rank 2
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Concat", ["one", "s"], ["s2"], axis=0),
+        helper.make_node("Reshape", ["x", "s2"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "stale",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor("one", TensorProto.INT64, [1], [1])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    prof = profile_model(model, **FAST)
+    (note,) = prof.extra["notes"]
+    assert "output 'y' is declared [2, 3] but the kernels produce [1, 2, 3]" in note
+    assert profile_model(vad_like(), inputs=vad_inputs(), **FAST).extra.get("notes") is None
