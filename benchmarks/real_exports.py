@@ -351,7 +351,8 @@ def prediction_pairs(folder: Path, engine: Any, roofline: Any) -> int:
         measured = verdict.ratio - 1 if verdict.ratio is not None else None
         ok = _within_target(prediction.fraction if prediction.available else None, measured)
         missed += int(not ok)
-        print(f"  {label:<14} {'ok  ' if ok else 'MISS'} {why.text}")
+        ci = f"CI {verdict.ci[0] - 1:+.1%}..{verdict.ci[1] - 1:+.1%}" if verdict.ci else "no CI"
+        print(f"  {label:<14} {'ok  ' if ok else 'MISS'} {why.text} [{ci}]")
     return missed
 
 

@@ -520,6 +520,16 @@ def _assumptions(
             + ", ".join(f"{b} {e:.0%}" for b, e in sorted(defaults.items()))
             + "; the change is relative to the baseline's latency predicted the same way"
         )
+    if any(n.basis == "runs float32" for n in nodes):
+        said.append(
+            "float16/bfloat16 nodes on a device whose roof for them is no faster than float32's run in "
+            "float32 (onnxruntime's CPU kernels, after inserted Casts): they keep their measured time"
+        )
+    if any(n.basis == "same work" for n in nodes):
+        said.append(
+            "a block rewritten into op types the baseline never ran with the same FLOPs in the same "
+            "dtypes (fusion, an optimiser's copy) costs what the nodes it replaces measured"
+        )
     if any(n.basis == "default" for n in nodes) and table is not None:
         said.append("nodes whose bound never ran in the baseline use the default efficiencies")
     if any(not math.isfinite(n.delta) for n in nodes):
