@@ -309,3 +309,14 @@ def test_a_stale_declared_output_shape_is_a_note_not_a_failure() -> None:
     (note,) = prof.extra["notes"]
     assert "output 'y' is declared [2, 3] but the kernels produce [1, 2, 3]" in note
     assert profile_model(vad_like(), inputs=vad_inputs(), **FAST).extra.get("notes") is None
+
+
+def test_int8_convolutions_the_roofline_never_probed_have_no_prediction(tmp_path) -> None:
+    pytest.importorskip("onnxruntime.quantization")
+    from _real_exports import quantized_dynamic
+
+    from pytest_roofline import zoo
+
+    base = zoo.tiny_cnn(batch=1)
+    prediction = _prediction(base, quantized_dynamic(base, tmp_path), _roof(int8=4e11))
+    assert not prediction.available and prediction.reason.startswith("ConvInteger runs int8 kernels")

@@ -294,6 +294,9 @@ def predict(
 #: Relative FLOPs difference under which a block that swaps nodes for others does the same work.
 SAME_WORK = 0.01
 _LOW_FLOATS = ("float16", "bfloat16")
+#: int8 op types the calibration's int8 roof was measured on (roofline/probes.py) or that feed them.
+PROBED_INT8 = frozenset({"MatMulInteger", "QLinearMatMul", "DynamicQuantizeLinear", "MatMulIntegerToFloat"})
+_LAYOUT_OPS = ("Conv", "ConvTranspose")  # run in a blocked layout by CPU backends in float32
 _UNMEASURED = ("op type", "bound", "default")  # bases that rest on no measured node of this type
 _ROOFED = (
     "float16",
@@ -311,6 +314,23 @@ def _no_honest_price(old: ModelSummary, new: ModelSummary, roofline: DeviceRoofl
     for dtype in sorted({_work_dtype(n) for n in new.nodes if n.flops > 0} - old_dtypes):
         if dtype in _ROOFED and dtype not in roofline.peak_flops:
             return f"the new graph computes in {dtype}, and the roofline has no {dtype} roof (calibrate it)"
+    old_ops = {n.op_type.rpartition(":")[2] for n in old.nodes}
+    unprobed = sorted({n.op_type.rpartition(":")[2] for n in new.nodes} & (INT8_OPS - PROBED_INT8) - old_ops)
+    if unprobed:
+        return (
+            f"{unprobed[0]} runs int8 kernels the roofline never measured (its int8 roof is "
+            "MatMulInteger's and QLinearMatMul's), and the baseline did not run it"
+        )
+    fp32 = roofline.peak_flops.get("float32", roofline.peak)
+    for node in new.nodes:
+        if node.op_type in _LAYOUT_OPS and node.dtype in _LOW_FLOATS:
+            if roofline.peak_flops.get(node.dtype, 0.0) <= fp32:
+                return (
+                    f"{node.dtype} {node.op_type} nodes run in float32 after inserted Casts on this device "
+                    f"(its {node.dtype} roof is no faster), off the blocked layout float32 convolutions get "
+                    "(onnxruntime CPU: NCHWc): beyond the roofline"
+                )
+            break
     if _qdq_weights(new) and not _qdq_weights(old):
         return (
             "a QDQ graph: the backend fuses QuantizeLinear/DequantizeLinear around MatMul, Gemm and Conv "
@@ -343,33 +363,31 @@ def _runs_as_float32(
 
 def _same_work_blocks(diff: GraphDiff, nodes: list[NodePrediction]) -> list[NodePrediction]:
     """A block that swaps nodes for ops the baseline never ran (fusion, an offline-optimised copy)
-    with the same FLOPs (within :data:`SAME_WORK`) in the same dtypes costs what it cost: its new
-    nodes share the removed nodes' measured time by roof time, not a guessed efficiency of their
-    type."""
-    old = {n.name: _work_dtype(n) for n in diff.old.nodes if n.flops > 0} if diff.old else {}
-    new = {n.name: _work_dtype(n) for n in diff.new.nodes if n.flops > 0} if diff.new else {}
-    for index, block in enumerate(diff.blocks):
-        members = [n for n in nodes if n.block == index]
-        added = [n for n in members if n.kind == "added"]
-        removed_dtypes = {old[n.name] for n in members if n.kind == "removed" and n.name in old}
+    whose added nodes do the removed nodes' FLOPs (within :data:`SAME_WORK`) in the same dtypes
+    costs what it cost: the added nodes share the removed nodes' measured time by roof time, not a
+    guessed efficiency of their type (its changed nodes stay priced as they are)."""
+    old = {n.name: n for n in diff.old.nodes} if diff.old else {}
+    new = {n.name: n for n in diff.new.nodes} if diff.new else {}
+    for index in range(len(diff.blocks)):
+        added = [n for n in nodes if n.block == index and n.kind == "added" and n.name in new]
+        removed = [n for n in nodes if n.block == index and n.kind == "removed" and n.name in old]
+        flops_in = sum(old[n.name].flops for n in removed)
+        flops_out = sum(new[n.name].flops for n in added)
+        dtypes_in = {_work_dtype(old[n.name]) for n in removed if old[n.name].flops > 0} | {FLOAT32}
         if (
             not added
-            or any(new.get(n.name, FLOAT32) not in removed_dtypes | {FLOAT32} for n in added)
-            or block.flops_before <= 0
-            or abs(block.flops_after - block.flops_before) > SAME_WORK * block.flops_before
+            or flops_in <= 0
+            or abs(flops_out - flops_in) > SAME_WORK * flops_in
+            or any(_work_dtype(new[n.name]) not in dtypes_in for n in added if new[n.name].flops > 0)
             or not any(n.basis in _UNMEASURED for n in added)
-            or any(n.kind == "changed" for n in members)
         ):
             continue
-        spent = sum(n.time_before for n in members)
+        spent = sum(n.time_before for n in removed)
         weights = {n.name: n.roof_after for n in added}
         total = sum(weights.values())
-        shared = {
-            name: spent * (weight / total if total > 0 else 1.0 / len(added))
-            for name, weight in weights.items()
-        }
+        share = {name: weight / total if total > 0 else 1.0 / len(added) for name, weight in weights.items()}
         nodes = [
-            replace(n, time_after=shared[n.name], basis="same work")
+            replace(n, time_after=spent * share[n.name], basis="same work")
             if n.block == index and n.kind == "added"
             else n
             for n in nodes
