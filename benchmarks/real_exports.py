@@ -24,7 +24,8 @@ on onnxruntime (default threads and one thread), OpenVINO read-or-skip (its one 
 ``roofline_check`` status and the highest layer fraction (targets: 100 % on onnxruntime, every
 check valid, no layer above 100 %). ``--predictions`` adds the precision and rewrite pairs (a
 4-layer 1024-wide MLP and its int8 dynamic, QDQ, float16 and optimiser copies; exporter shape
-arithmetic and its onnxslim copy): the ``roofline diff`` "why" line against the paired
+arithmetic and its onnxslim copy; the zoo's MobileNetV2 and its int8 dynamic, float16, optimiser
+and onnxslim copies): the ``roofline diff`` "why" line against the paired
 measurement (target: within x2 of the measured change, or 3 points under 5 %, or "no
 prediction")::
 
@@ -259,10 +260,14 @@ def corpus_main(openvino: bool, predictions: bool) -> int:
             statuses.add(prof.roofline_check.status)
             if not prof.roofline_check.valid:
                 notes.append(f"{name} {column}: {prof.roofline_check.message()}")
-            fractions = [
-                la.roofline_fraction for la in prof.layers if isinstance(la.roofline_fraction, float)
-            ]
-            worst = max([worst, *fractions])
+            for layer in prof.layers:
+                if isinstance(layer.roofline_fraction, float) and layer.roofline_fraction > worst:
+                    worst = layer.roofline_fraction
+                    if worst > 1.0:
+                        notes.append(
+                            f"{name} {column}: layer {layer.name!r} ({layer.kind}, {layer.time * 1e6:.1f} us)"
+                            f" at {worst:.0%} of its roof, roofline_check {prof.roofline_check.status}"
+                        )
         check = "valid" if statuses == {"valid"} else ",".join(sorted(statuses)) or "-"
         counts["valid"] += int(check == "valid")
         ov = "-"
@@ -319,12 +324,18 @@ def prediction_pairs(folder: Path, engine: Any, roofline: Any) -> int:
         torch_like_mlp,
     )
 
+    from pytest_roofline import zoo
     from pytest_roofline.api import profile_model
     from pytest_roofline.diff import diff_summaries, explain_verdict, predict, summarize
     from pytest_roofline.gate.paired import measure_change
 
     base, shapes = torch_like_mlp(width=1024, depth=4), foldable_shape_graph(width=1024)
+    cnn = zoo.mobilenet_v2(batch=1)  # the base only: each variant is the tool's output
     pairs = {
+        "CNN int8 dyn": (cnn, quantized_dynamic(cnn, folder)),
+        "CNN float16": (cnn, float16_converted(cnn)),
+        "CNN ORT opt": (cnn, ort_optimized(cnn, folder)),
+        "CNN onnxslim": (cnn, slimmed(cnn)),
         "int8 dynamic": (base, quantized_dynamic(base, folder)),
         "int8 QDQ": (base, quantized_qdq(base, folder, width=1024)),
         "float16": (base, float16_converted(base)),
