@@ -320,3 +320,16 @@ def test_int8_convolutions_the_roofline_never_probed_have_no_prediction(tmp_path
     base = zoo.tiny_cnn(batch=1)
     prediction = _prediction(base, quantized_dynamic(base, tmp_path), _roof(int8=4e11))
     assert not prediction.available and prediction.reason.startswith("ConvInteger runs int8 kernels")
+
+
+def test_shape_option_parses_trtexec_spelling() -> None:
+    import argparse
+
+    from pytest_roofline.cli.common import parse_shape
+
+    assert parse_shape("x=1x3x48x192") == ("x", (1, 3, 48, 192))
+    assert parse_shape("serving_default_x:0=2x5x12") == ("serving_default_x:0", (2, 5, 12))
+    assert parse_shape("sr=") == ("sr", ())  # a 0-d input
+    for bad in ("x", "=1x2", "x=1xa", "x=-1"):
+        with pytest.raises(argparse.ArgumentTypeError, match="--shape needs NAME=AxBxC"):
+            parse_shape(bad)
