@@ -344,7 +344,7 @@ def prediction_pairs(folder: Path, engine: Any, roofline: Any) -> int:
     }
     print(
         "\nprecision and rewrite predictions (onnxruntime, 1 thread, batch 1; "
-        "paired, 6 session pairs x 20 rounds)"
+        "paired, 10 session pairs x 30 rounds)"
     )
     missed = 0
     for label, (old, new) in pairs.items():
@@ -357,7 +357,7 @@ def prediction_pairs(folder: Path, engine: Any, roofline: Any) -> int:
         baseline = profile_model(str(old_path), backend=engine, roofline=roofline, **CORPUS_FAST)
         diff = diff_summaries(summarize(str(old_path), batch=1), summarize(str(new_path), batch=1))
         prediction = predict(diff, roofline, baseline)
-        verdict = measure_change(str(old_path), str(new_path), engine, batch=1, sessions=6, rounds=20)
+        verdict = measure_change(str(old_path), str(new_path), engine, batch=1, sessions=10, rounds=30)
         why = explain_verdict(diff, prediction, ratio=verdict.ratio, ci=verdict.ci, status=verdict.status)
         measured = verdict.ratio - 1 if verdict.ratio is not None else None
         ok = _within_target(prediction.fraction if prediction.available else None, measured)

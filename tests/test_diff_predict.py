@@ -147,7 +147,7 @@ def test_float16_convs_on_a_slower_float16_roof_have_no_prediction(base_profile:
     predicted, about +40 % measured before this rule)."""
     diff = diff_summaries(summarize(conv_net()), summarize(conv_net(Variant(fp16=(0, 1)))))
     prediction = predict(diff, ROOF, base_profile)
-    assert not prediction.available and "float16 Conv nodes run in float32" in prediction.reason
+    assert not prediction.available and "float16 nodes run in float32" in prediction.reason
     again = Prediction.from_dict(json.loads(json.dumps(prediction.to_dict())))
     assert again == prediction
 

@@ -225,16 +225,15 @@ def _prediction(old: onnx.ModelProto, new: onnx.ModelProto, roofline):
     return predict(diff, roofline, base)
 
 
-def test_float16_on_a_device_without_a_faster_float16_roof_runs_as_float32() -> None:
+def test_float16_on_a_device_without_a_faster_float16_roof_has_no_prediction() -> None:
     pytest.importorskip("onnxconverter_common")
     from _real_exports import float16_converted, torch_like_mlp
 
     base = torch_like_mlp(width=64)
     same = _prediction(base, float16_converted(base), _roof(float16=1e11))
-    gemms = [n for n in same.nodes if n.op_type == "Gemm"]
-    assert gemms and all(n.basis == "runs float32" and n.delta == 0 for n in gemms)
+    assert not same.available and same.reason.startswith("float16 nodes run in float32 after inserted Casts")
     faster = _prediction(base, float16_converted(base), _roof(float16=4e11))
-    assert not any(n.basis == "runs float32" for n in faster.nodes)
+    assert faster.available and faster.fraction is not None and faster.fraction < 0  # half the bytes
 
 
 def test_a_precision_without_a_roof_or_a_qdq_graph_has_no_prediction_and_says_why(tmp_path) -> None:

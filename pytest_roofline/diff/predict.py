@@ -20,10 +20,11 @@ between runs on a shared machine; the kernels of one run do not).  Without a roo
 no prediction (and the result says so).
 
 Precision changes and rewrites (docs/diff.md): a dtype the roofline has no roof for, or a QDQ
-graph (what runs is the int8 kernels the backend fuses at load, not the nodes written), has no
-prediction, with the reason; a node changed to float16/bfloat16 on a device with no faster roof
-for it keeps its measured time (``runs float32``); a block that swaps nodes for unmeasured ops
-with the same FLOPs in the same dtypes costs what it cost (``same work``).
+graph (what runs is the int8 kernels the backend fuses at load, not the nodes written), an int8
+op the calibration never probed, and float16/bfloat16 work on a device with no faster roof for
+it (the backend runs it in float32 after Casts) have no prediction, with the reason; a block that
+swaps nodes for unmeasured ops with the same FLOPs in the same dtypes costs what it cost
+(``same work``).
 """
 
 from __future__ import annotations
@@ -269,8 +270,6 @@ def predict(
         after = new.nodes[change.new_index] if change.new_index is not None else None
         twin = twins.get(signature(new, change.new_index)) if change.new_index is not None else None
         priced = _price(change, before, after, roofline, table, defaults, twin)
-        if after is not None and _runs_as_float32(change, after.dtype, priced, roofline):
-            priced = replace(priced, time_after=priced.time_before, basis="runs float32")
         nodes.append(replace(priced, block=change.block))
     nodes = _same_work_blocks(diff, nodes)
     if table is not None:
@@ -296,7 +295,6 @@ SAME_WORK = 0.01
 _LOW_FLOATS = ("float16", "bfloat16")
 #: int8 op types the calibration's int8 roof was measured on (roofline/probes.py) or that feed them.
 PROBED_INT8 = frozenset({"MatMulInteger", "QLinearMatMul", "DynamicQuantizeLinear", "MatMulIntegerToFloat"})
-_LAYOUT_OPS = ("Conv", "ConvTranspose")  # run in a blocked layout by CPU backends in float32
 _UNMEASURED = ("op type", "bound", "default")  # bases that rest on no measured node of this type
 _ROOFED = (
     "float16",
@@ -323,14 +321,12 @@ def _no_honest_price(old: ModelSummary, new: ModelSummary, roofline: DeviceRoofl
         )
     fp32 = roofline.peak_flops.get("float32", roofline.peak)
     for node in new.nodes:
-        if node.op_type in _LAYOUT_OPS and node.dtype in _LOW_FLOATS:
-            if roofline.peak_flops.get(node.dtype, 0.0) <= fp32:
-                return (
-                    f"{node.dtype} {node.op_type} nodes run in float32 after inserted Casts on this device "
-                    f"(its {node.dtype} roof is no faster), off the blocked layout float32 convolutions get "
-                    "(onnxruntime CPU: NCHWc): beyond the roofline"
-                )
-            break
+        if node.flops > 0 and node.dtype in _LOW_FLOATS and roofline.peak_flops.get(node.dtype, 0.0) <= fp32:
+            return (
+                f"{node.dtype} nodes run in float32 after inserted Casts on this device (its "
+                f"{node.dtype} roof is no faster than float32's); the Casts and the fusions and layouts "
+                "the backend gives up (onnxruntime CPU: NCHWc convolutions) are beyond the roofline"
+            )
     if _qdq_weights(new) and not _qdq_weights(old):
         return (
             "a QDQ graph: the backend fuses QuantizeLinear/DequantizeLinear around MatMul, Gemm and Conv "
@@ -348,17 +344,6 @@ def _work_dtype(node: NodeSummary) -> str:
 def _qdq_weights(summary: ModelSummary) -> bool:
     """Whether some DequantizeLinear reads a stored (int8) weight: a QDQ-quantized graph."""
     return any(n.op_type == "DequantizeLinear" and not n.inputs for n in summary.nodes)  # no activation in
-
-
-def _runs_as_float32(
-    change: NodeChange, dtype: str, priced: NodePrediction, roofline: DeviceRoofline
-) -> bool:
-    """A node changed to float16/bfloat16 on a device whose roof for it is no faster than float32's:
-    its backend runs it in float32 (onnxruntime's CPU kernels, after inserted Casts), as before."""
-    if change.kind != "changed" or "dtype" not in change.what or dtype not in _LOW_FLOATS:
-        return False
-    fp32 = roofline.peak_flops.get("float32", roofline.peak)
-    return roofline.peak_flops.get(dtype, 0.0) <= fp32 and priced.basis == "measured"
 
 
 def _same_work_blocks(diff: GraphDiff, nodes: list[NodePrediction]) -> list[NodePrediction]:
@@ -537,11 +522,6 @@ def _assumptions(
             "no baseline profile: default efficiencies "
             + ", ".join(f"{b} {e:.0%}" for b, e in sorted(defaults.items()))
             + "; the change is relative to the baseline's latency predicted the same way"
-        )
-    if any(n.basis == "runs float32" for n in nodes):
-        said.append(
-            "float16/bfloat16 nodes on a device whose roof for them is no faster than float32's run in "
-            "float32 (onnxruntime's CPU kernels, after inserted Casts): they keep their measured time"
         )
     if any(n.basis == "same work" for n in nodes):
         said.append(
