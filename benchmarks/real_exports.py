@@ -15,19 +15,20 @@ json`` (a subprocess: the CLI path users run) on onnxruntime at graph optimizati
 and all and on OpenVINO: attributed fraction (targets 0.99 and 0.95), compute layers without an
 ONNX node, and the sum of the compute layers' FLOPs over the analyzer's total (target 1 +- 1 %).
 
-``--corpus`` (issue 32) needs no torch: it builds the real-exports corpus of
-``tests/_real_exports.py`` (16 models made by skl2onnx, onnxruntime's quantize_dynamic and QDQ
-quantize_static, onnxconverter-common's float16, onnxruntime's offline optimizer, onnxslim, and
-hand-built torch.onnx / Paddle2ONNX / tf2onnx layouts: scalar inputs, unnamed and repeated dims,
-If and Loop with state) and prints, per model, with the inputs a user would give: analyze, profile
-on onnxruntime (default threads and one thread), OpenVINO read-or-skip (its one line), the
-``roofline_check`` status and the highest layer fraction (targets: 100 % on onnxruntime, every
-check valid, no layer above 100 %). ``--predictions`` adds the precision and rewrite pairs (a
-4-layer 1024-wide MLP and its int8 dynamic, QDQ, float16 and optimiser copies; exporter shape
-arithmetic and its onnxslim copy; the zoo's MobileNetV2 and its int8 dynamic, float16, optimiser
-and onnxslim copies): the ``roofline diff`` "why" line against the paired
-measurement (target: within x2 of the measured change, or 3 points under 5 %, or "no
-prediction")::
+``--corpus`` (issue 32) needs no torch. It builds the real-exports corpus of
+``tests/_real_exports.py``: 22 models, 6 of them committed torch.onnx exports (legacy and
+dynamo, made by ``benchmarks/export_real_corpus_torch.py``), the rest made on the fly by
+skl2onnx, onnxruntime's quantize_dynamic and QDQ quantize_static, onnxconverter-common's
+float16, onnxruntime's offline optimizer and onnxslim, or hand-built in torch.onnx, Paddle2ONNX
+and tf2onnx layouts (scalar inputs, unnamed and repeated dims, If and Loop with state). Per
+model, with the inputs a user would give, it prints: analyze; profile on onnxruntime (default
+threads and one thread); OpenVINO read-or-skip (its one line); the ``roofline_check`` status and
+the highest layer fraction (targets: 100 % on onnxruntime, every check valid, no layer above
+100 %). ``--predictions`` adds the precision and rewrite pairs (a 4-layer 1024-wide MLP and its
+int8 dynamic, QDQ, float16 and optimiser copies; exporter shape arithmetic and its onnxslim
+copy; the zoo's MobileNetV2 and its int8 dynamic, float16, optimiser and onnxslim copies): the
+``roofline diff`` "why" line against the paired measurement (target: within x2 of the measured
+change, or 3 points under 5 %, or "no prediction")::
 
     python benchmarks/real_exports.py --corpus [--predictions] [--no-openvino]
 """

@@ -366,12 +366,44 @@ def loop_with_state(path: Path | None = None, width: int = 32, steps: int = 4) -
     return _save(model, path)
 
 
-def corpus(folder: Path) -> list[tuple[str, str, onnx.ModelProto, dict]]:
-    """The real-exports corpus: (name, the tool that made it, model, what a user passes to
-    ``profile_model`` for it: ``inputs=``/``shapes=``/nothing). Made in about 5 s; needs
+#: Exports torch.onnx made (legacy and dynamo), committed with the script that made them:
+#: ``benchmarks/export_real_corpus_torch.py`` (torch 2.13.0 CPU, in a side environment).
+TORCH_EXPORTS = Path(__file__).resolve().parent / "data" / "real_exports"
+
+
+def torch_exports() -> list[tuple[str, str, str, dict]]:
+    """The committed torch.onnx exports: (name, exporter, path, what a user passes)."""
+    import json
+
+    manifest = json.loads((TORCH_EXPORTS / "manifest.json").read_text())
+    entries = []
+    for name, entry in sorted(manifest["models"].items()):
+        call = entry["call"]
+        given: dict = {}
+        if "scalars" in call:  # a 0-d input is given as an array, with the other inputs
+            rng = np.random.default_rng(3)
+            arrays = {k: np.array(v, np.int64) for k, v in call["scalars"].items()}
+            arrays.update({k: rng.standard_normal(s).astype(np.float32) for k, s in call["shapes"].items()})
+            given["inputs"] = arrays
+        else:
+            given["shapes"] = {k: tuple(v) for k, v in call["shapes"].items()}
+        entries.append(
+            (
+                name,
+                f"{entry['exporter']} (torch {manifest['torch']})",
+                str(TORCH_EXPORTS / f"{name}.onnx"),
+                given,
+            )
+        )
+    return entries
+
+
+def corpus(folder: Path) -> list[tuple[str, str, onnx.ModelProto | str, dict]]:
+    """The real-exports corpus: (name, the tool that made it, model or its path, what a user passes
+    to ``profile_model`` for it: ``inputs=``/``shapes=``/nothing). Made in about 5 s; needs
     scikit-learn, skl2onnx, onnxconverter-common and onnxslim (the ``test`` extra)."""
     base = torch_like_mlp()
-    entries: list[tuple[str, str, onnx.ModelProto, dict]] = [
+    entries: list[tuple[str, str, onnx.ModelProto | str, dict]] = [
         ("vad", "hand: torch.onnx Silero-VAD layout", vad_like(), {"inputs": vad_inputs()}),
         ("ocr_rec", "hand: Paddle2ONNX naming", ocr_like(), {"shapes": {"x": (1, 3, 48, 192)}}),
         (
@@ -393,7 +425,7 @@ def corpus(folder: Path) -> list[tuple[str, str, onnx.ModelProto, dict]]:
         ("mlp_ort_optimized", "onnxruntime offline optimizer", ort_optimized(base, folder), {}),
         ("shape_math_slim", "onnxslim", slimmed(foldable_shape_graph()), {}),
     ]
-    return entries
+    return entries + list(torch_exports())
 
 
 def _loop_inputs(batch: int = 1, width: int = 32, steps: int = 4) -> dict[str, np.ndarray]:

@@ -185,7 +185,7 @@ def _huge_roof():
 
 
 def test_the_corpus_profiles_on_onnxruntime_with_a_valid_roofline(real_corpus) -> None:
-    assert len(real_corpus) >= 15 and len({tool for _, tool, _, _ in real_corpus}) >= 8
+    assert len(real_corpus) >= 22 and len({tool for _, tool, _, _ in real_corpus}) >= 10
     for name, _, model, call in real_corpus:
         prof = profile_model(model, roofline=_huge_roof(), **FAST, **call)
         check = prof.roofline_check
@@ -332,3 +332,18 @@ def test_shape_option_parses_trtexec_spelling() -> None:
     for bad in ("x", "=1x2", "x=1xa", "x=-1"):
         with pytest.raises(argparse.ArgumentTypeError, match="--shape needs NAME=AxBxC"):
             parse_shape(bad)
+
+
+def test_committed_torch_exports_profile_as_a_user_calls_them() -> None:
+    """torch.onnx's own files (legacy and dynamo, external data included): a scripted loop whose
+    trip count is a 0-d input runs it 4 times, a GRU's state input binds its ``batch`` axis."""
+    from _real_exports import torch_exports
+
+    found = {name: (path, call) for name, _, path, call in torch_exports()}
+    assert {"resblock_cnn_dynamo", "encoder_legacy", "gru_state_legacy", "scripted_loop_legacy"} <= set(found)
+    path, call = found["scripted_loop_legacy"]
+    prof = profile_model(path, **FAST, **call)
+    assert prof.input_shapes["steps"] == () and prof.total_macs == 4 * 32 * 32
+    path, _ = found["gru_state_legacy"]
+    prof = profile_model(path, batch=3, dims={"frames": 8}, **FAST)
+    assert prof.input_shapes == {"frames": (3, 8, 16), "state": (1, 3, 24)}
