@@ -235,7 +235,7 @@ def corpus_main(openvino: bool, predictions: bool) -> int:
     roofs = {name: calibrate(engine) for name, engine in engines.items()}
     print(f"real-exports corpus: {len(entries)} models by {len({tool for _, tool, _, _ in entries})} tools")
     print(
-        f"{'model':<18}{'made by':<40}{'analyze':>8}{'ORT def':>9}{'ORT 1t':>8}{'check':>8}"
+        f"{'model':<20}{'made by':<38}{'analyze':>8}{'ORT def':>9}{'ORT 1t':>8}{'check':>15}"
         f"{'max frac':>9}  OpenVINO"
     )
     missed = 0
@@ -281,8 +281,8 @@ def corpus_main(openvino: bool, predictions: bool) -> int:
             except RooflineError as exc:
                 ov = f"FAIL: {exc}"
                 missed += 1
-        row = f"{name:<18}{tool[:39]:<40}{cells['analyze']:>8}{cells['default']:>9}{cells['1 thread']:>8}"
-        print(f"{row}{check:>8}{worst:>9.1%}  {ov}", flush=True)
+        row = f"{name[:19]:<20}{tool[:37]:<38}{cells['analyze']:>8}{cells['default']:>9}"
+        print(f"{row}{cells['1 thread']:>8}{check:>15}{worst:>9.1%}  {ov}", flush=True)
         missed += (
             int(cells["analyze"] != "ok") + int(cells["default"] != "ok") + int(cells["1 thread"] != "ok")
         )
@@ -303,11 +303,11 @@ def corpus_main(openvino: bool, predictions: bool) -> int:
 
 def _analysis_call(model: Any, call: dict[str, Any]) -> dict[str, Any]:
     """``analyze`` keywords for what a user passes ``profile_model`` (inputs bind shapes and values)."""
-    from pytest_roofline.model import with_shapes
+    from pytest_roofline.model import load_model, with_shapes
     from pytest_roofline.model.inputs import dims_from_inputs
 
     if "inputs" in call:
-        batch, dims = dims_from_inputs(model, call["inputs"])
+        batch, dims = dims_from_inputs(load_model(model), call["inputs"])
         return {"batch": batch, "dims": dims, "input_values": call["inputs"]}
     return {"batch": 1, "dims": with_shapes(None, call.get("shapes"))}
 
