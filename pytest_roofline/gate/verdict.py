@@ -38,6 +38,7 @@ __all__ = [
     "one_sided_bound",
     "round_ratios",
     "session_ratios",
+    "small_sample_half",
     "verdict_table",
 ]
 
@@ -48,6 +49,8 @@ DEFAULT_DRIFT = {"stored": 0.015, "paired": 0.003}
 #: A pass must rule out a slowdown beyond the tolerance at 95 % one-sided: the upper bound is
 #: ``ratio · exp(1.645 σ)`` where the CI's half-width is ``1.96 σ`` in log space.
 ONE_SIDED = 1.645 / 1.96
+#: A regression must be shown at 99 % (two-sided; 0.5 % one-sided): 2.576 σ against the CI's 1.96.
+REGRESSION_WIDENING = 2.576 / 1.96
 
 STATUSES = (
     "pass",
@@ -286,8 +289,11 @@ def compare(
     drift = DEFAULT_DRIFT[mode] if drift is None else drift
     spread = math.hypot(drift, extra_noise)
     # widened in log space: a ratio's interval stays positive however noisy (a linear
-    # ``ratio - half`` printed "95% CI -0.178-1.402" under heavy noise)
-    half = math.hypot(math.log(high / low) / 2.0, 1.96 * spread)
+    # ``ratio - half`` printed "95% CI -0.178-1.402" under heavy noise); never narrower than a
+    # t interval of the log figures, which a bootstrap of a few sessions is (of 4 sessions its
+    # interval is their range, which holds the median 87.5 % of the time, not 95 %)
+    sampled = max(math.log(high / low) / 2.0, small_sample_half(current, base))
+    half = math.hypot(sampled, 1.96 * spread)
     low, high = min(low, ratio * math.exp(-half)), max(high, ratio * math.exp(half))
     noise = half
     limit = 1.0 + tolerance
@@ -326,6 +332,42 @@ def compare(
     )
 
 
+#: Student's t 97.5 % quantiles for 1..30 degrees of freedom (the normal 1.96 is reached slowly).
+_T975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+
+
+def _t975(df: float) -> float:
+    if df < 1:
+        return math.inf
+    index = int(df)
+    return _T975[index - 1] if index <= len(_T975) else 1.96 + 2.4 / df
+
+
+def small_sample_half(current: Sequence[float], baseline: Sequence[float] | None = None) -> float:
+    """The 95 % half-width in log space of a t interval of the (log) figures' mean: of
+    ``current`` alone (paired), or of the difference from ``baseline`` (stored, Welch's degrees of
+    freedom).  0 where a side has one figure (nothing to estimate a spread from)."""
+    cur = np.log(np.asarray(current, dtype=float))
+    if len(cur) < 2:
+        return 0.0
+    var_c = float(np.var(cur, ddof=1)) / len(cur)
+    if baseline is None:
+        return _t975(len(cur) - 1) * math.sqrt(var_c)
+    base = np.log(np.asarray(baseline, dtype=float))
+    if len(base) < 2:
+        return 0.0
+    var_b = float(np.var(base, ddof=1)) / len(base)
+    total = var_c + var_b
+    if total <= 0:
+        return 0.0
+    df = total**2 / (var_c**2 / (len(cur) - 1) + var_b**2 / (len(base) - 1))
+    return _t975(df) * math.sqrt(total)
+
+
 def judge_ratio(ratio: float, ci: tuple[float, float], noise: float, tolerance: float) -> str:
     """The gate's decision rule: the one place it is written (docs/plugin.md, "Decision").
 
@@ -333,8 +375,10 @@ def judge_ratio(ratio: float, ci: tuple[float, float], noise: float, tolerance: 
     in log space (relative to the ratio), ``tolerance`` the allowed slowdown (0.05).  Stored mode,
     paired mode, layer metrics and ``roofline baseline diff``'s re-judgement all decide here:
 
-    * ``regression``: the ratio is above ``1 + tol`` and the CI above 1, with the noise within the
-      tolerance; or the whole CI above ``1 + tol``, however noisy;
+    * ``regression``: the ratio is above ``1 + tol`` and its 99 % interval (``ratio ·
+      exp(±2.576 σ)``) above 1, with the noise within the tolerance; or that whole interval above
+      ``1 + tol``, however noisy (a 95 % bound let an A/A pairing of 4 sessions on a busy machine,
+      1.039-1.088, read as a regression: a false alarm in one of 60);
     * ``inconclusive``: otherwise, when the noise is above the tolerance;
     * ``improved``: the ratio below ``1 - tol`` and the CI below 1;
     * ``pass``: the one-sided 95 % bound ``ratio · exp(1.645 σ)`` is within ``1 + tol``;
@@ -342,7 +386,8 @@ def judge_ratio(ratio: float, ci: tuple[float, float], noise: float, tolerance: 
     """
     low, high = ci
     limit = 1.0 + tolerance
-    if ratio > limit and low > 1.0 and (noise <= tolerance or low > limit):
+    shown = min(low, ratio * math.exp(-noise * REGRESSION_WIDENING))  # the 99 % interval's low end
+    if ratio > limit and shown > 1.0 and (noise <= tolerance or shown > limit):
         return "regression"
     if noise > tolerance:
         return "inconclusive"
