@@ -345,7 +345,7 @@ def _records(runs: Path) -> list[dict]:
 def _noise_records(records: list[dict]):
     """The A/A records as the fit reads them: the sigma of each interval without its floor."""
     from pytest_roofline.gate.noise import NoiseRecord
-    from pytest_roofline.gate.verdict import bootstrap_ratio_ci
+    from pytest_roofline.gate.verdict import bootstrap_ratio_ci, small_sample_half
 
     out, previous = [], {}
     for item in records:
@@ -368,7 +368,9 @@ def _noise_records(records: list[dict]):
             ratio = float(np.median(figures) / np.median(base["figures"]))
             mode, busy = "stored", max(item["pressure"], base["pressure"])
             previous[key] = item
-        sigma = math.log(high / low) / 2 / 1.96 if low > 0 and high > 0 else 0.0
+        base_figures = None if item["kind"] == "aa-paired" else base["figures"]
+        sampled = max(math.log(high / low) / 2, small_sample_half(figures, base_figures))  # as compare()
+        sigma = sampled / 1.96 if low > 0 and high > 0 else 0.0
         out.append(NoiseRecord(mode, busy, math.log(ratio), sigma))
     return out
 
