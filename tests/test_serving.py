@@ -10,13 +10,13 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from _plugin_helpers import matmul_chain
 
 from pytest_roofline.errors import OptionError, RooflineError
 from pytest_roofline.pipeline import ModelCall, PreparedModel, prepare
 from pytest_roofline.serving.logs import read_summary
 from pytest_roofline.serving.runner import run_scenario
 from pytest_roofline.serving.types import ScenarioResult, ScenarioSettings
-from tests._plugin_helpers import matmul_chain
 
 pytest.importorskip("mlperf_loadgen")
 

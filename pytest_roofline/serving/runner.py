@@ -31,10 +31,10 @@ from pytest_roofline.serving.types import TAIL_PERCENTILES, ScenarioResult, Scen
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from pytest_roofline.backends.base import BackendSession
+    from pytest_roofline.backends.base import Backend, BackendSession
     from pytest_roofline.pipeline import PreparedModel
 
-__all__ = ["DEFAULT_SEARCH_BUDGET", "QPS_LINES", "load_loadgen", "run_scenario"]
+__all__ = ["DEFAULT_SEARCH_BUDGET", "QPS_LINES", "load_loadgen", "run_model", "run_scenario"]
 
 #: Seconds a Server QPS search may spend, all its LoadGen runs together.
 DEFAULT_SEARCH_BUDGET = 30.0
@@ -275,3 +275,49 @@ def _search(
     if chosen is None:
         raise RooflineError(f"a QPS search needs at least {run_time:.1f} s; its budget is {budget:.1f} s")
     return dataclasses.replace(chosen, searched=tuple(steps))
+
+
+#: ``run_model``'s keywords (the fixture's and the CLI's) and the ScenarioSettings field each sets.
+KEYWORDS = {
+    "qps": "target_qps",
+    "p99": "p99_bound",
+    "duration": "min_duration",
+    "queries": "min_query_count",
+    "concurrency": "concurrency",
+    "samples_per_query": "samples_per_query",
+    "seed": "seed",
+}
+
+
+def run_model(
+    model: str,
+    scenario: str,
+    backend: Backend,
+    log_dir: Path,
+    keywords: dict[str, Any],
+    progress: Callable[[str], None] | None = None,
+) -> ScenarioResult:
+    """Load ``model`` on ``backend`` and run ``scenario`` on it.
+
+    ``keywords``: :data:`KEYWORDS`, and ``budget`` (a QPS search's seconds), ``batch_size`` and
+    ``dims`` (how the model's inputs are bound); None values take the defaults.
+    """
+    from pytest_roofline.errors import OptionError
+    from pytest_roofline.pipeline import ModelCall, prepare
+
+    given = {k: v for k, v in keywords.items() if v is not None}
+    budget = float(given.pop("budget", DEFAULT_SEARCH_BUDGET))
+    batch, dims = given.pop("batch_size", None), given.pop("dims", None)
+    unknown = sorted(set(given) - set(KEYWORDS))
+    if unknown:
+        raise OptionError(
+            f"model_load has no keyword {unknown[0]!r} (keywords: {', '.join(KEYWORDS)}, budget)"
+        )
+    values = {KEYWORDS[k]: v for k, v in given.items()}
+    duration = float(values.get("min_duration", ScenarioSettings.min_duration))
+    settings = ScenarioSettings(
+        scenario, max_duration=max(ScenarioSettings.max_duration, 2 * duration), **values
+    )
+    load_loadgen()  # a missing extra fails before the model loads
+    prepared = prepare(ModelCall(model, batch=batch, dims=dims, backend=backend))
+    return run_scenario(prepared, settings, log_dir, budget=budget, progress=progress)

@@ -1,0 +1,97 @@
+"""``roofline load``: a serving scenario under MLPerf LoadGen (docs/serving.md).
+
+LoadGen issues the queries of SingleStream, MultiStream, Server (Poisson arrivals at ``--qps``)
+or Offline; the model answers them through the backend's sessions at the run's options.  A Server
+with ``--p99`` and no ``--qps`` searches for the highest QPS meeting the bound within ``--budget``.
+``--format json`` prints one ``ScenarioResult.to_dict``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from pytest_roofline.cli.common import add_backend_arguments, add_format_argument, add_model_arguments
+from pytest_roofline.cli.common import parse_batch as _parse_batch
+from pytest_roofline.fmt import printable
+
+__all__ = ["add_parser", "run"]
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"needs a number, got {text!r}") from None
+    if not 0 < value < 1e9:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+    return value
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``load``."""
+    from pytest_roofline.serving.types import SCENARIOS
+
+    parser = subparsers.add_parser(
+        "load",
+        help="tail latency and throughput under an MLPerf LoadGen serving scenario",
+        description="Drive a model with MLPerf LoadGen's own scenarios and print its p50/p90/p99/p99.9 "
+        "latency, QPS, early-stopping tail estimate and whether the p99 bound held.",
+    )
+    add_model_arguments(parser)
+    add_backend_arguments(
+        parser,
+        backend_help="inference backend (default onnxruntime)",
+        option_help="backend option (repeatable), e.g. intra_op_threads=1",
+    )
+    parser.add_argument("--scenario", choices=tuple(SCENARIOS), default="single-stream")
+    parser.add_argument("--qps", type=_positive, metavar="Q", help="Server: Poisson arrival rate, queries/s")
+    parser.add_argument(
+        "--p99", type=_positive, metavar="S", help="p99 bound, seconds (Server without --qps: search the QPS)"
+    )
+    parser.add_argument("--duration", type=_positive, default=2.0, metavar="S", help="LoadGen's min duration")
+    parser.add_argument("--queries", type=int, default=64, metavar="N", help="LoadGen's min query count")
+    parser.add_argument("--concurrency", type=int, default=1, metavar="N", help="worker sessions")
+    parser.add_argument("--samples-per-query", type=int, default=8, metavar="N", help="MultiStream")
+    parser.add_argument("--seed", type=int, default=0, help="LoadGen's schedule seed")
+    parser.add_argument("--budget", type=_positive, default=30.0, metavar="S", help="a QPS search's time")
+    parser.add_argument(
+        "--log-dir", metavar="DIR", help="where LoadGen writes its logs (default: a temp dir)"
+    )
+    add_format_argument(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the scenario and print LoadGen's figures."""
+    from pytest_roofline.backends.base import get_backend
+    from pytest_roofline.serving.runner import run_model
+    from pytest_roofline.serving.table import scenario_table
+
+    keywords = {
+        "qps": args.qps,
+        "p99": args.p99,
+        "duration": args.duration,
+        "queries": args.queries,
+        "concurrency": args.concurrency,
+        "samples_per_query": args.samples_per_query,
+        "seed": args.seed,
+        "budget": args.budget,
+        "batch_size": _parse_batch(args.batch),
+        "dims": dict(args.dim),
+    }
+    backend = get_backend(args.backend, dict(args.option))
+    log_dir = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="roofline-load-"))
+
+    def say(message: str) -> None:
+        sys.stderr.write(f"roofline: {printable(message)}\n")
+
+    result = run_model(args.model, args.scenario, backend, log_dir, keywords, progress=say)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+    else:
+        sys.stdout.write(scenario_table(result))
+    return 0
