@@ -34,7 +34,15 @@ if TYPE_CHECKING:
     from pytest_roofline.backends.base import Backend, BackendSession
     from pytest_roofline.pipeline import PreparedModel
 
-__all__ = ["DEFAULT_SEARCH_BUDGET", "QPS_LINES", "load_loadgen", "run_model", "run_scenario"]
+__all__ = [
+    "DEFAULT_SEARCH_BUDGET",
+    "QPS_LINES",
+    "Workers",
+    "load_loadgen",
+    "run_model",
+    "run_scenario",
+    "run_window",
+]
 
 #: Seconds a Server QPS search may spend, all its LoadGen runs together.
 DEFAULT_SEARCH_BUDGET = 30.0
@@ -66,7 +74,7 @@ def load_loadgen() -> Any:
     return mlperf_loadgen
 
 
-class _Workers:
+class Workers:
     """``concurrency`` threads, each with its own session, answering LoadGen's samples."""
 
     def __init__(self, prepared: PreparedModel, concurrency: int, lg: Any) -> None:
@@ -106,6 +114,12 @@ class _Workers:
         for sample in query_samples:
             put(sample.id)
 
+    def __enter__(self) -> Workers:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     def close(self) -> None:
         """Stop the threads and close the sessions."""
         for _ in getattr(self, "threads", ()):
@@ -139,8 +153,8 @@ def _test_settings(lg: Any, settings: ScenarioSettings, latency: float) -> Any:
     return test
 
 
-def _run(
-    workers: _Workers, prepared: PreparedModel, settings: ScenarioSettings, log_dir: Path, latency: float
+def run_window(
+    workers: Workers, prepared: PreparedModel, settings: ScenarioSettings, log_dir: Path, latency: float
 ) -> ScenarioResult:
     """One LoadGen test of ``settings``, its logs in ``log_dir``."""
     lg = workers.lg
@@ -220,19 +234,19 @@ def run_scenario(
     highest QPS meeting the bound (:func:`_search`) within ``budget`` seconds.
     """
     started = time.monotonic()
-    workers = _Workers(prepared, settings.concurrency, load_loadgen())
+    workers = Workers(prepared, settings.concurrency, load_loadgen())
     try:
         latency = workers.expected_latency()
         if settings.scenario == "server" and settings.target_qps is None:
             left = budget - (time.monotonic() - started)
             return _search(workers, prepared, settings, log_dir, latency, left, progress)
-        return _run(workers, prepared, settings, log_dir, latency)
+        return run_window(workers, prepared, settings, log_dir, latency)
     finally:
         workers.close()
 
 
 def _search(
-    workers: _Workers,
+    workers: Workers,
     prepared: PreparedModel,
     settings: ScenarioSettings,
     log_dir: Path,
@@ -257,7 +271,7 @@ def _search(
     run_time = settings.min_duration * 1.2 + 0.5
     while len(steps) < SEARCH_STEPS and time.monotonic() - started + run_time <= budget:
         at = dataclasses.replace(settings, target_qps=round(qps, 3))
-        result = _run(workers, prepared, at, log_dir / f"qps-{len(steps)}", latency)
+        result = run_window(workers, prepared, at, log_dir / f"qps-{len(steps)}", latency)
         steps.append((at.target_qps or qps, bool(result.constraint_met)))
         if progress:
             verdict = "met" if result.constraint_met else "missed"
