@@ -185,7 +185,8 @@ def part_search(models: dict[str, PreparedModel], budget: float, out: Path) -> N
         best = max((q for q, met in result.searched if met), default=None)
         print(
             f"   {name:16s} decided in {wall:5.1f} s ({len(result.searched)} LoadGen runs):"
-            f" highest QPS meeting the bound {best if best is not None else 'none'} (load: others {load:.0%} of CPUs)"
+            f" highest QPS meeting the bound {best if best is not None else 'none'}"
+            f" (load: others {load:.0%} of CPUs)"
         )
 
 
