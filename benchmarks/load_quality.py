@@ -148,6 +148,7 @@ def part_paired(models: dict[str, PreparedModel], paths: dict[str, Path], runs: 
     settings = ScenarioSettings("single-stream", min_duration=0.25, min_query_count=16)
     aa_total = aa_false = slow_total = slow_caught = 0
     start = snapshot()
+    out.mkdir(parents=True, exist_ok=True)
     for name, prepared in models.items():
         proto = onnx.load(str(paths[name]))
         slow_path = out / f"{name}-slower.onnx"
