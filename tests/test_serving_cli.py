@@ -14,6 +14,7 @@ import pytest
 from _plugin_helpers import matmul_chain
 
 from pytest_roofline.cli import main
+from pytest_roofline.serving.compare import ScenarioComparison
 from pytest_roofline.serving.logs import read_summary
 from pytest_roofline.serving.types import ScenarioResult
 
@@ -96,3 +97,22 @@ def test_model_load_fixture_serves_at_the_runs_options(pytester: pytest.Pytester
     bad = pytester.runpytest("-p", "no:cacheprovider", "--roofline-option", "nosuch=1", "-k", "loose")
     bad.assert_outcomes(failed=1)
     bad.stdout.fnmatch_lines(["*roofline: backend 'onnxruntime' has no option 'nosuch'*"])
+
+
+def test_load_against_an_old_model_prints_the_paired_verdicts(model: str, tmp_path: Path, capsys) -> None:
+    argv = ["load", model, "--against", model, "--windows", "2", "--log-dir", str(tmp_path), *SHORT]
+    assert main([*argv, "--format", "json"]) == 0
+    found = ScenarioComparison.from_dict(json.loads(capsys.readouterr().out))
+    assert [m.metric for m in found.metrics] == ["p50", "p99", "qps"] and len(found.old) == 2
+    assert found.tolerance == 0.10 and found.old[0].summary_log == str(
+        tmp_path / "old-0" / "mlperf_log_summary.txt"
+    )
+    assert main([*argv, "--tolerance", "25"]) == 0
+    out = capsys.readouterr().out
+    assert "mm against mm: SingleStream, 2 window pairs of 0.3 s, tolerance 25%" in out
+    assert all(f"\n{metric} " in out for metric in ("p50", "p99", "qps"))
+
+
+def test_load_against_refuses_a_tolerance_of_100_percent_or_more(model: str, capsys) -> None:
+    assert main(["load", model, "--against", model, "--tolerance", "100"]) == 2
+    assert "--tolerance is a percentage below 100" in capsys.readouterr().err

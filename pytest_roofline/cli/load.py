@@ -13,6 +13,7 @@ import json
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from pytest_roofline.cli.common import add_backend_arguments, add_format_argument, add_model_arguments
 from pytest_roofline.cli.common import parse_batch as _parse_batch
@@ -61,6 +62,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--log-dir", metavar="DIR", help="where LoadGen writes its logs (default: a temp dir)"
     )
+    parser.add_argument(
+        "--against",
+        metavar="OLD",
+        help="compare MODEL with the OLD model, paired: the same schedules in interleaved windows",
+    )
+    parser.add_argument("--windows", type=int, default=6, metavar="N", help="--against: window pairs")
+    parser.add_argument(
+        "--tolerance", type=_positive, default=10.0, metavar="PCT", help="--against: allowed slowdown, %%"
+    )
     add_format_argument(parser)
     parser.set_defaults(run=run)
 
@@ -71,18 +81,10 @@ def run(args: argparse.Namespace) -> int:
     from pytest_roofline.serving.runner import run_model
     from pytest_roofline.serving.table import scenario_table
 
-    keywords = {
-        "qps": args.qps,
-        "p99": args.p99,
-        "duration": args.duration,
-        "queries": args.queries,
-        "concurrency": args.concurrency,
-        "samples_per_query": args.samples_per_query,
-        "seed": args.seed,
-        "budget": args.budget,
-        "batch_size": _parse_batch(args.batch),
-        "dims": dict(args.dim),
-    }
+    if args.against:
+        return _compare(args)
+
+    keywords = _keywords(args)
     backend = get_backend(args.backend, dict(args.option))
     log_dir = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="roofline-load-"))
 
@@ -94,4 +96,45 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
     else:
         sys.stdout.write(scenario_table(result))
+    return 0
+
+
+def _keywords(args: argparse.Namespace) -> dict[str, Any]:
+    """The options as :func:`~pytest_roofline.serving.runner.scenario_request`'s keywords."""
+    return {
+        "qps": args.qps,
+        "p99": args.p99,
+        "duration": args.duration,
+        "queries": args.queries,
+        "concurrency": args.concurrency,
+        "samples_per_query": args.samples_per_query,
+        "seed": args.seed,
+        "budget": args.budget,
+        "batch_size": _parse_batch(args.batch),
+        "dims": dict(args.dim),
+    }
+
+
+def _compare(args: argparse.Namespace) -> int:
+    """``--against OLD``: the paired comparison of OLD and MODEL."""
+    import dataclasses
+
+    from pytest_roofline.backends.base import get_backend
+    from pytest_roofline.errors import OptionError
+    from pytest_roofline.pipeline import prepare
+    from pytest_roofline.serving.compare import compare_models
+    from pytest_roofline.serving.runner import scenario_request
+    from pytest_roofline.serving.table import comparison_table
+
+    if args.tolerance >= 100:
+        raise OptionError(f"--tolerance is a percentage below 100, got {args.tolerance:g}")
+    backend = get_backend(args.backend, dict(args.option))
+    call, settings, _ = scenario_request(args.model, args.scenario, backend, _keywords(args))
+    old, new = prepare(dataclasses.replace(call, model=args.against)), prepare(call)
+    log_dir = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="roofline-load-"))
+    found = compare_models(old, new, settings, log_dir, windows=args.windows, tolerance=args.tolerance / 100)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(found.to_dict(), indent=2) + "\n")
+    else:
+        sys.stdout.write(comparison_table(found, old.spec.name, new.spec.name))
     return 0

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pytest_roofline.backends.base import Backend, BackendSession
-    from pytest_roofline.pipeline import PreparedModel
+    from pytest_roofline.pipeline import ModelCall, PreparedModel
 
 __all__ = [
     "DEFAULT_SEARCH_BUDGET",
@@ -303,21 +303,16 @@ KEYWORDS = {
 }
 
 
-def run_model(
-    model: str,
-    scenario: str,
-    backend: Backend,
-    log_dir: Path,
-    keywords: dict[str, Any],
-    progress: Callable[[str], None] | None = None,
-) -> ScenarioResult:
-    """Load ``model`` on ``backend`` and run ``scenario`` on it.
+def scenario_request(
+    model: str, scenario: str, backend: Backend, keywords: dict[str, Any]
+) -> tuple[ModelCall, ScenarioSettings, float]:
+    """The model call, the scenario's settings and a QPS search's budget that ``keywords`` ask for.
 
     ``keywords``: :data:`KEYWORDS`, and ``budget`` (a QPS search's seconds), ``batch_size`` and
     ``dims`` (how the model's inputs are bound); None values take the defaults.
     """
     from pytest_roofline.errors import OptionError
-    from pytest_roofline.pipeline import ModelCall, prepare
+    from pytest_roofline.pipeline import ModelCall
 
     given = {k: v for k, v in keywords.items() if v is not None}
     budget = float(given.pop("budget", DEFAULT_SEARCH_BUDGET))
@@ -333,5 +328,19 @@ def run_model(
         scenario, max_duration=max(ScenarioSettings.max_duration, 2 * duration), **values
     )
     load_loadgen()  # a missing extra fails before the model loads
-    prepared = prepare(ModelCall(model, batch=batch, dims=dims, backend=backend))
-    return run_scenario(prepared, settings, log_dir, budget=budget, progress=progress)
+    return ModelCall(model, batch=batch, dims=dims, backend=backend), settings, budget
+
+
+def run_model(
+    model: str,
+    scenario: str,
+    backend: Backend,
+    log_dir: Path,
+    keywords: dict[str, Any],
+    progress: Callable[[str], None] | None = None,
+) -> ScenarioResult:
+    """Load ``model`` on ``backend`` and run ``scenario`` on it (``keywords``: :func:`scenario_request`)."""
+    from pytest_roofline.pipeline import prepare
+
+    call, settings, budget = scenario_request(model, scenario, backend, keywords)
+    return run_scenario(prepare(call), settings, log_dir, budget=budget, progress=progress)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from pytest_roofline.fmt import fmt_seconds, printable, text_table
+from pytest_roofline.serving.compare import ScenarioComparison
 from pytest_roofline.serving.types import ScenarioResult
 
-__all__ = ["scenario_table"]
+__all__ = ["comparison_table", "scenario_table"]
 
 
 def scenario_table(result: ScenarioResult) -> str:
@@ -38,4 +39,23 @@ def scenario_table(result: ScenarioResult) -> str:
     validity = "VALID" if result.valid else f"INVALID ({result.invalid_reason or 'see the summary'})"
     lines.append(f"LoadGen result: {printable(validity)}")
     lines.append(f"LoadGen logs: {printable(result.summary_log)}, {printable(result.detail_log)}")
+    return "\n".join(lines) + "\n"
+
+
+def comparison_table(found: ScenarioComparison, old: str, new: str) -> str:
+    """Per metric: the paired ratio (above 1: ``new`` is worse), its interval and the verdict."""
+    settings = found.settings
+    head = (
+        f"{new} against {old}: {settings.loadgen_scenario}, {len(found.old)} window pairs"
+        f" of {settings.min_duration:g} s, tolerance {found.tolerance:.0%}"
+    )
+    rows = [
+        (m.metric, f"{m.ratio:.3f}", f"[{m.low:.3f}, {m.high:.3f}]", f"{m.coverage:.1%}", m.status)
+        for m in found.metrics
+    ]
+    lines = [printable(head), *text_table(("metric", "ratio", "interval", "coverage", "verdict"), rows)]
+    lines.append(
+        f"load: others took {found.pressure:.0%} of our CPUs; the noise floor there {found.floor:.2%}"
+        " (ratios: new/old latency, old/new QPS)"
+    )
     return "\n".join(lines) + "\n"
