@@ -12,6 +12,11 @@
    bound; and the slower zoo variant (``zoo.slower_variant``, the heaviest layer computed twice)
    caught.
 4. **A Server QPS search decides within its budget**: the wall time of ``--budget`` s searches.
+5. **A tail regression and a throughput loss**: a MatMul chain against its *tail variant* (an
+   ``If`` on ``RandomUniform`` runs a 2x-longer chain on ``--slow-share`` of the queries: p99
+   worse, median the same up to the If's few microseconds), paired in single-stream — p99 caught,
+   p50 called regression; and against a chain one block longer (+12.5 % work), paired in Offline —
+   QPS caught.
 
 The machine's load around each part is printed (others' share of our CPUs, ``device.load``): on a
 shared machine every figure here was measured beside whatever else ran.
@@ -32,8 +37,10 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import onnx
 from gate_under_load import _upper95
+from onnx import TensorProto, helper, numpy_helper
 
 from pytest_roofline.device.load import between, snapshot
 from pytest_roofline.gate.noise import pressure
@@ -191,6 +198,96 @@ def part_search(models: dict[str, PreparedModel], budget: float, out: Path) -> N
         )
 
 
+def _chain(nodes: list, inits: list, source: str, blocks: int, size: int, prefix: str, seed: int) -> str:
+    """``blocks`` MatMul+Relu from ``source``; returns the last output's name."""
+    rng, previous = np.random.default_rng(seed), source
+    for i in range(blocks):
+        weight = rng.standard_normal((size, size)).astype(np.float32) / size**0.5
+        inits.append(numpy_helper.from_array(weight, f"{prefix}w{i}"))
+        nodes.append(helper.make_node("MatMul", [previous, f"{prefix}w{i}"], [f"{prefix}m{i}"]))
+        nodes.append(helper.make_node("Relu", [f"{prefix}m{i}"], [f"{prefix}r{i}"]))
+        previous = f"{prefix}r{i}"
+    return previous
+
+
+def chain_model(blocks: int = 8, size: int = 512, slow_share: float = 0.0) -> onnx.ModelProto:
+    """A MatMul chain; with ``slow_share`` its tail variant: on that share of the queries (drawn by
+    ``RandomUniform`` at each run) an ``If`` also runs a chain twice as long, its sum added x 1e-9."""
+    nodes: list = []
+    inits: list = []
+    out = _chain(nodes, inits, "x", blocks, size, "b", 0)
+    scalar = [helper.make_tensor_value_info("t", TensorProto.FLOAT, [])]
+    if slow_share:
+        slow_nodes: list = []
+        slow_inits: list = []
+        heavy = _chain(slow_nodes, slow_inits, "x", 2 * blocks, size, "h", 1)
+        slow_nodes.append(helper.make_node("ReduceSum", [heavy], ["t"], keepdims=0))
+        zero = numpy_helper.from_array(np.array(0.0, np.float32))
+        inits += [
+            numpy_helper.from_array(np.array([slow_share], np.float32), "share"),
+            numpy_helper.from_array(np.array(1e-9, np.float32), "tiny"),
+        ]
+        nodes += [
+            helper.make_node("RandomUniform", [], ["u"], shape=[1], dtype=TensorProto.FLOAT),
+            helper.make_node("Less", ["u", "share"], ["c1"]),
+            helper.make_node("Squeeze", ["c1"], ["c"]),
+            helper.make_node(
+                "If",
+                ["c"],
+                ["z"],
+                then_branch=helper.make_graph(slow_nodes, "slow", [], scalar, slow_inits),
+                else_branch=helper.make_graph(
+                    [helper.make_node("Constant", [], ["t"], value=zero)], "fast", [], scalar
+                ),
+            ),
+            helper.make_node("Mul", ["z", "tiny"], ["zs"]),
+            helper.make_node("Add", [out, "zs"], ["y"]),
+        ]
+    else:
+        nodes.append(helper.make_node("Identity", [out], ["y"]))
+    io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, size]) for n in ("x", "y")]
+    graph = helper.make_graph(nodes, "chain", io[:1], io[1:], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def part_variants(runs: int, slow_share: float, out: Path) -> None:
+    print(f"5. a tail variant ({slow_share:.0%} of queries 3x) in single-stream, +12.5 % work in Offline")
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for name, proto in (
+        ("base", chain_model()),
+        ("tail", chain_model(slow_share=slow_share)),
+        ("longer", chain_model(blocks=9)),
+    ):
+        onnx.save(proto, str(out / f"{name}.onnx"))
+        paths[name] = prepare(ModelCall(str(out / f"{name}.onnx"), options=OPTIONS))
+    single = ScenarioSettings("single-stream", min_duration=0.5, min_query_count=200)
+    offline = ScenarioSettings("offline", min_duration=0.5)
+    start, tail_caught, median_flagged, qps_caught = snapshot(), 0, 0, 0
+    for run in range(runs):
+        at = dataclasses.replace(single, seed=100 * run)
+        tail = compare_models(paths["base"], paths["tail"], at, out / f"tail-{run}")
+        p99, p50 = tail.verdict("p99"), tail.verdict("p50")
+        tail_caught += p99.status == "regression"
+        median_flagged += p50.status == "regression"
+        loss = compare_models(
+            paths["base"], paths["longer"], dataclasses.replace(offline, seed=run), out / f"x-{run}"
+        )
+        qps = loss.verdict("qps")
+        qps_caught += qps.status == "regression"
+        print(
+            f"   run {run}: tail p99 {p99.ratio:.3f} [{p99.low:.3f}, {p99.high:.3f}] {p99.status},"
+            f" p50 {p50.ratio:.3f} {p50.status} | Offline +12.5 % QPS {qps.ratio:.3f}"
+            f" [{qps.low:.3f}, {qps.high:.3f}] {qps.status}"
+        )
+    load = pressure(between(start, snapshot()))
+    print(
+        f"   tail variant caught on p99 in {tail_caught}/{runs}, its unchanged median called regression in"
+        f" {median_flagged}/{runs}; Offline throughput loss caught in {qps_caught}/{runs}"
+        f" (load: others {load:.0%} of CPUs)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", default=MODELS)
@@ -199,7 +296,11 @@ def main() -> None:
     parser.add_argument("--aa", type=int, default=5, help="A/A and slower comparisons per model")
     parser.add_argument("--paired-models", default="tiny_cnn,mobilenet_v2")
     parser.add_argument("--budget", type=float, default=10.0)
-    parser.add_argument("--parts", default="1234")
+    parser.add_argument("--parts", default="12345")
+    parser.add_argument("--variant-runs", type=int, default=5, help="part 5's comparisons of each kind")
+    parser.add_argument(
+        "--slow-share", type=float, default=0.03, help="part 5: queries the tail variant slows"
+    )
     args = parser.parse_args()
     out = Path(tempfile.mkdtemp(prefix="load-quality-"))
     names = args.models.split(",")
@@ -215,6 +316,8 @@ def main() -> None:
         part_paired(paired, paths, args.aa, out / "paired")
     if "4" in args.parts:
         part_search(paired, args.budget, out / "search")
+    if "5" in args.parts:
+        part_variants(args.variant_runs, args.slow_share, out / "variants")
     print(f"(all parts: {time.perf_counter() - started:.0f} s; LoadGen logs under {out})")
     sys.stdout.flush()
 
