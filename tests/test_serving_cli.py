@@ -7,6 +7,7 @@ what the busy machine measured.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -116,3 +117,12 @@ def test_load_against_an_old_model_prints_the_paired_verdicts(model: str, tmp_pa
 def test_load_against_refuses_a_tolerance_of_100_percent_or_more(model: str, capsys) -> None:
     assert main(["load", model, "--against", model, "--tolerance", "100"]) == 2
     assert "--tolerance is a percentage below 100" in capsys.readouterr().err
+
+
+def test_load_past_its_timeout_is_one_line_and_exit_2(model: str) -> None:
+    code = "import sys; from pytest_roofline.cli import main; sys.exit(main(sys.argv[1:]))"
+    argv = ["load", model, "--scenario", "server", "--qps", "50", "--duration", "3", "--timeout", "0.5"]
+    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    lines = [line for line in done.stderr.splitlines() if not line.startswith(":::MLLOG")]
+    assert len(lines) == 1 and "did not finish within 0.5 s" in lines[0] and "--timeout" in lines[0]

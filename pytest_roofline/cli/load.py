@@ -13,13 +13,18 @@ import json
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.cli.common import add_backend_arguments, add_format_argument, add_model_arguments
 from pytest_roofline.cli.common import parse_batch as _parse_batch
 from pytest_roofline.fmt import printable
 
+if TYPE_CHECKING:
+    from pytest_roofline.serving.types import ScenarioResult
+
 __all__ = ["add_parser", "run"]
+
+DEFAULT_TIMEOUT = 900.0  # seconds, like roofline profile's
 
 
 def _positive(text: str) -> float:
@@ -71,8 +76,22 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--tolerance", type=_positive, default=10.0, metavar="PCT", help="--against: allowed slowdown, %%"
     )
+    parser.add_argument(
+        "--timeout",
+        type=_timeout,
+        default=DEFAULT_TIMEOUT,
+        metavar="S",
+        help=f"stop the run (a QPS search too) after S seconds: one line, exit status 2 (default "
+        f"{DEFAULT_TIMEOUT:g})",
+    )
     add_format_argument(parser)
     parser.set_defaults(run=run)
+
+
+def _timeout(text: str) -> float:
+    from pytest_roofline.pytest.options import parse_timeout
+
+    return parse_timeout(text)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -91,7 +110,13 @@ def run(args: argparse.Namespace) -> int:
     def say(message: str) -> None:
         sys.stderr.write(f"roofline: {printable(message)}\n")
 
-    result = run_model(args.model, args.scenario, backend, log_dir, keywords, progress=say)
+    from pytest_roofline.backends.bounded import run_bounded, set_exit_status
+
+    def work() -> ScenarioResult:
+        return run_model(args.model, args.scenario, backend, log_dir, keywords, progress=say)
+
+    set_exit_status(2)  # if a runaway model cannot be stopped, the process still exits 2
+    result = run_bounded(work, args.timeout, args.model, hint="raise --timeout if the model is that slow")
     if args.format == "json":
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
     else:
