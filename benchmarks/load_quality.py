@@ -293,11 +293,11 @@ def main() -> None:
     parser.add_argument("--models", default=MODELS)
     parser.add_argument("--duration", type=float, default=0.5, help="LoadGen's min duration, s")
     parser.add_argument("--repeats", type=int, default=3, help="Offline/bare pairs per model")
-    parser.add_argument("--aa", type=int, default=5, help="A/A and slower comparisons per model")
+    parser.add_argument("--aa", type=int, default=4, help="A/A and slower comparisons per model")
     parser.add_argument("--paired-models", default="tiny_cnn,mobilenet_v2")
     parser.add_argument("--budget", type=float, default=10.0)
     parser.add_argument("--parts", default="12345")
-    parser.add_argument("--variant-runs", type=int, default=5, help="part 5's comparisons of each kind")
+    parser.add_argument("--variant-runs", type=int, default=4, help="part 5's comparisons of each kind")
     parser.add_argument(
         "--slow-share", type=float, default=0.03, help="part 5: queries the tail variant slows"
     )
