@@ -18,6 +18,7 @@ from pytest_roofline.pytest.fixtures import (
     SESSION_KEY,
     SPANS_KEY,
     device_roofline,
+    model_load,
     model_profile,
     roofline_span,
 )
@@ -25,7 +26,7 @@ from pytest_roofline.pytest.options import OPTIONS, parse_bool, settings_from_co
 from pytest_roofline.pytest.session import RooflineSession, narrowed_modules
 from pytest_roofline.report.benchmark_bridge import new_benchmark_storage, remove_if_empty
 
-__all__ = ["device_roofline", "model_profile", "roofline_span"]
+__all__ = ["device_roofline", "model_load", "model_profile", "roofline_span"]
 
 MARKER = (
     "roofline(tolerance=None, metrics=['latency'], budget=None, retime=False): per-test gate settings; "

@@ -20,7 +20,18 @@ if TYPE_CHECKING:
 
 __all__ = ["main"]
 
-SUBCOMMANDS = ("analyze", "profile", "calibrate", "baseline", "report", "check", "diff", "history", "bisect")
+SUBCOMMANDS = (
+    "analyze",
+    "profile",
+    "calibrate",
+    "baseline",
+    "report",
+    "check",
+    "diff",
+    "history",
+    "bisect",
+    "load",
+)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.device.load import MachineLoad
 from pytest_roofline.gate.conditions import Conditions, settings_of
@@ -31,6 +31,9 @@ from pytest_roofline.schema import (
     read_str,
     read_str_map,
 )
+
+if TYPE_CHECKING:
+    from pytest_roofline.serving.types import ScenarioResult
 
 __all__ = [
     "HISTORY_LIMIT",
@@ -264,6 +267,8 @@ class BaselineEntry:
     configured: FigureRecord | None = None  # the configured threads' figure beside a one-thread one
     identity: RunIdentity | None = None  # what ran (optional block: entries before it have none)
     load: MachineLoad | None = None  # the machine's load while the figures were measured
+    #: serving scenarios' LoadGen figures (docs/serving.md; optional: older entries have none)
+    scenarios: tuple[ScenarioResult, ...] = ()
 
     @property
     def pressure(self) -> float:
@@ -299,6 +304,7 @@ class BaselineEntry:
             "configured": self.configured.to_dict() if self.configured else None,
             "identity": self.identity.to_dict() if self.identity else None,
             "load": self.load.to_dict() if self.load else None,
+            **({"scenarios": [r.to_dict() for r in self.scenarios]} if self.scenarios else {}),
         }
 
     @classmethod
@@ -351,6 +357,7 @@ class BaselineEntry:
             configured=FigureRecord.from_dict(as_mapping(configured, "'configured'")) if configured else None,
             identity=RunIdentity.from_dict(as_mapping(identity, "'identity'")) if identity else None,
             load=_load(as_mapping(load, "'load'")) if load else None,
+            scenarios=_scenarios(read_list(data, "scenarios")),
         )
 
     def history_point(self) -> HistoryPoint:
@@ -409,3 +416,16 @@ def baseline_file_to_2(document: dict[str, Any]) -> dict[str, Any]:
     if isinstance(entries, Mapping):
         document["entries"] = {key: entry_to_2(value) for key, value in entries.items()}
     return document
+
+
+def _scenarios(items: list[Any]) -> tuple[ScenarioResult, ...]:
+    """An entry's serving scenario results (serving/ loads only when an entry has some)."""
+    if not items:
+        return ()
+    from pytest_roofline.errors import OptionError
+    from pytest_roofline.serving.types import ScenarioResult
+
+    try:
+        return tuple(ScenarioResult.from_dict(as_mapping(item, "a scenario result")) for item in items)
+    except (KeyError, TypeError, ValueError, OptionError) as exc:
+        raise SchemaError(f"a scenario result is malformed: {exc}") from None

@@ -15,10 +15,13 @@ from pytest_roofline.pipeline import ModelCall
 from pytest_roofline.pytest.session import RooflineSession
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from pytest_roofline.profile import ModelProfile
     from pytest_roofline.roofline import DeviceRoofline
+    from pytest_roofline.serving.types import ScenarioResult
 
-__all__ = ["SESSION_KEY", "SPANS_KEY", "device_roofline", "model_profile", "roofline_span"]
+__all__ = ["SESSION_KEY", "SPANS_KEY", "device_roofline", "model_load", "model_profile", "roofline_span"]
 
 SESSION_KEY = pytest.StashKey[RooflineSession]()
 SPANS_KEY = pytest.StashKey[Spans]()
@@ -34,6 +37,15 @@ def _give_up(skipped: bool, message: str) -> NoReturn:
     if skipped:
         pytest.skip(message)
     pytest.fail(message, pytrace=False)
+
+
+def _give_up_on(error: RooflineError) -> NoReturn:
+    """Skip the test when its backend is not installed, fail it (one line) on any other error;
+    called outside the ``except`` block (no chained traceback)."""
+    __tracebackhide__ = True
+    if isinstance(error, BackendUnavailable):
+        _give_up(True, str(error))
+    _give_up(False, f"roofline: {error.for_pytest()}")
 
 
 @pytest.fixture(scope="session")
@@ -98,13 +110,42 @@ def model_profile(request: pytest.FixtureRequest) -> Callable[..., ModelProfile]
             spans = request.node.stash.get(SPANS_KEY, None)
             # spans recorded so far are visible to the test; the full set is attached after the call
             return dataclasses.replace(prof, spans=spans.stats()) if spans else prof
-        except BackendUnavailable as exc:
-            skipped, message = True, str(exc)
         except RooflineError as exc:
-            skipped, message = False, f"roofline: {exc.for_pytest()}"
-        _give_up(skipped, message)
+            error = exc
+        _give_up_on(error)
 
     return profile
+
+
+@pytest.fixture
+def model_load(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., ScenarioResult]:
+    """Serve a model under an MLPerf LoadGen scenario (docs/serving.md):
+    ``model_load(path, scenario="server", qps=None, p99=None, duration=2.0, ...)``.
+
+    Returns LoadGen's figures (``ScenarioResult``: p50/p90/p99/p99.9, QPS, the early-stopping
+    tail estimate, ``constraint_met``); its logs are kept in the test's ``tmp_path``.  The run's
+    backend and options apply as for ``model_profile``.  Not gated yet: assert on the result.
+    """
+    session = _session(request.config)
+
+    def load(
+        path: str | os.PathLike[str], scenario: str = "single-stream", **settings: Any
+    ) -> ScenarioResult:
+        __tracebackhide__ = True
+        from pytest_roofline.gate.request import resolve_model_path
+        from pytest_roofline.serving.runner import run_model
+
+        try:
+            backend, options = settings.pop("backend", None), settings.pop("options", None)
+            where = resolve_model_path(path, request.node.path.parent, request.config.rootpath)
+            return run_model(
+                str(where), scenario, session.engines.backend(backend, options)[1], tmp_path, settings
+            )
+        except RooflineError as exc:
+            error = exc
+        _give_up_on(error)
+
+    return load
 
 
 @pytest.fixture

@@ -1,0 +1,346 @@
+"""Serving scenarios driven by MLPerf LoadGen through the backend's sessions.
+
+LoadGen issues the queries (its own SingleStream, MultiStream, Server and Offline schedules);
+this module only answers them: each sample is one inference of the prepared model, run by one of
+``concurrency`` worker threads, each holding its own backend session opened at the run's options.
+The figures are read back from LoadGen's detail and summary logs (:mod:`pytest_roofline.serving.logs`),
+so they are LoadGen's report, not a second computation of it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import queue
+import statistics
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_roofline.errors import BackendUnavailable, RooflineError
+from pytest_roofline.serving.logs import (
+    DETAIL_LOG,
+    SUMMARY_LOG,
+    early_stopping_estimates,
+    read_detail,
+    read_summary,
+)
+from pytest_roofline.serving.types import TAIL_PERCENTILES, ScenarioResult, ScenarioSettings
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pytest_roofline.backends.base import Backend, BackendSession
+    from pytest_roofline.pipeline import ModelCall, PreparedModel
+
+__all__ = [
+    "DEFAULT_SEARCH_BUDGET",
+    "QPS_LINES",
+    "Workers",
+    "load_loadgen",
+    "run_model",
+    "run_scenario",
+    "run_window",
+]
+
+#: Seconds a Server QPS search may spend, all its LoadGen runs together.
+DEFAULT_SEARCH_BUDGET = 30.0
+SEARCH_STEPS = 8  # LoadGen runs in one search at most
+SEARCH_RESOLUTION = 0.05  # stop when the QPS bracket is this narrow, relative to its top
+QSL_SAMPLES = 64  # every sample runs the same bound inputs
+#: What answering one sample costs beside the inference (a thread hand-off and LoadGen's
+#: completion call under the GIL: 15-30 us measured here); added to the latency LoadGen sizes
+#: its queries by, so a microsecond model's Offline query is not ten times too long.
+SAMPLE_OVERHEAD = 25e-6
+_LOADGEN_LOCK = threading.Lock()  # LoadGen keeps one test per process
+_PERCENTILES = ("50.00", "90.00", "99.00", "99.90")  # LoadGen's spelling of p50, p90, p99, p99.9
+#: The summary's QPS line per scenario (printed to two decimals; the detail log rounds to six digits).
+QPS_LINES = {
+    "single-stream": "QPS w/ loadgen overhead",
+    "server": "Completed samples per second",
+    "offline": "Samples per second",
+}
+
+
+def load_loadgen() -> Any:
+    """``mlperf_loadgen``, or a one-line error naming the extra that installs it."""
+    try:
+        import mlperf_loadgen
+    except ImportError:
+        raise BackendUnavailable(
+            'serving scenarios need MLPerf LoadGen: pip install "pytest-roofline[serving]"'
+        ) from None
+    return mlperf_loadgen
+
+
+class Workers:
+    """``concurrency`` threads, each with its own session, answering LoadGen's samples."""
+
+    def __init__(self, prepared: PreparedModel, concurrency: int, lg: Any) -> None:
+        self.lg = lg
+        self.sessions: list[BackendSession] = []
+        try:
+            for _ in range(concurrency):
+                self.sessions.append(prepared.open())
+                self.sessions[-1].time(3)  # warm: first runs allocate
+        except BaseException:
+            self.close()
+            raise
+        self.samples: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+        self.errors: list[BaseException] = []
+        self.threads = [threading.Thread(target=self._work, args=(s,), daemon=True) for s in self.sessions]
+        for thread in self.threads:
+            thread.start()
+
+    def expected_latency(self) -> float:
+        """One sample's expected time (seconds), how LoadGen sizes its pre-generated queries: a short
+        median of one inference plus :data:`SAMPLE_OVERHEAD`."""
+        return statistics.median(self.sessions[0].time(16)) + SAMPLE_OVERHEAD
+
+    def _work(self, session: BackendSession) -> None:
+        lg, take = self.lg, self.samples.get
+        while (sample_id := take()) is not None:
+            if not self.errors:
+                try:
+                    session.time(1)
+                except BaseException as exc:  # reported after LoadGen's test ends
+                    self.errors.append(exc)
+            lg.QuerySamplesComplete([lg.QuerySampleResponse(sample_id, 0, 0)])
+
+    def issue(self, query_samples: list[Any]) -> None:
+        """LoadGen's issue callback: queue the samples, return at once."""
+        put = self.samples.put
+        for sample in query_samples:
+            put(sample.id)
+
+    def __enter__(self) -> Workers:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the threads and close the sessions."""
+        for _ in getattr(self, "threads", ()):
+            self.samples.put(None)
+        for thread in getattr(self, "threads", ()):
+            thread.join()
+        for session in self.sessions:
+            session.close()
+
+
+def _test_settings(lg: Any, settings: ScenarioSettings, latency: float) -> Any:
+    """LoadGen's TestSettings for ``settings``; ``latency``: one inference, seconds."""
+    test = lg.TestSettings()
+    test.scenario = getattr(lg.TestScenario, settings.loadgen_scenario)
+    test.mode = lg.TestMode.PerformanceOnly
+    test.min_duration_ms = int(settings.min_duration * 1000)
+    test.max_duration_ms = int(settings.max_duration * 1000)
+    test.min_query_count = settings.min_query_count
+    test.qsl_rng_seed = test.sample_index_rng_seed = test.schedule_rng_seed = settings.seed
+    latency_ns = int(latency * 1e9)
+    test.single_stream_expected_latency_ns = latency_ns
+    test.multi_stream_samples_per_query = settings.samples_per_query
+    per_query = latency * settings.samples_per_query / min(settings.concurrency, settings.samples_per_query)
+    test.multi_stream_expected_latency_ns = int(per_query * 1e9)
+    test.offline_expected_qps = min(settings.concurrency, os.cpu_count() or 1) / latency
+    if settings.scenario == "server":
+        test.server_target_qps = float(settings.target_qps or 1.0)
+        bound = settings.p99_bound if settings.p99_bound is not None else settings.max_duration
+        test.server_target_latency_ns = int(bound * 1e9)
+        test.server_target_latency_percentile = 0.99
+    return test
+
+
+def run_window(
+    workers: Workers, prepared: PreparedModel, settings: ScenarioSettings, log_dir: Path, latency: float
+) -> ScenarioResult:
+    """One LoadGen test of ``settings``, its logs in ``log_dir``."""
+    lg = workers.lg
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_settings = lg.LogSettings()
+    log_settings.log_output.outdir = str(log_dir)
+    log_settings.log_output.copy_summary_to_stdout = False
+    with _LOADGEN_LOCK:
+        sut = lg.ConstructSUT(workers.issue, lambda: None)
+        qsl = lg.ConstructQSL(QSL_SAMPLES, QSL_SAMPLES, lambda samples: None, lambda samples: None)
+        try:
+            lg.StartTestWithLogSettings(sut, qsl, _test_settings(lg, settings, latency), log_settings)
+        finally:
+            lg.DestroyQSL(qsl)
+            lg.DestroySUT(sut)
+    if workers.errors:
+        error = workers.errors[0]
+        raise error if isinstance(error, RooflineError) else RooflineError(f"serving failed: {error}")
+    return _result(prepared, settings, log_dir)
+
+
+def _result(prepared: PreparedModel, settings: ScenarioSettings, log_dir: Path) -> ScenarioResult:
+    """The figures LoadGen logged in ``log_dir``."""
+    detail = read_detail(log_dir / DETAIL_LOG)
+    per_query = "per_query_" if settings.scenario == "multi-stream" else ""
+
+    def seconds(key: str) -> float:
+        if not isinstance(detail.get(key), (int, float)):
+            raise RooflineError(f"LoadGen's detail log in {log_dir} has no {key}")
+        return float(detail[key]) * 1e-9
+
+    p50, p90, p99, p999 = (seconds(f"result_{p}_percentile_{per_query}latency_ns") for p in _PERCENTILES)
+    mean = seconds(f"result_mean_{'query_' if per_query else ''}latency_ns")
+    qps_line = QPS_LINES.get(settings.scenario)
+    qps = read_summary(log_dir / SUMMARY_LOG).get(qps_line or "") if qps_line else None
+    tail = TAIL_PERCENTILES[settings.scenario]
+    estimate = early_stopping_estimates(str(detail.get("early_stopping_result", ""))).get(tail or -1.0)
+    constraint: bool | None = None
+    if settings.p99_bound is not None:
+        if settings.scenario == "server":
+            constraint = bool(detail.get("result_perf_constraints_met"))
+        else:
+            constraint = p99 <= settings.p99_bound
+    return ScenarioResult(
+        scenario=settings.scenario,
+        model=prepared.spec.name,
+        backend=prepared.engine.name,
+        settings=settings,
+        mean=mean,
+        query_count=int(detail.get("result_query_count", 0)),
+        achieved_qps=float(qps) if qps else None,
+        tail_percentile=tail,
+        early_stopping_estimate=estimate,
+        early_stopping_met=bool(detail.get("early_stopping_met")),
+        constraint_met=constraint,
+        valid=detail.get("result_validity") == "VALID",
+        invalid_reason=str(detail.get("result_invalid_reason") or "").strip(),
+        summary_log=str(log_dir / SUMMARY_LOG),
+        detail_log=str(log_dir / DETAIL_LOG),
+        p50=p50,
+        p90=p90,
+        p99=p99,
+        p999=p999,
+    )
+
+
+def run_scenario(
+    prepared: PreparedModel,
+    settings: ScenarioSettings,
+    log_dir: Path,
+    budget: float = DEFAULT_SEARCH_BUDGET,
+    progress: Callable[[str], None] | None = None,
+) -> ScenarioResult:
+    """Run one LoadGen scenario on ``prepared``, its logs in ``log_dir``.
+
+    A Server with a ``target_qps`` runs at it; one with only a ``p99_bound`` searches for the
+    highest QPS meeting the bound (:func:`_search`) within ``budget`` seconds.
+    """
+    started = time.monotonic()
+    workers = Workers(prepared, settings.concurrency, load_loadgen())
+    try:
+        latency = workers.expected_latency()
+        if settings.scenario == "server" and settings.target_qps is None:
+            left = budget - (time.monotonic() - started)
+            return _search(workers, prepared, settings, log_dir, latency, left, progress)
+        return run_window(workers, prepared, settings, log_dir, latency)
+    finally:
+        workers.close()
+
+
+def _search(
+    workers: Workers,
+    prepared: PreparedModel,
+    settings: ScenarioSettings,
+    log_dir: Path,
+    latency: float,
+    budget: float,
+    progress: Callable[[str], None] | None,
+) -> ScenarioResult:
+    """The highest Server QPS whose p99 LoadGen finds within ``settings.p99_bound``.
+
+    A bounded search: the first try is half the workers' capacity (concurrency over one
+    sample's expected time), then the rate doubles until one misses the bound and the bracket
+    halves until it is ``SEARCH_RESOLUTION`` narrow, ``SEARCH_STEPS`` runs are spent, or another
+    run would pass ``budget`` seconds.  Returns the best rate's result (the lowest tried when
+    none met the bound), with every step in ``searched``.
+    """
+    started = time.monotonic()
+    low, high = 0.0, float("inf")
+    qps = 0.5 * settings.concurrency / latency
+    steps: list[tuple[float, bool]] = []
+    best: ScenarioResult | None = None
+    lowest: ScenarioResult | None = None
+    run_time = settings.min_duration * 1.2 + 0.5
+    while len(steps) < SEARCH_STEPS and time.monotonic() - started + run_time <= budget:
+        at = dataclasses.replace(settings, target_qps=round(qps, 3))
+        result = run_window(workers, prepared, at, log_dir / f"qps-{len(steps)}", latency)
+        steps.append((at.target_qps or qps, bool(result.constraint_met)))
+        if progress:
+            verdict = "met" if result.constraint_met else "missed"
+            progress(f"server at {qps:.1f} QPS: p99 {result.p99 * 1e3:.3f} ms, bound {verdict}")
+        if result.constraint_met:
+            low, best = qps, result
+        else:
+            high = qps
+            if lowest is None or qps < (lowest.settings.target_qps or 0.0):
+                lowest = result
+        if high != float("inf") and high - low <= SEARCH_RESOLUTION * high:
+            break
+        qps = qps * 2 if high == float("inf") else (low + high) / 2 if low else high / 2
+    chosen = best or lowest
+    if chosen is None:
+        raise RooflineError(f"a QPS search needs at least {run_time:.1f} s; its budget is {budget:.1f} s")
+    return dataclasses.replace(chosen, searched=tuple(steps))
+
+
+#: ``run_model``'s keywords (the fixture's and the CLI's) and the ScenarioSettings field each sets.
+KEYWORDS = {
+    "qps": "target_qps",
+    "p99": "p99_bound",
+    "duration": "min_duration",
+    "queries": "min_query_count",
+    "concurrency": "concurrency",
+    "samples_per_query": "samples_per_query",
+    "seed": "seed",
+}
+
+
+def scenario_request(
+    model: str, scenario: str, backend: Backend, keywords: dict[str, Any]
+) -> tuple[ModelCall, ScenarioSettings, float]:
+    """The model call, the scenario's settings and a QPS search's budget that ``keywords`` ask for.
+
+    ``keywords``: :data:`KEYWORDS`, and ``budget`` (a QPS search's seconds), ``batch_size`` and
+    ``dims`` (how the model's inputs are bound); None values take the defaults.
+    """
+    from pytest_roofline.errors import OptionError
+    from pytest_roofline.pipeline import ModelCall
+
+    given = {k: v for k, v in keywords.items() if v is not None}
+    budget = float(given.pop("budget", DEFAULT_SEARCH_BUDGET))
+    batch, dims = given.pop("batch_size", None), given.pop("dims", None)
+    unknown = sorted(set(given) - set(KEYWORDS))
+    if unknown:
+        raise OptionError(
+            f"model_load has no keyword {unknown[0]!r} (keywords: {', '.join(KEYWORDS)}, budget)"
+        )
+    values = {KEYWORDS[k]: v for k, v in given.items()}
+    duration = float(values.get("min_duration", ScenarioSettings.min_duration))
+    settings = ScenarioSettings(
+        scenario, max_duration=max(ScenarioSettings.max_duration, 2 * duration), **values
+    )
+    load_loadgen()  # a missing extra fails before the model loads
+    return ModelCall(model, batch=batch, dims=dims, backend=backend), settings, budget
+
+
+def run_model(
+    model: str,
+    scenario: str,
+    backend: Backend,
+    log_dir: Path,
+    keywords: dict[str, Any],
+    progress: Callable[[str], None] | None = None,
+) -> ScenarioResult:
+    """Load ``model`` on ``backend`` and run ``scenario`` on it (``keywords``: :func:`scenario_request`)."""
+    from pytest_roofline.pipeline import prepare
+
+    call, settings, budget = scenario_request(model, scenario, backend, keywords)
+    return run_scenario(prepare(call), settings, log_dir, budget=budget, progress=progress)
