@@ -73,6 +73,27 @@ def test_history_alone_writes_the_embedded_store(project: pytest.Pytester) -> No
     assert point["model"] == "model.onnx"  # relative to the rootdir: how git finds it at a commit
 
 
+def test_history_flag_never_takes_the_test_path(project: pytest.Pytester) -> None:
+    """``pytest --roofline-history test_model.py`` (or a test folder) took the path as the store;
+    refused in one line, while the flag after the paths, ``=URL`` and ``--roofline-history-url`` work."""
+    _commit(project.path, 3, "model")
+    (project.path / "suite").mkdir()
+    (project.path / "suite" / "test_more.py").write_text(TEST.replace("model.onnx", "../model.onnx"))
+    for path in ("test_model.py", "suite"):
+        refused = project.runpytest(*FAKE, "--roofline-history", path)
+        assert refused.ret == pytest.ExitCode.USAGE_ERROR
+        refused.stderr.fnmatch_lines(
+            [f"ERROR: --roofline-history took the test path '{path}' as its store: *"]
+        )
+        assert not (project.path / path / "history").exists() and not (project.path / ".roofline").exists()
+    project.runpytest(*FAKE, "test_model.py", "--roofline-history").assert_outcomes(passed=1)
+    assert len(_points(project.path / ".roofline" / "history")) == 1
+    project.runpytest(*FAKE, "--roofline-history-url", "by-url", "suite").assert_outcomes(passed=1)
+    assert [p["test"] for p in _points(project.path / "by-url")] == ["suite/test_more.py::test_model"]
+    project.runpytest(*FAKE, "--roofline-history=by-equals", "test_model.py").assert_outcomes(passed=1)
+    assert len(_points(project.path / "by-equals")) == 1
+
+
 def test_history_from_ini_and_environment(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     _commit(project.path, 3, "model")
     project.makeini("[pytest]\nroofline_history = from-ini\n")
