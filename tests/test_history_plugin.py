@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -391,3 +392,21 @@ def test_a_model_change_timed_for_the_history_is_judged_on_its_pairing_with_the_
     points = sorted(_points(store), key=lambda p: (p["time"], p["recorded"]))
     assert [p["verdict"] for p in points] == ["new", "pass"] and points[1]["mode"] == "stored"
     assert points[1]["paired"] is not None
+
+
+def test_an_unchanged_run_timed_for_the_history_reports_raw_seconds(project: pytest.Pytester) -> None:
+    """Under the history an unchanged model is timed against its baseline; its ``raw`` held the
+    probe-normalized figures, which the HTML report printed as seconds ("raw 4.1 s" for 246 ms)."""
+    _commit(project.path, 6, "model")
+    store = f"--roofline-history={project.path / 'hist'}"
+    project.runpytest(*FAKE, store).assert_outcomes(passed=1)
+    project.runpytest(
+        *FAKE, store, "--roofline-report=run.json", "--roofline-report=run.html"
+    ).assert_outcomes(passed=1)
+    (record,) = json.loads((project.path / "run.json").read_text())["results"]
+    verdict, latency = record["verdict"], record["profile"]["latency"]
+    assert verdict["status"] == "unchanged"
+    for side in ("baseline", "current"):  # seconds: within 2x of the model's measured latency
+        assert 0.5 < verdict["raw"][side] / latency["p25"] < 2, (verdict, latency)
+    html = (project.path / "run.html").read_text()
+    assert re.search(r"raw [\d.]+ µs → [\d.]+ µs", html), re.findall(r"raw [^<]*", html)  # 700 us here

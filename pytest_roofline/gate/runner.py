@@ -267,7 +267,8 @@ def _timed_unchanged(request: GateRequest, timed: Verdict, way: Route) -> tuple[
     from pytest_roofline.gate.order import unchanged_verdict
 
     ratio = timed.ratio if timed.ratio is not None and math.isfinite(timed.ratio) else None
-    raw = {"baseline": timed.baseline, "current": timed.current, "drift": ratio}
+    # the timed comparison's seconds (its baseline and current are probe-normalized figures)
+    raw = {"baseline": timed.raw.get("baseline"), "current": timed.raw.get("current"), "drift": ratio}
     verdict, extra = unchanged_verdict(request.metrics, request.tolerance, raw, way.reasons)
     return verdict, list(extra)
 
