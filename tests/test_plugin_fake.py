@@ -195,6 +195,19 @@ def test_missing_model_fails_with_path(project):
     fails_with(project, [*FAKE], "*roofline: *nope.onnx: no such file*")
 
 
+def test_missing_model_names_both_places_looked(project):
+    """A relative path is looked for beside the test file, then at the rootdir: the error names both."""
+    (project.path / "sub").mkdir()
+    (project.path / "sub" / "test_sub.py").write_text(
+        "def test_model(model_profile):\n    model_profile('nope.onnx')\n"
+    )
+    result = project.runpytest(*FAKE, "sub")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [f"roofline: nope.onnx: no such file in {project.path / 'sub'} or {project.path}; *"]
+    )
+
+
 def test_relative_path_resolves_against_test_dir_then_rootdir(project):
     relu_chain(project.path / "sub" / "local.onnx", 2)
     (project.path / "sub").joinpath("test_sub.py").write_text(
