@@ -56,6 +56,27 @@ def test_profile_gate_and_report_end_to_end(project):
     second.stdout.fnmatch_lines(["*test_perf.py::test_mm*mm*4*s*%*"])
 
 
+def test_an_unchanged_verdict_on_a_busy_machine_says_nothing_of_recording(project, monkeypatch):
+    """Timed for the history while busy, an unchanged model printed "not recorded as a baseline",
+    though an unchanged verdict never records one."""
+    project.makepyfile(test_perf='def test_mm(model_profile):\n    model_profile("mm.onnx", batch_size=4)\n')
+    project.runpytest(*ORT).assert_outcomes(passed=1)  # the baseline (load check off)
+    monkeypatch.setenv("ROOFLINE_LOAD_LIMIT", "0.0001")  # the spinner alone makes the run busy
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        busy = project.runpytest(*ORT, "--roofline-history=hist", "--roofline-report", "r.json")
+    finally:
+        spinner.kill()
+        spinner.wait()
+    busy.assert_outcomes(passed=1)
+    verdict = json.loads((project.path / "r.json").read_text())["results"][0]["verdict"]
+    assert verdict["status"] == "unchanged", busy.stdout.str()
+    assert any("measured while busy" in r for r in verdict["reasons"]), verdict["reasons"]  # it was busy
+    assert not any("not recorded as a baseline" in r for r in verdict["reasons"]), verdict["reasons"]
+    assert "not recorded as a baseline" not in busy.stdout.str()
+
+
 def test_a_run_beside_a_busy_process_records_no_baseline(project, monkeypatch):
     """A figure measured while another process took a CPU would mislead every later run."""
     monkeypatch.delenv("ROOFLINE_LOAD_LIMIT")

@@ -23,6 +23,7 @@ from pytest_roofline.gate.types import GateOutcome, GateRequest
 
 if TYPE_CHECKING:
     from pytest_roofline.backends.base import Backend
+    from pytest_roofline.device.load import MachineLoad
     from pytest_roofline.diff import ModelSummary
     from pytest_roofline.gate.baseline import BaselineEntry
     from pytest_roofline.gate.change import ChangeReport
@@ -237,7 +238,7 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
         change = _change(request, prepared, layer_run.roofline, verdict, summary, profile)
         verdict = dataclasses.replace(verdict, explanation=change.text)
     if way.kind == "unchanged":  # timed for the history: identity decides, the timing is the drift
-        verdict, extra = _timed_unchanged(request, verdict, way)
+        verdict, extra = _timed_unchanged(request, verdict, way, run.load)
     entry = None
     if request.new_at_ref:  # paired mode records no baseline: a verdict `new`, nothing compared
         verdict = dataclasses.replace(
@@ -246,7 +247,8 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
     elif request.reference is None and run.figures and not run.load.disturbed:
         alone = (layer_run.latency or short_latency(prepared)).p25  # what a later unchanged run measures
         entry = _entry(request, profile, run, blocks, current, summary, configured_run, way.identity, alone)
-    elif request.reference is None and run.figures:  # a busy moment's figure would mislead every later run
+    elif request.reference is None and run.figures and way.kind != "unchanged":  # a busy moment's figure
+        # would mislead every later run (an unchanged model records nothing: no note to make)
         refused = f"not recorded as a baseline: the machine was busy while measuring ({run.load.describe()})"
         verdict = dataclasses.replace(verdict, reasons=(*verdict.reasons, refused))
         if verdict.status == "new":
@@ -261,15 +263,19 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
     return GateOutcome(profile, verdict, tuple(extra), entry, history, change)
 
 
-def _timed_unchanged(request: GateRequest, timed: Verdict, way: Route) -> tuple[Verdict, list[Verdict]]:
+def _timed_unchanged(
+    request: GateRequest, timed: Verdict, way: Route, load: MachineLoad
+) -> tuple[Verdict, list[Verdict]]:
     """The ``unchanged`` verdicts of a run timed for the history although nothing that runs changed:
-    the stored comparison's ratio is the machine's (or the runtime's) drift, never a regression."""
+    the stored comparison's ratio is the machine's (or the runtime's) drift, never a regression;
+    a busy machine is named (the drift is read through it), a baseline is never at stake."""
     from pytest_roofline.gate.order import unchanged_verdict
 
     ratio = timed.ratio if timed.ratio is not None and math.isfinite(timed.ratio) else None
     # the timed comparison's seconds (its baseline and current are probe-normalized figures)
     raw = {"baseline": timed.raw.get("baseline"), "current": timed.raw.get("current"), "drift": ratio}
-    verdict, extra = unchanged_verdict(request.metrics, request.tolerance, raw, way.reasons)
+    busy = (f"measured while busy: {load.describe()}",) if load.disturbed else ()
+    verdict, extra = unchanged_verdict(request.metrics, request.tolerance, raw, (*way.reasons, *busy))
     return verdict, list(extra)
 
 
