@@ -247,6 +247,18 @@ def test_strict_fails_without_baseline(project):
     )
 
 
+def test_strict_without_baseline_fails_before_measuring(project):
+    """It measured (80 s on a real model) before failing on what it knew at the start: now nothing
+    is timed, no record made, no first baseline written."""
+    result = project.runpytest(*FAKE, "--roofline-strict", "--roofline-report=r.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*roofline: no baseline for test_perf.py::test_model*[--roofline-strict]*"])
+    assert json.loads((project.path / "r.json").read_text())["results"] == []
+    assert not (project.path / ".roofline").exists()
+    project.runpytest(*FAKE).assert_outcomes(passed=1)  # a run without strict records the baseline
+    project.runpytest(*FAKE, "--roofline-strict").assert_outcomes(passed=1)
+
+
 def test_noisy_gate_is_inconclusive_and_fails_only_under_strict(project, monkeypatch):
     # 40 % noise per session.  Each run samples exactly one batch (a budget spent by the first) from
     # seeds of its own, so the verdicts do not hang on how fast this machine is right now, nor on
