@@ -114,3 +114,30 @@ def test_sigint_during_a_measurement_exits_interrupted(
     assert "KeyboardInterrupt" in output
     assert leftover == []
     assert _baselines(folder) == before
+
+
+def test_sigint_during_a_cli_measurement_exits_130(project: tuple[Path, dict[str, str]]) -> None:
+    """``roofline profile`` interrupted inside its bounded measurement: its own status 130, no abort."""
+    folder, _ = project
+    interrupter = CONFTEST.split("def pytest_sessionstart")[0]
+    start = "threading.Thread(target=_interrupt, args=(0.2,), daemon=True).start()"
+    boot = f"{interrupter}\nimport threading\n{start}\n"
+    boot += "import sys\nfrom pytest_roofline.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+    command = [
+        sys.executable,
+        "-c",
+        boot,
+        "profile",
+        "model.onnx",
+        "--sessions",
+        "50",
+        "--rounds",
+        "50",
+        "--quiet",
+    ]
+    done = subprocess.run(command, cwd=folder, env=_env(folder), capture_output=True, text=True, timeout=300)
+    assert "terminate called" not in done.stderr, done.stderr[-2000:]
+    assert done.returncode == 130 and "roofline: interrupted" in done.stderr, (
+        done.returncode,
+        done.stderr[-2000:],
+    )
