@@ -16,8 +16,10 @@ status the run earned (:func:`set_exit_status`; 1 by default: a timed-out test f
 only the native libraries' teardown.
 
 An interrupt (Ctrl-C, or the SIGINT of a cancelled CI job) reaches the waiting caller, never the
-measuring thread: the work is stopped the same way before the ``KeyboardInterrupt`` goes on, so
-pytest ends with its interrupted status (2), never with the abort above.
+measuring thread: the work is stopped the same way before the ``KeyboardInterrupt`` goes on, its
+frames are dropped, and the process exits past native teardown as above (onnxruntime's thread pool
+torn down at exit after a signal aborted it too), so pytest ends with its interrupted status (2) and
+the CLI with 130, never with the abort.
 """
 
 from __future__ import annotations
