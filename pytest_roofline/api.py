@@ -108,6 +108,7 @@ def profile_model(
     profile_iterations: int = 10,
     budget: float | None = None,
     trips: Mapping[str, int] | None = None,
+    progress: Callable[[str], None] | bool | None = None,
 ) -> ModelProfile:
     """Measure ``model`` end to end and per layer, and place its layers under the roofline.
 
@@ -130,13 +131,25 @@ def profile_model(
         profile_iterations: profiled inferences for the per-layer times.
         budget: seconds the latency measurement may take (rounds shrink to fit, at least 3).
         trips: trip counts of Loop nodes the graph does not fix, by node or trip-count input name.
+        progress: each step as it starts (profiling, analyzing, timing): ``True`` prints it to
+            stderr, a callable receives it; a large model's profile takes minutes.
 
     Raises:
         RooflineError: bad model, shapes, inputs, options, or the backend rejected the model.
     """
-    return pipeline.run(_call(locals())).profile
+    return pipeline.run(_call(locals()), _say(progress)).profile
+
+
+def _say(progress: Callable[[str], None] | bool | None) -> Callable[[str], None] | None:
+    """``progress=True``: one stderr line per step; a callable as given; else nothing."""
+    if progress is True:
+        import sys
+
+        return lambda message: print(f"roofline: {message}", file=sys.stderr, flush=True)
+    return progress or None
 
 
 def profile_sweep(model: ModelSource, batches: str | Sequence[int], **kwargs: Any) -> list[ModelProfile]:
-    """:func:`profile_model` at each batch size of ``batches`` (a list or ``"1,4,16"`` / ``"1-64"``)."""
+    """:func:`profile_model` at each batch size of ``batches`` (a list or ``"1,4,16"`` / ``"1-64"``);
+    ``progress=True`` says each step of each batch on stderr."""
     return [profile_model(model, batch=batch, **kwargs) for batch in parse_batches(batches)]

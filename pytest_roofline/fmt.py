@@ -24,6 +24,7 @@ __all__ = [
     "fmt_ratio",
     "fmt_seconds",
     "fmt_seconds_fixed",
+    "plural",
     "printable",
     "text_table",
 ]
@@ -99,6 +100,11 @@ def fmt_pct(value: Any, digits: int = 1, *, missing: str = "–", trim: bool = F
     if trim and "." in text:
         text = text.rstrip("0").rstrip(".")
     return f"{text}%"
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 session``, ``3 sessions``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def fmt_ratio(value: Any) -> str:

@@ -59,7 +59,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 default=None,
                 metavar="URL",
                 dest=f"roofline_{name}",
-                help=help_text,
+                help=help_text + "; a URL only as --roofline-history=URL",
+            )
+            group.addoption(
+                flag + "-url",
+                default=None,
+                metavar="URL",
+                dest=f"roofline_{name}_url",
+                help="the history store (a folder or postgresql://...): --roofline-history=URL spelled apart",
             )
         elif parse is parse_bool:
             group.addoption(flag, action="store_true", default=False, dest=f"roofline_{name}", help=help_text)

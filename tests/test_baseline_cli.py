@@ -135,3 +135,45 @@ def test_update_names_the_real_reason_for_each_result_it_does_not_write(
     assert "test_perf.py::test_b chain: unchanged" in out
     assert "nothing to write: none of the 2 results carries a baseline entry" in out
     assert "paired or disabled" not in out
+
+
+def _stored(results) -> dict[str, dict]:
+    data = json.loads((results.parent / ".roofline" / "test_perf.json").read_text())
+    return {entry["test"]: entry for entry in data["entries"].values()}
+
+
+def test_update_rewrites_only_the_chosen_tests(results, capsys):
+    """``--test NODEID`` and ``-k EXPR`` accept one test's figures and leave the other entry as stored."""
+    before = _stored(results)
+    assert main(["baseline", "update", str(results), "--test", "test_perf.py::test_a"]) == 0
+    assert "updated 1 entries in 1 files" in capsys.readouterr().out
+    after = _stored(results)
+    assert after["test_perf.py::test_b"] == before["test_perf.py::test_b"]
+    assert after["test_perf.py::test_a"]["figure"] > before["test_perf.py::test_a"]["figure"]
+    assert main(["baseline", "update", str(results), "-k", "test_b and not test_a"]) == 0
+    assert _stored(results)["test_perf.py::test_a"] == after["test_perf.py::test_a"]
+    assert _stored(results)["test_perf.py::test_b"]["figure"] > before["test_perf.py::test_b"]["figure"]
+    capsys.readouterr()
+    assert main(["baseline", "update", str(results), "--test", "test_perf.py"]) == 0  # a file: both its tests
+    assert "updated 2 entries" in capsys.readouterr().out
+    for bad in (["--test", "test_perf.py::test_c"], ["-k", "test_a and"]):
+        assert main(["baseline", "update", str(results), *bad]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and ("matches" in err or "-k 'test_a and'" in err)
+
+
+@pytest.mark.parametrize(
+    ("expression", "picked"),
+    [
+        ("test_a", {"t.py::test_a"}),
+        ("not test_a", {"t.py::test_b[x]", "u.py::TestC::test_c"}),
+        ("(test_a or test_b) and not X]", {"t.py::test_a"}),
+        ("testc or T.PY", {"t.py::test_a", "t.py::test_b[x]", "u.py::TestC::test_c"}),
+        ("", {"t.py::test_a", "t.py::test_b[x]", "u.py::TestC::test_c"}),
+    ],
+)
+def test_keyword_expression_follows_pytests_grammar(expression: str, picked: set[str]) -> None:
+    from pytest_roofline.cli.baseline import _keyword_matcher
+
+    tests = {"t.py::test_a", "t.py::test_b[x]", "u.py::TestC::test_c"}
+    assert {t for t in tests if _keyword_matcher(expression)(t)} == picked

@@ -58,3 +58,30 @@ def test_dashboard_draws_one_chart_per_test_and_marks_change_points(pw, dashboar
         assert layer_chart.locator("line.cp").count() == 1  # the layer's own change point
         slow.locator("circle.pt").nth(3).click()
         assert "figure" in detail.locator("h3").inner_text()
+
+
+#: Per chart: the points' vertical spread over the plot's height, the unit text, the commit labels.
+CHART_GEOMETRY = """() => Array.from(document.querySelectorAll('.series')).map(box => {
+  const svg = box.querySelector('svg');
+  const ys = Array.from(svg.querySelectorAll('circle.pt')).map(c => +c.getAttribute('cy'));
+  const height = +svg.getAttribute('height');
+  return {test: box.dataset.test, spread: (Math.max(...ys) - Math.min(...ys)) / height,
+          unit: svg.querySelector('text.unit').textContent,
+          commits: Array.from(svg.querySelectorAll('text.commit')).map(t => t.textContent),
+          ticks: Array.from(svg.querySelectorAll('text.ytick')).map(t => t.textContent)};
+})"""
+
+
+def test_axes_share_one_relative_scale_with_units_and_commit_labels(pw, dashboard, tmp_path) -> None:
+    """Each y-axis was scaled to its own range: 0.5 % noise filled the flat series' chart as a 10 %
+    step filled the other's; no unit; only the first and last commits labelled."""
+    with open_report(pw, dashboard, tmp_path / "profile") as (tab, requests, errors):
+        assert requests == [] and errors == []
+        charts = {chart["test"]: chart for chart in tab.evaluate(CHART_GEOMETRY)}
+        slow, flat = charts["tests/test_m.py::test_model"], charts["tests/test_m.py::test_other"]
+        assert flat["spread"] < 0.05, flat  # 0.5 % noise: flat
+        assert slow["spread"] > 0.15, slow  # a 10 % step: plain to see
+        assert slow["unit"] == flat["unit"] == "model time ÷ control probe time"
+        assert len(flat["commits"]) >= 6 and len(set(flat["commits"])) == len(flat["commits"])
+        assert any(tick.endswith(" median") for tick in flat["ticks"])
+        tab.locator(".series").first.screenshot(path="/tmp/roofline-history-axes.png")

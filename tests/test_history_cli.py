@@ -159,3 +159,15 @@ def test_explanation_from_the_model_store_without_git(repo, tmp_path, capsys, mo
     monkeypatch.chdir(tmp_path)  # outside the repository: git cannot help
     (change,) = _json(capsys, "--store", str(tmp_path / "store"))["series"][0]["change_points"]
     assert change["explanation"].startswith("graph changed: +")
+
+
+def test_since_past_the_first_commit_clamps_to_it(repo, tmp_path, capsys) -> None:
+    """docs/ci.md's ``--since HEAD~200`` in a repository of 4 commits: every commit, one line saying so."""
+    store = tmp_path / "store"
+    _history(repo, store)
+    assert main(["history", "--store", str(store), "--since", "HEAD~200", "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    assert {p["commit"] for p in json.loads(captured.out)["series"][0]["points"]} == set(repo[1])
+    assert captured.err == "--since HEAD~200: HEAD has only 4 commits; from the first one on\n"
+    assert main(["history", "--store", str(store), "--since", "nobranch~200"]) == 2
+    assert "does not exist" in capsys.readouterr().err

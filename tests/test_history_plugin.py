@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -71,6 +72,27 @@ def test_history_alone_writes_the_embedded_store(project: pytest.Pytester) -> No
     assert point["value"] > 0 and point["verdict"] == "new" and point["layers"]
     assert point["parent"] is None  # the first commit has none
     assert point["model"] == "model.onnx"  # relative to the rootdir: how git finds it at a commit
+
+
+def test_history_flag_never_takes_the_test_path(project: pytest.Pytester) -> None:
+    """``pytest --roofline-history test_model.py`` (or a test folder) took the path as the store;
+    refused in one line, while the flag after the paths, ``=URL`` and ``--roofline-history-url`` work."""
+    _commit(project.path, 3, "model")
+    (project.path / "suite").mkdir()
+    (project.path / "suite" / "test_more.py").write_text(TEST.replace("model.onnx", "../model.onnx"))
+    for path in ("test_model.py", "suite"):
+        refused = project.runpytest(*FAKE, "--roofline-history", path)
+        assert refused.ret == pytest.ExitCode.USAGE_ERROR
+        refused.stderr.fnmatch_lines(
+            [f"ERROR: --roofline-history took the test path '{path}' as its store: *"]
+        )
+        assert not (project.path / path / "history").exists() and not (project.path / ".roofline").exists()
+    project.runpytest(*FAKE, "test_model.py", "--roofline-history").assert_outcomes(passed=1)
+    assert len(_points(project.path / ".roofline" / "history")) == 1
+    project.runpytest(*FAKE, "--roofline-history-url", "by-url", "suite").assert_outcomes(passed=1)
+    assert [p["test"] for p in _points(project.path / "by-url")] == ["suite/test_more.py::test_model"]
+    project.runpytest(*FAKE, "--roofline-history=by-equals", "test_model.py").assert_outcomes(passed=1)
+    assert len(_points(project.path / "by-equals")) == 1
 
 
 def test_history_from_ini_and_environment(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -370,3 +392,21 @@ def test_a_model_change_timed_for_the_history_is_judged_on_its_pairing_with_the_
     points = sorted(_points(store), key=lambda p: (p["time"], p["recorded"]))
     assert [p["verdict"] for p in points] == ["new", "pass"] and points[1]["mode"] == "stored"
     assert points[1]["paired"] is not None
+
+
+def test_an_unchanged_run_timed_for_the_history_reports_raw_seconds(project: pytest.Pytester) -> None:
+    """Under the history an unchanged model is timed against its baseline; its ``raw`` held the
+    probe-normalized figures, which the HTML report printed as seconds ("raw 4.1 s" for 246 ms)."""
+    _commit(project.path, 6, "model")
+    store = f"--roofline-history={project.path / 'hist'}"
+    project.runpytest(*FAKE, store).assert_outcomes(passed=1)
+    project.runpytest(
+        *FAKE, store, "--roofline-report=run.json", "--roofline-report=run.html"
+    ).assert_outcomes(passed=1)
+    (record,) = json.loads((project.path / "run.json").read_text())["results"]
+    verdict, latency = record["verdict"], record["profile"]["latency"]
+    assert verdict["status"] == "unchanged"
+    for side in ("baseline", "current"):  # seconds: within 2x of the model's measured latency
+        assert 0.5 < verdict["raw"][side] / latency["p25"] < 2, (verdict, latency)
+    html = (project.path / "run.html").read_text()
+    assert re.search(r"raw [\d.]+ µs → [\d.]+ µs", html), re.findall(r"raw [^<]*", html)  # 700 us here

@@ -321,3 +321,38 @@ def test_the_roofline_chart_labels_the_dispatch_floor(pw, tmp_path) -> None:
             "Dispatch floor 500 ns a kernel: 3 layers overhead-bound"
             in tab.locator("section#r0 .overhead").inner_text()
         )
+
+
+def test_layer_table_rows_stay_one_line_and_every_column_fits_1400px(pw, tmp_path) -> None:
+    """A fused layer's ONNX-nodes list wrapped into rows many lines tall, and at 1400 px the table's
+    last column (Headroom) was cut off behind its scrollbar; screenshot /tmp/roofline-layers-1400.png."""
+    import dataclasses
+
+    pytest.importorskip("jinja2")
+    profile = model_profile(12, name="bert_base_uncased_int8_fused")
+    fused = tuple(
+        dataclasses.replace(
+            la, onnx_nodes=tuple(f"/encoder/layer.{i}/attention/self/MatMul_{k}" for k in range(9))
+        )
+        if la.kind == "compute"
+        else la
+        for i, la in enumerate(profile.layers)
+    )
+    profile = dataclasses.replace(profile, layers=fused)
+    path = tmp_path / "layers.html"
+    html.write(results_of(run_results(result(profile, "pass"))), path)
+    with open_report(pw, path, tmp_path / "chromium-profile", width=1400) as (tab, requests, errors):
+        assert errors == [] and requests == []
+        table = tab.locator("table.layers").first
+        heights = table.evaluate(
+            "t => Array.from(t.tBodies[0].rows).filter(r => r.offsetParent).map(r => r.offsetHeight)"
+        )
+        line = table.evaluate("t => parseFloat(getComputedStyle(t.tBodies[0].rows[0].cells[0]).lineHeight)")
+        assert heights and max(heights) < 2 * line, (heights, line)  # one line of text and its padding
+        scroller = table.evaluate("t => [t.parentElement.scrollWidth, t.parentElement.clientWidth]")
+        assert scroller[0] <= scroller[1], scroller  # nothing to scroll to: every column in view
+        last = tab.locator("table.layers th", has_text="Headroom").first.bounding_box()
+        assert last is not None and last["x"] + last["width"] <= 1400
+        nodes = tab.locator("table.layers td.nodes").first
+        assert "MatMul_8" in (nodes.get_attribute("title") or "")  # the whole list on hover
+        table.screenshot(path="/tmp/roofline-layers-1400.png")

@@ -547,13 +547,23 @@ def test_stream_probe_is_timed_by_the_kernel_counters_on_openvino(monkeypatch: p
         calls["profile"].append(sum(k.times[0] for k in profile.kernels))
         return profile
 
+    real_kernel_seconds = cp.kernel_seconds
+
+    def spy_kernel_seconds(session, count):
+        calls["count"] = [count]
+        return real_kernel_seconds(session, count)
+
     monkeypatch.setattr(OpenVinoSession, "time", spy_time)
     monkeypatch.setattr(OpenVinoSession, "profile", spy_profile)
+    monkeypatch.setattr(cp, "kernel_seconds", spy_kernel_seconds)
     backend = OpenVinoBackend({"threads": "1"})
     specs = {s.size: s for s in cp.plan_probes(("float32",), "full", cores=1, separate_streams=True)}
     probe = cp.run_probe(backend, specs[8 * 2**20], 0.02)
     assert calls["time"] == [1, 2]  # warm-up and estimate only
-    assert len(calls["profile"]) == cp.KERNEL_TIMED_BATCHES
+    # as many batches as the runs the estimate asked for allow (a busy machine's estimate asks for
+    # fewer than KERNEL_TIMED_BATCHES: 5 of them, when the test asserted 9)
+    (count,) = calls["count"]
+    assert len(calls["profile"]) == max(1, min(cp.KERNEL_TIMED_BATCHES, count))
     assert probe.seconds == statistics.median(calls["profile"])
     assert probe.value == specs[8 * 2**20].work / probe.seconds
 

@@ -195,6 +195,19 @@ def test_missing_model_fails_with_path(project):
     fails_with(project, [*FAKE], "*roofline: *nope.onnx: no such file*")
 
 
+def test_missing_model_names_both_places_looked(project):
+    """A relative path is looked for beside the test file, then at the rootdir: the error names both."""
+    (project.path / "sub").mkdir()
+    (project.path / "sub" / "test_sub.py").write_text(
+        "def test_model(model_profile):\n    model_profile('nope.onnx')\n"
+    )
+    result = project.runpytest(*FAKE, "sub")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [f"roofline: nope.onnx: no such file in {project.path / 'sub'} or {project.path}; *"]
+    )
+
+
 def test_relative_path_resolves_against_test_dir_then_rootdir(project):
     relu_chain(project.path / "sub" / "local.onnx", 2)
     (project.path / "sub").joinpath("test_sub.py").write_text(
@@ -232,6 +245,18 @@ def test_strict_fails_without_baseline(project):
     result.stdout.fnmatch_lines(
         ["*no baseline for test_perf.py::test_model*--roofline-strict*--roofline-update*"]
     )
+
+
+def test_strict_without_baseline_fails_before_measuring(project):
+    """It measured (80 s on a real model) before failing on what it knew at the start: now nothing
+    is timed, no record made, no first baseline written."""
+    result = project.runpytest(*FAKE, "--roofline-strict", "--roofline-report=r.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*roofline: no baseline for test_perf.py::test_model*[--roofline-strict]*"])
+    assert json.loads((project.path / "r.json").read_text())["results"] == []
+    assert not (project.path / ".roofline").exists()
+    project.runpytest(*FAKE).assert_outcomes(passed=1)  # a run without strict records the baseline
+    project.runpytest(*FAKE, "--roofline-strict").assert_outcomes(passed=1)
 
 
 def test_noisy_gate_is_inconclusive_and_fails_only_under_strict(project, monkeypatch):

@@ -57,6 +57,10 @@ def test_a_model_new_at_the_ref_is_new_and_passes_unless_strict(repo):
     result = repo.runpytest(*FAKE, "--roofline-compare-ref", "HEAD", "--roofline-report", "r.json")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*test_perf.py::test_model*new*"])
+    # why it is new, in the terminal too (it was only in the JSON)
+    result.stdout.fnmatch_lines(
+        ["NEW test_perf.py::test_model :: * — latency: new.onnx is new at git reference 'HEAD'*"]
+    )
     import json
 
     verdict = json.loads((repo.path / "r.json").read_text())["results"][0]["verdict"]

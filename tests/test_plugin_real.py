@@ -54,6 +54,22 @@ def test_profile_gate_and_report_end_to_end(project):
     second.stdout.fnmatch_lines(["*test_perf.py::test_mm*mm*4*s*%*"])
 
 
+def test_an_unchanged_verdict_on_a_busy_machine_says_nothing_of_recording(project, monkeypatch):
+    """Timed for the history while busy, an unchanged model printed "not recorded as a baseline",
+    though an unchanged verdict never records one."""
+    project.makepyfile(test_perf='def test_mm(model_profile):\n    model_profile("mm.onnx", batch_size=4)\n')
+    project.runpytest(*ORT).assert_outcomes(passed=1)  # the baseline (load check off)
+    monkeypatch.setenv("ROOFLINE_LOAD_LIMIT", "0.0001")  # the spinner alone makes the run busy
+    with busy_neighbour():
+        busy = project.runpytest(*ORT, "--roofline-history=hist", "--roofline-report", "r.json")
+    busy.assert_outcomes(passed=1)
+    verdict = json.loads((project.path / "r.json").read_text())["results"][0]["verdict"]
+    assert verdict["status"] == "unchanged", busy.stdout.str()
+    assert any("measured while busy" in r for r in verdict["reasons"]), verdict["reasons"]  # it was busy
+    assert not any("not recorded as a baseline" in r for r in verdict["reasons"]), verdict["reasons"]
+    assert "not recorded as a baseline" not in busy.stdout.str()
+
+
 def test_a_run_beside_a_busy_process_records_its_baseline_with_the_load(project, monkeypatch):
     """Busy is the normal case: the baseline is recorded, with the load it was measured under kept
     in the entry for later comparisons to widen by."""

@@ -209,3 +209,17 @@ def test_npy_for_a_multi_input_model_is_refused(tmp_path):
         load_inputs(str(tmp_path / "a.npy"), ["input_ids", "attention_mask"])
     with pytest.raises(ShapeError, match="no such inputs file"):
         load_inputs(str(tmp_path / "missing.npz"), ["x"])
+
+
+def test_api_says_its_progress_and_why_efficiency_is_missing(cnn_path, capsys):
+    """``profile_model`` ran minutes on BERT with no word; a sweep without a roofline printed
+    ``efficiency=-`` without saying why."""
+    steps: list[str] = []
+    prof = profile_model(cnn_path, progress=steps.append, **FAST_API)
+    assert [s.split(" ")[0] for s in steps] == ["batch", "profiling", "analyzing", "timing"]
+    profile_sweep(cnn_path, "1,2", progress=True, **FAST_API)
+    err = capsys.readouterr().err
+    assert err.count("roofline: profiling tiny_cnn") == 2 and err.count("roofline: timing tiny_cnn") == 2
+    assert "efficiency=- (no roofline: roofline='auto' calibrates one)" in repr(prof)
+    roof = DeviceRoofline(peak_flops={"float32": 1e11}, peak_bandwidth=2e10, fingerprint={"test": True})
+    assert "(no roofline" not in repr(profile_model(cnn_path, roofline=roof, **FAST_API))

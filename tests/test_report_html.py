@@ -177,3 +177,19 @@ def test_inconclusive_badge_text_is_not_painted_in_its_background_colour() -> No
             if match:
                 colour = match.group(1).strip()
     assert colour == "#fff"
+
+
+def test_one_session_is_not_sessions() -> None:
+    """ "38 samples in 1 sessions": the count's noun agrees with it, in the HTML and the table."""
+    import dataclasses
+
+    from pytest_roofline.measure.stats import LatencyStats
+    from pytest_roofline.report.tables import profile_table
+
+    profile = model_profile(6)
+    samples = [1e-3 + i * 1e-6 for i in range(38)]
+    one = dataclasses.replace(profile, latency=LatencyStats.from_samples(samples, [samples]))
+    page = html.render(results_of(run_results(result(one, "pass"))))
+    assert "38 samples in 1 session<" in page and "1 sessions" not in page
+    assert "(38 samples, 1 session, " in profile_table(one)
+    assert "in 2 sessions" in html.render(results_of(run_results(result(profile, "pass"))))

@@ -14,6 +14,12 @@ first abandoned thread registers an exit handler that, if the thread is still al
 other exit handlers, flushes stdout and stderr and ends the process with ``os._exit`` and the
 status the run earned (:func:`set_exit_status`; 1 by default: a timed-out test failed), skipping
 only the native libraries' teardown.
+
+An interrupt (Ctrl-C, or the SIGINT of a cancelled CI job) reaches the waiting caller, never the
+measuring thread: the work is stopped the same way before the ``KeyboardInterrupt`` goes on, its
+frames are dropped, and the process exits past native teardown as above (onnxruntime's thread pool
+torn down at exit after a signal aborted it too), so pytest ends with its interrupted status (2) and
+the CLI with 130, never with the abort.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ DEFAULT_HINT = "raise --roofline-timeout if the model is that slow"
 _local = threading.local()
 _abandoned: list[threading.Thread] = []
 _exit_status = 1
+_interrupted = False  # an interrupt stopped a measurement: exit past native teardown
 
 
 def on_timeout(cancel: Callable[[], None]) -> None:
@@ -90,15 +97,15 @@ def run_bounded(work: Callable[[], T], timeout: float, what: str, *, hint: str =
 
     thread = threading.Thread(target=target, name=f"roofline-measure {what}", daemon=True)
     thread.start()
-    thread.join(timeout)
+    try:
+        thread.join(timeout)
+    except BaseException:  # Ctrl-C / SIGINT: stop the backend before the interrupt ends the run
+        _stop(thread, cancels)
+        outcome.clear()  # the stopped work's error and its frames (sessions) are not kept to exit
+        _skip_native_teardown()
+        raise
     if thread.is_alive():
-        for cancel in list(cancels):
-            with contextlib.suppress(Exception):
-                cancel()
-        thread.join(STOP_GRACE if cancels else 0.1)
-        ended = "stopped" if not thread.is_alive() else "abandoned"
-        if thread.is_alive():
-            _abandon(thread)
+        ended = "stopped" if _stop(thread, cancels) else "abandoned"
         head = f"backend did not finish within {timeout:g} s measuring {what}"
         raise BackendError(f"{head}; the measurement was {ended} ({hint})")
     if "error" in outcome:
@@ -106,15 +113,39 @@ def run_bounded(work: Callable[[], T], timeout: float, what: str, *, hint: str =
     return outcome["value"]
 
 
+def _stop(thread: threading.Thread, cancels: list[Callable[[], None]]) -> bool:
+    """Ask the backend work of ``thread`` to stop; True when it did, else it is abandoned."""
+    for cancel in list(cancels):
+        with contextlib.suppress(Exception):
+            cancel()
+    thread.join(STOP_GRACE if cancels else 0.1)
+    if thread.is_alive():
+        _abandon(thread)
+        return False
+    return True
+
+
 def _abandon(thread: threading.Thread) -> None:
-    if not _abandoned:
+    if not _abandoned and not _interrupted:
         atexit.register(_exit_past_native_teardown)
     _abandoned.append(thread)
 
 
+def _skip_native_teardown() -> None:
+    """An interrupt stopped a measurement: its native state (a session torn down under a signal,
+    its thread pool) must not be destroyed at exit either; exit as with an abandoned thread."""
+    global _interrupted, _exit_status
+    if not _interrupted and not _abandoned:
+        atexit.register(_exit_past_native_teardown)
+    if not _interrupted:
+        _exit_status = 2  # pytest's interrupted status, until the session says otherwise
+    _interrupted = True
+
+
 def _exit_past_native_teardown() -> None:
-    """At exit, with a measurement still running: end the process before native teardown."""
-    if not abandoned_threads():
+    """At exit, with a measurement still running or one stopped by an interrupt: end the process
+    before native teardown."""
+    if not abandoned_threads() and not _interrupted:
         return
     atexit.unregister(_exit_past_native_teardown)
     atexit._run_exitfuncs()  # the handlers registered before this one (coverage, logging, ...)

@@ -73,6 +73,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"roofline: error: {printable(exc)}\n")  # messages quote names from models
         return 2
     except KeyboardInterrupt:
+        from pytest_roofline.backends.bounded import set_exit_status
+
+        set_exit_status(130)  # kept when a measurement the interrupt stopped exits past native teardown
         sys.stderr.write("roofline: interrupted\n")
         return 130
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from pytest_roofline.cli.common import add_format_argument
+from pytest_roofline.errors import RooflineError
 from pytest_roofline.fmt import fmt_pct, fmt_seconds_fixed, printable, text_table
 from pytest_roofline.gate.baseline import BaselineEntry
 from pytest_roofline.gate.store import BaselineStore
@@ -38,6 +41,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     update = verbs.add_parser("update", help="accept the figures of a results JSON as baselines")
     update.add_argument("results", metavar="RESULTS.json", help="written by pytest --roofline-report X.json")
     update.add_argument("--force", action="store_true", help="rewrite corrupt or unknown-schema files")
+    update.add_argument(
+        "--test",
+        action="append",
+        default=[],
+        metavar="NODEID",
+        help="accept only this test (a node id, or a file or folder part of one; repeatable)",
+    )
+    update.add_argument(
+        "-k", metavar="EXPR", default=None, help="accept only the tests pytest's -k EXPR selects"
+    )
     common(update)
 
     show = verbs.add_parser("show", help="list stored entries")
@@ -103,6 +116,71 @@ def not_written(record: ProfileRecord) -> str:
     return "the gate produced no figures for it"
 
 
+def _keyword_matcher(expression: str) -> Callable[[str], bool]:
+    """pytest's ``-k`` grammar (``and``/``or``/``not``, parentheses, names matched case-insensitively
+    as parts of the node id); raises RooflineError, one line, on a malformed expression."""
+    tokens = re.findall(r"\(|\)|[^\s()]+", expression)
+    at = 0
+
+    def fail(what: str) -> RooflineError:
+        return RooflineError(f"-k {expression!r}: {what}")
+
+    def parse_or() -> Callable[[str], bool]:
+        nonlocal at
+        terms = [parse_and()]
+        while at < len(tokens) and tokens[at] == "or":
+            at += 1
+            terms.append(parse_and())
+        return lambda test: any(t(test) for t in terms)
+
+    def parse_and() -> Callable[[str], bool]:
+        nonlocal at
+        terms = [parse_not()]
+        while at < len(tokens) and tokens[at] == "and":
+            at += 1
+            terms.append(parse_not())
+        return lambda test: all(t(test) for t in terms)
+
+    def parse_not() -> Callable[[str], bool]:
+        nonlocal at
+        if at >= len(tokens):
+            raise fail("a name expected at its end")
+        token = tokens[at]
+        at += 1
+        if token == "not":
+            inner = parse_not()
+            return lambda test: not inner(test)
+        if token == "(":
+            inner = parse_or()
+            if at >= len(tokens) or tokens[at] != ")":
+                raise fail("')' expected")
+            at += 1
+            return inner
+        if token in ("and", "or", ")"):
+            raise fail(f"a name expected before {token!r}")
+        name = token.lower()
+        return lambda test: name in test.lower()
+
+    matcher = parse_or() if tokens else (lambda test: True)
+    if at < len(tokens):
+        raise fail(f"unexpected {tokens[at]!r}")
+    return matcher
+
+
+def _selector(node_ids: list[str], keyword: str | None) -> Callable[[str], bool]:
+    """Which tests ``--test`` (a node id, or the file/folder/class part it starts with) and ``-k``
+    (pytest's keyword expression, matched against the node id) pick."""
+    prefixes = tuple(p for n in node_ids for p in (n.rstrip("/") + "::", n.rstrip("/") + "/"))
+    by_keyword = _keyword_matcher(keyword) if keyword is not None else None
+
+    def chosen(test: str) -> bool:
+        if node_ids and not (test in node_ids or test.startswith(prefixes)):
+            return False
+        return by_keyword is None or by_keyword(test)
+
+    return chosen
+
+
 def _update(args: argparse.Namespace, store: BaselineStore) -> int:
     results = load_results(args.results)
     entries = _entries(results)
@@ -113,6 +191,11 @@ def _update(args: argparse.Namespace, store: BaselineStore) -> int:
     if not entries:
         print(f"nothing to write: none of the {len(results.records)} results carries a baseline entry")
         return 0
+    if args.test or args.k is not None:
+        chosen = _selector(args.test, args.k)
+        entries = [e for e in entries if chosen(e.test)]
+        if not entries:
+            raise RooflineError("no test of the results matches --test/-k: nothing updated")
     written = store.write(entries, force=args.force)
     print(f"updated {len(entries)} entries in {len(written)} files:")
     for path in written:

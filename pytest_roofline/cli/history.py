@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from dataclasses import replace
@@ -83,10 +84,20 @@ def _commits_since(ref: str) -> set[str]:
     from pytest_roofline.model.gitref import _git
 
     cwd = Path.cwd()
-    verify = _git(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"], cwd)
-    if verify.returncode != 0:
-        raise RooflineError(f"--since: git reference {ref!r} does not exist here")
-    base = verify.stdout.decode().strip()
+
+    def commit_of(name: str) -> str | None:
+        done = _git(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{name}^{{commit}}"], cwd)
+        return done.stdout.decode().strip() if done.returncode == 0 else None
+
+    base = commit_of(ref)
+    if base is None:
+        # HEAD~200 in a repository younger than 200 commits: from its first commit on
+        start = re.split(r"[~^]", ref, maxsplit=1)[0]
+        if start == ref or commit_of(start) is None:
+            raise RooflineError(f"--since: git reference {ref!r} does not exist here")
+        every = _git(["rev-list", "--end-of-options", start], cwd).stdout.decode().split()
+        print(f"--since {ref}: {start} has only {len(every)} commits; from the first one on", file=sys.stderr)
+        return set(every)
     listed = _git(["rev-list", f"{base}..HEAD"], cwd)
     return {base, *listed.stdout.decode().split()}
 

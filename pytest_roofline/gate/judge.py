@@ -13,7 +13,7 @@ from pytest_roofline.gate.verdict import Verdict, compare, new_verdict, verdict_
 if TYPE_CHECKING:
     from pytest_roofline.gate.baseline import BaselineEntry
 
-__all__ = ["compare_entries", "failure_messages", "incomparable"]
+__all__ = ["compare_entries", "failure_messages", "incomparable", "missing_baseline"]
 
 
 def incomparable(differences: Sequence[str], figures: Sequence[float], tolerance: float) -> Verdict:
@@ -71,10 +71,10 @@ def failure_messages(
         elif strict and verdict.status == "new" and verdict.mode == "paired":
             messages.append(f"{head} [--roofline-strict]")
         elif strict and verdict.status == "new":
-            messages.append(
-                printable(
-                    f"roofline: no baseline for {key} in {baseline_file} "
-                    "[--roofline-strict]; record one with --roofline-update"
-                )
-            )
+            messages.append(printable(f"roofline: {missing_baseline(key, baseline_file)}"))
     return messages
+
+
+def missing_baseline(key: str, baseline_file: Path) -> str:
+    """Why ``--roofline-strict`` fails a test without a baseline (before measuring, when known)."""
+    return f"no baseline for {key} in {baseline_file} [--roofline-strict]; record one with --roofline-update"

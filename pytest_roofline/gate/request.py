@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_roofline.errors import BaselineError, OptionError
+from pytest_roofline.errors import BaselineError, ModelError, OptionError
 
 if TYPE_CHECKING:
     from pytest_roofline.backends.base import Backend
@@ -94,14 +94,16 @@ def gate_settings(
 
 
 def resolve_model_path(path: str | os.PathLike[str], test_dir: Path, rootdir: Path) -> Path:
-    """An absolute model path: as given if absolute, else the test file's dir, then rootdir."""
+    """An absolute model path: as given if absolute, else the test file's dir, then rootdir
+    (raises ModelError, one line naming both places looked, when neither holds it)."""
     candidate = Path(path)
     if candidate.is_absolute():
         return candidate
     for base in (test_dir, rootdir):
         if (base / candidate).exists():
             return (base / candidate).resolve()
-    return (test_dir / candidate).resolve()
+    looked = " or ".join(dict.fromkeys(str(base.resolve()) for base in (test_dir, rootdir)))
+    raise ModelError(f"{candidate}: no such file in {looked}; pass the path of an .onnx model")
 
 
 def relative_to_root(path: Path, rootdir: Path) -> str:

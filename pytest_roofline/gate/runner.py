@@ -252,7 +252,7 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
         change = _change(request, prepared, layer_run.roofline, verdict, summary, profile)
         verdict = dataclasses.replace(verdict, explanation=change.text)
     if way.kind == "unchanged":  # timed for the history: identity decides, the timing is the drift
-        verdict, extra = _timed_unchanged(request, verdict, way)
+        verdict, extra = _timed_unchanged(request, verdict, way, run.load)
     entry = None
     if request.new_at_ref:  # paired mode records no baseline: a verdict `new`, nothing compared
         verdict = dataclasses.replace(
@@ -284,14 +284,19 @@ def _with_reason(verdict: Verdict | None, reason: str) -> Verdict | None:
     return None if verdict is None else dataclasses.replace(verdict, reasons=(*verdict.reasons, reason))
 
 
-def _timed_unchanged(request: GateRequest, timed: Verdict, way: Route) -> tuple[Verdict, list[Verdict]]:
+def _timed_unchanged(
+    request: GateRequest, timed: Verdict, way: Route, load: MachineLoad
+) -> tuple[Verdict, list[Verdict]]:
     """The ``unchanged`` verdicts of a run timed for the history although nothing that runs changed:
-    the stored comparison's ratio is the machine's (or the runtime's) drift, never a regression."""
+    the stored comparison's ratio is the machine's (or the runtime's) drift, never a regression;
+    a busy machine is named (the drift is read through it), a baseline is never at stake."""
     from pytest_roofline.gate.order import unchanged_verdict
 
     ratio = timed.ratio if timed.ratio is not None and math.isfinite(timed.ratio) else None
-    raw = {"baseline": timed.baseline, "current": timed.current, "drift": ratio}
-    verdict, extra = unchanged_verdict(request.metrics, request.tolerance, raw, way.reasons)
+    # the timed comparison's seconds (its baseline and current are probe-normalized figures)
+    raw = {"baseline": timed.raw.get("baseline"), "current": timed.raw.get("current"), "drift": ratio}
+    busy = (f"measured while busy: {load.describe()}",) if load.disturbed else ()
+    verdict, extra = unchanged_verdict(request.metrics, request.tolerance, raw, (*way.reasons, *busy))
     return verdict, list(extra)
 
 

@@ -510,6 +510,8 @@ class ModelProfile:
     def __repr__(self) -> str:
         """Short form for assertion messages: model, batch, backend, median, efficiency."""
         eff = fmt_pct(self.efficiency, missing="-")
+        if self.roofline is None:  # nothing to be efficient against: say so where the figure would be
+            eff += " (no roofline: roofline='auto' calibrates one)"
         return (
             f"ModelProfile({self.model_name!r}, batch={self.batch}, backend={self.backend}, "
             f"median={self.latency.median * 1e3:.4g} ms, efficiency={eff}, layers={len(self.layers)})"

@@ -21,6 +21,7 @@ __all__ = [
     "OPTIONS",
     "Settings",
     "backend_options",
+    "history_option",
     "history_setting",
     "parse_bool",
     "parse_budget",
@@ -197,6 +198,31 @@ def history_setting(option: str | None, ini: str | None, env: str | None) -> str
     return None
 
 
+def history_option(config: pytest.Config) -> str | None:
+    """``--roofline-history-url``, else ``--roofline-history``'s value; raises ``pytest.UsageError``
+    when that value is a test path (``pytest --roofline-history test_perf.py``: the optional value took
+    the path pytest was to collect)."""
+    import pytest
+
+    url = config.getoption("roofline_history_url")
+    if url:
+        return str(url)
+    value = config.getoption("roofline_history")
+    if not value:
+        return value
+    args = [str(a) for a in config.invocation_params.args]
+    spelled_apart = any(
+        a == "--roofline-history" and b == value for a, b in zip(args, args[1:], strict=False)
+    )
+    path = Path(config.invocation_params.dir) / value
+    if path.is_file() or (spelled_apart and path.is_dir()):
+        raise pytest.UsageError(
+            f"--roofline-history took the test path {value!r} as its store: write the store as "
+            "--roofline-history=URL or --roofline-history-url URL, or put the test paths first"
+        )
+    return str(value)
+
+
 def settings_from_config(config: pytest.Config) -> Settings:
     """Merge command line and ini keys into :class:`Settings` (raises ``pytest.UsageError``)."""
     import pytest
@@ -234,7 +260,7 @@ def settings_from_config(config: pytest.Config) -> Settings:
         timeout=float(values["timeout"]),
         retime=bool(values["retime"]),
         history=history_setting(
-            config.getoption("roofline_history"),
+            history_option(config),
             config.getini("roofline_history"),
             os.environ.get("ROOFLINE_HISTORY"),
         ),

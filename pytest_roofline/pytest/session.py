@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_roofline.errors import OptionError
+from pytest_roofline.errors import OptionError, RooflineError
 from pytest_roofline.gate.request import (
     GateSettings,
     RunMode,
@@ -166,6 +166,12 @@ class RooflineSession:
     def profile(self, node: pytest.Item, call: ModelCall) -> ModelProfile:
         """Measure one model for ``node``, gate it, record it; returns the profile."""
         request = self.request(node, call)
+        settings = self.settings
+        gated = not (settings.update or settings.compare_ref or settings.disable)
+        if settings.strict and gated and request.baseline is None:  # known before timing: fail now
+            from pytest_roofline.gate.judge import missing_baseline
+
+            raise RooflineError(missing_baseline(request.key, self.store.file_for(request.test)))
         check_call_outputs(request, call)
         name = request.backend.name
         if not self.settings.disable:  # (a request measured before added the same pair already)

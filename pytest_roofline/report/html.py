@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.errors import RooflineError
-from pytest_roofline.fmt import fmt_bytes, fmt_count, fmt_pct, fmt_rate, fmt_ratio, fmt_seconds
+from pytest_roofline.fmt import fmt_bytes, fmt_count, fmt_pct, fmt_rate, fmt_ratio, fmt_seconds, plural
 from pytest_roofline.profile.sanity import warning_line
 from pytest_roofline.report import finite
 from pytest_roofline.report.view import (
@@ -245,6 +245,7 @@ def _environment() -> Any:
         pct=fmt_pct,
         ratio=fmt_ratio,
         num=_num,
+        plural=plural,
     )
     return env
 

@@ -3,7 +3,8 @@
 ``roofline report merge a.json b.json -o all.json``: every shard's records in one
 :class:`~pytest_roofline.results.RunResults`, so one report and one ``roofline baseline update``
 cover the whole suite.  Shards must have measured the same commit; a test measured by two shards
-is kept once (the later file's record).  Stale entries are those no shard produced.
+is kept once (the later file's record).  Every shard's pytest outcomes are kept (the summary
+counts the whole suite's tests).  Stale entries are those no shard produced.
 
 :class:`WorkerPayload` is the same join inside one pytest run: what an xdist worker sends the
 controller (its records, the node ids it collected, the backends it measured), as JSON text.
@@ -65,6 +66,8 @@ def merge_results(paths: Sequence[str | Path]) -> RunResults:
     shards = [(Path(p), load_results(p)) for p in paths]
     first_path, first = shards[0]
     records: dict[tuple[str, str], ProfileRecord] = {}
+    outcomes: dict[str, str] = {}
+    written: set[str] = set()
     stale: set[str] = set()
     for path, shard in shards:
         if shard.commit != first.commit:
@@ -74,6 +77,8 @@ def merge_results(paths: Sequence[str | Path]) -> RunResults:
             )
         for record in shard.records:
             records[(record.test, record.key)] = record
+        outcomes.update(shard.outcomes)
+        written.update(shard.baselines_written)
         stale.update(shard.stale)
     produced = {key for _, key in records}
     roofline = next((s.roofline for _, s in shards if s.roofline is not None), None)
@@ -85,4 +90,7 @@ def merge_results(paths: Sequence[str | Path]) -> RunResults:
         dirty=any(s.dirty for _, s in shards),
         created=max(s.created for _, s in shards),
         artifacts={},
+        outcomes=outcomes,
+        accepted=any(s.accepted for _, s in shards),
+        baselines_written=tuple(sorted(written)),
     )

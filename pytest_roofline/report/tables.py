@@ -21,6 +21,7 @@ from pytest_roofline.fmt import (
     fmt_pct,
     fmt_rate,
     fmt_seconds,
+    plural,
     printable,
     text_table,
 )
@@ -379,7 +380,8 @@ def profile_table(profile: ModelProfile, top: int = 15, sort: str = "time", by_t
         f"batch {profile.batch}{' (default)' if profile.extra.get('batch_default') else ''}  "
         f"inputs {inputs}  precision {profile.precision}",
         f"latency: median {_ms(lat.median)}  p90 {_ms(lat.p90)}  p99 {_ms(lat.p99)}  mean {_ms(lat.mean)}  "
-        f"min {_ms(lat.min)}  std {_ms(lat.std)}  ({lat.n} samples, {len(lat.session_medians)} sessions, "
+        f"min {_ms(lat.min)}  std {_ms(lat.std)}  ({plural(lat.n, 'sample')}, "
+        f"{plural(len(lat.session_medians), 'session')}, "
         f"95% CI of median {_ms(lat.ci_low)}-{_ms(lat.ci_high)})",
         f"throughput {profile.throughput:.1f}/s  total {profile.total_flops / 1e9:.3f} GFLOPs "
         f"{profile.total_macs / 1e9:.3f} GMACs  achieved {profile.achieved_flops / 1e9:.2f} GFLOP/s",

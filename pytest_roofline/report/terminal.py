@@ -52,12 +52,13 @@ def model_label(profile: ModelProfile) -> str:
 
 
 def verdict_reason(verdict: Verdict, profile: ModelProfile | None = None) -> str | None:
-    """Why a verdict is not a plain pass, in one line; None for pass and new.
+    """Why a verdict is not a plain pass, in one line; None for pass and a first baseline (a paired
+    run's ``new`` says why: the model is absent at the reference).
 
     ``profile`` (the run's, with its backend options) keeps the remedy from advising an option
     that is already set.
     """
-    if verdict.status in ("pass", "new"):
+    if verdict.status == "pass" or (verdict.status == "new" and verdict.mode != "paired"):
         return None
     if verdict.status == "inconclusive":
         return f"{verdict.message}; {inconclusive_remedy(profile)}"

@@ -1,0 +1,143 @@
+"""SIGINT during a measurement (Ctrl-C, a cancelled CI job): pytest's interrupted exit, no abort.
+
+A real pytest process times a real onnxruntime model against its baseline; its conftest sends the
+process a real SIGINT a set time after a bounded measurement thread started (so the signal lands
+inside a measurement, at several moments of it).  Before the fix the measuring thread went on in
+native code while pytest exited: "terminate called without an active exception", status 134.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from _plugin_helpers import matmul_chain
+
+ROOT = Path(__file__).resolve().parents[1]
+TEST = """
+def test_model(model_profile):
+    model_profile("model.onnx")
+"""
+#: In the project: SIGINT the process ``ROOFLINE_TEST_SIGINT_AFTER`` seconds into its first
+#: bounded measurement (a thread named "roofline-measure ...").
+CONFTEST = """
+import os, signal, threading, time
+
+def _interrupt(delay):
+    while not any(t.name.startswith("roofline-measure") for t in threading.enumerate()):
+        time.sleep(0.005)
+    time.sleep(delay)
+    os.kill(os.getpid(), signal.SIGINT)
+
+def pytest_sessionstart(session):
+    delay = os.environ.get("ROOFLINE_TEST_SIGINT_AFTER")
+    if delay:
+        threading.Thread(target=_interrupt, args=(float(delay),), daemon=True).start()
+"""
+HELPER_MARK = "pytest_roofline.gate.isolated import serve"
+
+
+def _helpers_of(parent: int) -> list[int]:
+    """Measuring helper processes whose parent was pytest ``parent`` (its last argument)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = [a.decode(errors="replace") for a in (entry / "cmdline").read_bytes().split(b"\0") if a]
+        except OSError:
+            continue
+        if argv and any(HELPER_MARK in a for a in argv) and argv[-1] == str(parent):
+            found.append(int(entry.name))
+    return found
+
+
+def _baselines(project: Path) -> dict[str, str]:
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted((project / ".roofline").glob("*"))
+    }
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """A project whose baseline a first run wrote."""
+    folder = tmp_path_factory.mktemp("interrupted")
+    matmul_chain(folder / "model.onnx", blocks=8, size=512)
+    (folder / "test_model.py").write_text(TEST)
+    (folder / "conftest.py").write_text(CONFTEST)
+    (folder / "pytest.ini").write_text("[pytest]\n")
+    first = subprocess.run(
+        _command(), cwd=folder, env=_env(folder), capture_output=True, text=True, timeout=600
+    )
+    assert first.returncode == 0, first.stdout[-3000:]
+    return folder, _baselines(folder)
+
+
+def _env(folder: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ROOFLINE_", "PYTEST_"))}
+    env.update(
+        PYTHONPATH=str(ROOT), ROOFLINE_CACHE_DIR=str(folder / "cache"), ROOFLINE_LOAD_LIMIT="off", **extra
+    )
+    return env
+
+
+def _command() -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--roofline-budget=3",
+        "--roofline-retime",
+    ]
+
+
+@pytest.mark.parametrize("after", [0.0, 0.05, 0.3, 1.0])
+def test_sigint_during_a_measurement_exits_interrupted(
+    project: tuple[Path, dict[str, str]], after: float
+) -> None:
+    folder, before = project
+    env = _env(folder, ROOFLINE_TEST_SIGINT_AFTER=str(after))
+    proc = subprocess.Popen(_command(), cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    output = proc.communicate(timeout=300)[0].decode(errors="replace")
+    time.sleep(0.2)
+    leftover = _helpers_of(proc.pid)
+    for pid in leftover:
+        os.kill(pid, 9)
+    assert "terminate called" not in output, output[-2000:]
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, output[-2000:]
+    assert "KeyboardInterrupt" in output
+    assert leftover == []
+    assert _baselines(folder) == before
+
+
+def test_sigint_during_a_cli_measurement_exits_130(project: tuple[Path, dict[str, str]]) -> None:
+    """``roofline profile`` interrupted inside its bounded measurement: its own status 130, no abort."""
+    folder, _ = project
+    interrupter = CONFTEST.split("def pytest_sessionstart")[0]
+    start = "threading.Thread(target=_interrupt, args=(0.2,), daemon=True).start()"
+    boot = f"{interrupter}\nimport threading\n{start}\n"
+    boot += "import sys\nfrom pytest_roofline.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+    command = [
+        sys.executable,
+        "-c",
+        boot,
+        "profile",
+        "model.onnx",
+        "--sessions",
+        "50",
+        "--rounds",
+        "50",
+        "--quiet",
+    ]
+    done = subprocess.run(command, cwd=folder, env=_env(folder), capture_output=True, text=True, timeout=300)
+    assert "terminate called" not in done.stderr, done.stderr[-2000:]
+    assert done.returncode == 130 and "roofline: interrupted" in done.stderr, (
+        done.returncode,
+        done.stderr[-2000:],
+    )
