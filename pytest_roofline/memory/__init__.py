@@ -1,0 +1,105 @@
+"""Memory per inference: what one inference holds (``prof.memory``) and each layer's share.
+
+A leaf of types: :class:`MemoryProfile` (peak bytes in use during one inference, the arena held,
+the weights, the peak activations, where the figures come from, the static estimate beside
+them) and :class:`LayerMemory` (bytes a layer added to what is in use, bytes live at its end).
+The readers live beside it: ``trace.py`` (onnxruntime's profiler fields), ``rss.py`` (a helper
+process's peak RSS over a fixed load-and-run), ``estimate.py`` (liveness over the graph's
+schedule).  This module imports neither onnx nor numpy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["LayerMemory", "MemoryProfile", "SOURCES"]
+
+#: Where a :class:`MemoryProfile`'s figures come from.
+SOURCES = {
+    "onnxruntime profiler": "the arena's bytes in use, per node event of onnxruntime's profiler",
+    "onnxruntime profiler (CUDA arena)": "the CUDA EP's device arena, per node event of the profiler",
+    "peak RSS": "a helper process's peak resident set (VmHWM) over a fixed load-and-run",
+    "static estimate": "weights plus the peak of live activations over the graph's schedule",
+    "trtexec layer info": "device tensors of trtexec's exported layer information",
+}
+
+
+@dataclass(frozen=True)
+class LayerMemory:
+    """One layer's memory, exact where the backend reports it.
+
+    ``allocated`` is the net change of bytes in use over the layer's run (its outputs and
+    scratch it keeps, less what was freed after it: negative when it freed more); ``live`` the
+    bytes in use at its end (weights included where the backend counts them in one arena).
+    """
+
+    allocated: int
+    live: int
+
+    def to_dict(self) -> dict[str, int]:
+        """JSON-ready dict."""
+        return {"allocated": self.allocated, "live": self.live}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LayerMemory:
+        """Inverse of :meth:`to_dict`."""
+        return cls(allocated=int(data["allocated"]), live=int(data["live"]))
+
+
+@dataclass(frozen=True)
+class MemoryProfile:
+    """Memory of one inference, in bytes.
+
+    ``peak``: bytes in use at the inference's highest point (``source`` says what counts: the
+    arena of onnxruntime, weights included; the process's resident set for ``peak RSS``);
+    ``arena_held``: bytes the allocator holds from the system (0 where unknown); ``weights``:
+    bytes of the model's weights as held; ``peak_activations``: ``peak - weights``;
+    ``predicted_peak``: the static estimate (weights + peak live activations), 0 when none;
+    ``exact``: repeated runs read the same bytes (an allocator's counts), so one run decides.
+    """
+
+    peak: int
+    arena_held: int
+    weights: int
+    peak_activations: int
+    source: str
+    predicted_peak: int = 0
+    exact: bool = True
+
+    def __post_init__(self) -> None:
+        if self.source not in SOURCES:
+            raise ValueError(f"unknown memory source {self.source!r}")
+
+    @property
+    def predicted_error(self) -> float | None:
+        """(predicted - measured) / measured peak, or None without a prediction."""
+        if not self.predicted_peak or self.peak <= 0:
+            return None
+        return (self.predicted_peak - self.peak) / self.peak
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (``prof.to_dict()["memory"]``)."""
+        return {
+            "peak": self.peak,
+            "arena_held": self.arena_held,
+            "weights": self.weights,
+            "peak_activations": self.peak_activations,
+            "source": self.source,
+            "predicted_peak": self.predicted_peak,
+            "predicted_error": self.predicted_error,
+            "exact": self.exact,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MemoryProfile:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            peak=int(data["peak"]),
+            arena_held=int(data.get("arena_held", 0)),
+            weights=int(data.get("weights", 0)),
+            peak_activations=int(data.get("peak_activations", 0)),
+            source=str(data["source"]),
+            predicted_peak=int(data.get("predicted_peak", 0)),
+            exact=bool(data.get("exact", True)),
+        )

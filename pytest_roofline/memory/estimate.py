@@ -1,0 +1,88 @@
+"""The static memory estimate: weights plus the peak of live activations over the schedule.
+
+The schedule is the analysis' node order (topological, as onnxruntime's sequential executor
+runs the main graph).  A tensor a node writes is live from that node to its last reader; at each
+node its outputs are allocated before its inputs are freed, as an allocator must.  Graph outputs
+are counted whole beside the intermediates: onnxruntime plans the intermediates into one block
+held for the run (its memory pattern) and allocates the outputs apart, so a 3-MatMul chain held
+weights + the peak of two live intermediates + its output, to the byte.  Graph inputs are the
+caller's buffers and are left out unless asked for.  A control-flow node's body is counted as its
+outputs only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytest_roofline.analysis.types import ModelAnalysis
+
+__all__ = ["StaticMemory", "static_memory"]
+
+
+@dataclass(frozen=True)
+class StaticMemory:
+    """What the graph alone says: weight bytes, the peak of live activations and where it falls."""
+
+    weights: int
+    peak_activations: int
+    peak_node: str  # the node at whose run the live activations peak ("" for an empty graph)
+    live_after: tuple[tuple[str, int], ...]  # (node, live activation bytes at its end), in order
+
+    @property
+    def peak(self) -> int:
+        """Weights plus peak live activations."""
+        return self.weights + self.peak_activations
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready dict."""
+        return {
+            "weights": self.weights,
+            "peak_activations": self.peak_activations,
+            "peak": self.peak,
+            "peak_node": self.peak_node,
+        }
+
+
+def static_memory(analysis: ModelAnalysis, count_inputs: bool = False) -> StaticMemory:
+    """Liveness of the main graph's tensors over its topological schedule."""
+    nodes = [node for node in analysis.nodes if not node.graph]
+    tensors = analysis.tensors
+    inputs = set(analysis.input_shapes)
+    outputs = set(analysis.graph_outputs)
+
+    def size(name: str) -> int:
+        info = tensors.get(name)
+        return info.nbytes if info is not None and not info.is_weight else 0
+
+    weights = sum(
+        info.nbytes
+        for name, info in tensors.items()
+        if info.is_weight and any(name in node.inputs for node in nodes)
+    )
+    last_use: dict[str, int] = {}
+    for position, node in enumerate(nodes):
+        for tensor in node.inputs:
+            if tensor:
+                last_use[tensor] = position
+    held = sum(size(name) for name in outputs)  # outputs: allocated apart, held to the end
+    live: dict[str, int] = {}
+    if count_inputs:
+        live.update({name: size(name) for name in inputs})
+    peak, peak_node, after = sum(live.values()), "", []
+    for position, node in enumerate(nodes):
+        for tensor in node.outputs:
+            if tensor and tensor not in live and tensor not in outputs:
+                live[tensor] = size(tensor)
+        current = sum(live.values())
+        if current > peak or not peak_node:
+            peak, peak_node = max(peak, current), node.name
+        for tensor in [*node.inputs, *node.outputs]:
+            done = last_use.get(tensor, -1) <= position
+            if tensor in live and done:
+                del live[tensor]
+        after.append((node.name, sum(live.values())))
+    return StaticMemory(
+        weights=weights, peak_activations=peak + held, peak_node=peak_node, live_after=tuple(after)
+    )

@@ -1,0 +1,171 @@
+"""Memory per inference: onnxruntime's arena counters, the static estimate, the peak-RSS helper."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from pytest_roofline.analysis import analyze
+from pytest_roofline.api import profile_model
+from pytest_roofline.memory import LayerMemory, MemoryProfile
+from pytest_roofline.memory.estimate import static_memory
+from pytest_roofline.memory.trace import has_memory_fields, trace_memory
+from pytest_roofline.profile import ModelProfile
+
+DATA = Path("/work/shared/data/onnxruntime-1.32-cpu")
+CUDA_DATA = Path("/work/shared/data/onnxruntime-1.31-cuda-h200")
+WIDTH, ROWS = 256, 64
+ACTIVATION = WIDTH * ROWS * 4  # one fp32 intermediate of the chain
+WEIGHT = WIDTH * WIDTH * 4
+
+
+def matmul_chain(keep_alive: bool = False) -> onnx.ModelProto:
+    """MatMul-Relu-MatMul-Relu-MatMul sharing one 256x256 weight; ``keep_alive`` also outputs the
+    first MatMul's result, so it lives to the end instead of being freed after ``relu1``."""
+    weight = numpy_helper.from_array(np.random.default_rng(0).random((WIDTH, WIDTH), np.float32), "W")
+    nodes = [
+        helper.make_node("MatMul", ["x", "W"], ["a"], name="mm1"),
+        helper.make_node("Relu", ["a"], ["b"], name="relu1"),
+        helper.make_node("MatMul", ["b", "W"], ["c"], name="mm2"),
+        helper.make_node("Relu", ["c"], ["d"], name="relu2"),
+        helper.make_node("MatMul", ["d", "W"], ["y"], name="mm3"),
+    ]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [ROWS, WIDTH])]
+    if keep_alive:
+        outputs.append(helper.make_tensor_value_info("a", TensorProto.FLOAT, [ROWS, WIDTH]))
+    graph = helper.make_graph(
+        nodes,
+        "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [ROWS, WIDTH])],
+        outputs,
+        [weight],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _profile(model: onnx.ModelProto, tmp_path: Path, name: str, **options: str) -> ModelProfile:
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(model, path)
+    return profile_model(path, sessions=1, rounds=2, profile_iterations=3, options=options or None)
+
+
+@pytest.fixture(scope="module")
+def chain_profiles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ModelProfile]:
+    tmp = tmp_path_factory.mktemp("chain")
+    return {
+        "plain": _profile(matmul_chain(), tmp, "plain"),
+        "again": _profile(matmul_chain(), tmp, "again"),
+        "one_thread": _profile(matmul_chain(), tmp, "one", intra_op_threads="1"),
+        "keep": _profile(matmul_chain(keep_alive=True), tmp, "keep"),
+    }
+
+
+def test_onnxruntime_memory_reads_the_arena_exactly(chain_profiles: dict[str, ModelProfile]) -> None:
+    memory = chain_profiles["plain"].memory
+    assert memory is not None and memory.source == "onnxruntime profiler" and memory.exact
+    assert memory.weights == WEIGHT  # the one initializer, held in the same arena
+    # two intermediates planned into one block for the run, and the output beside it
+    assert memory.peak == WEIGHT + 3 * ACTIVATION
+    assert memory.peak_activations == 3 * ACTIVATION
+    assert memory.arena_held >= memory.peak
+    assert memory.predicted_peak == memory.peak  # the static estimate, to the byte on this chain
+
+
+def test_repeated_sessions_and_threads_read_the_same_bytes(chain_profiles: dict[str, ModelProfile]) -> None:
+    plain, again, one = (chain_profiles[k] for k in ("plain", "again", "one_thread"))
+    assert plain.memory == again.memory == one.memory
+    layers = [{la.name: la.memory for la in prof.layers} for prof in (plain, again, one)]
+    assert layers[0] == layers[1] == layers[2]
+
+
+def test_per_layer_memory_names_the_buffer_kept_alive(chain_profiles: dict[str, ModelProfile]) -> None:
+    plain, keep = chain_profiles["plain"], chain_profiles["keep"]
+    assert plain.memory is not None and keep.memory is not None
+    assert keep.memory.peak - plain.memory.peak == ACTIVATION
+    # the first run allocates node by node: mm1 writes ``a``; relu1 frees it in the plain chain
+    assert plain.layer("mm1").memory == LayerMemory(allocated=ACTIVATION, live=WEIGHT + ACTIVATION)
+    assert plain.layer("relu1").memory == LayerMemory(allocated=0, live=WEIGHT + ACTIVATION)
+    grew = {
+        la.name: keep.layer(la.name).memory.allocated - la.memory.allocated  # type: ignore[union-attr]
+        for la in plain.layers
+        if la.memory is not None
+    }
+    assert max(grew, key=lambda name: grew[name]) == "relu1" and grew["relu1"] == ACTIVATION
+
+
+def test_memory_round_trips_through_json(chain_profiles: dict[str, ModelProfile]) -> None:
+    prof = chain_profiles["plain"]
+    data = json.loads(json.dumps(prof.to_dict()))
+    assert data["memory"]["peak"] == WEIGHT + 3 * ACTIVATION
+    assert data["layers"][0]["memory"] == {"allocated": ACTIVATION, "live": WEIGHT + ACTIVATION}
+    back = ModelProfile.from_dict(data)
+    assert back.memory == prof.memory
+    assert [la.memory for la in back.layers] == [la.memory for la in prof.layers]
+
+
+def test_recorded_onnxruntime_132_cpu_trace_has_the_fields() -> None:
+    from pytest_roofline.backends.onnxruntime.attribution import load_trace
+
+    events = load_trace(str(next(DATA.glob("prof_all_*.json"))))
+    measured = trace_memory(events)
+    assert measured is not None
+    memory, layers = measured
+    first = next(e for e in events if str(e.get("name", "")).endswith("_kernel_time"))
+    args = first["args"]
+    assert memory.weights == int(args["mem_bytes_in_use"]) - int(args["mem_in_use_delta"])
+    in_use = [int(e["args"]["mem_bytes_in_use"]) for e in events if "mem_bytes_in_use" in e.get("args", {})]
+    assert memory.peak == max(in_use)
+    assert set(layers) >= {"r1_nchwc", "c2_nchwc", "MatMul_7/MatMulAddFusion"}
+
+
+def test_recorded_cuda_trace_reads_the_cuda_arena() -> None:
+    from pytest_roofline.backends.onnxruntime.attribution import load_trace
+
+    events = load_trace(str(CUDA_DATA / "ort-cuda-resnet50_b1.json"))
+    assert has_memory_fields(events)
+    measured = trace_memory(events)
+    assert measured is not None
+    memory, layers = measured
+    assert memory.source == "onnxruntime profiler (CUDA arena)"
+    assert memory.weights >= 25_557_032 * 4  # torchvision ResNet-50's parameters, fp32, on the device
+    assert memory.weights < memory.peak <= memory.arena_held
+    assert "/conv1/Conv" in layers and layers["/conv1/Conv"].allocated == 3_211_264  # 64x112x112 fp32
+
+
+def test_a_trace_without_the_counters_has_no_memory() -> None:
+    events = [{"cat": "Node", "name": "n_kernel_time", "ts": 1, "args": {"op_name": "Relu"}}]
+    assert not has_memory_fields(events) and trace_memory(events) is None
+
+
+def test_static_estimate_liveness_frees_after_the_last_reader() -> None:
+    plain = static_memory(analyze(matmul_chain()))
+    keep = static_memory(analyze(matmul_chain(keep_alive=True)))
+    assert plain.weights == WEIGHT
+    assert plain.peak_activations == 3 * ACTIVATION  # two live intermediates + the output
+    assert keep.peak_activations - plain.peak_activations == ACTIVATION
+    assert plain.peak_node == "relu1"  # a and b live at once
+    with_inputs = static_memory(analyze(matmul_chain()), count_inputs=True)
+    assert with_inputs.peak_node == "mm1"  # the caller's x beside a, freed after its last reader
+    assert with_inputs.peak_activations == plain.peak_activations
+
+
+def test_memory_profile_refuses_an_unknown_source() -> None:
+    with pytest.raises(ValueError, match="unknown memory source"):
+        MemoryProfile(peak=1, arena_held=0, weights=0, peak_activations=1, source="guess")
+
+
+def test_openvino_memory_from_the_helpers_peak_rss(tmp_path: Path) -> None:
+    pytest.importorskip("openvino")
+    from pytest_roofline.memory.rss import peak_rss_memory
+
+    path = tmp_path / "chain.onnx"
+    onnx.save(matmul_chain(), path)
+    inputs = {"x": np.ones((ROWS, WIDTH), np.float32)}
+    memory = peak_rss_memory(str(path), "openvino", {}, inputs, None, {}, weights=WEIGHT)
+    assert memory.source == "peak RSS" and not memory.exact
+    assert memory.peak > 0 and memory.peak_activations == max(memory.peak - WEIGHT, 0)
