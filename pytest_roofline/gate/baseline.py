@@ -16,6 +16,7 @@ from typing import Any
 
 from pytest_roofline.gate.conditions import Conditions, settings_of
 from pytest_roofline.gate.identity import RunIdentity
+from pytest_roofline.memory import MemoryRecord
 from pytest_roofline.schema import (
     BASELINE_FILE,
     SchemaError,
@@ -262,6 +263,9 @@ class BaselineEntry:
     structure: dict[str, Any] | None = field(default=None, hash=False)
     configured: FigureRecord | None = None  # the configured threads' figure beside a one-thread one
     identity: RunIdentity | None = None  # what ran (optional block: entries before it have none)
+    memory: MemoryRecord | None = (
+        None  # one inference's memory (optional block: where the backend reports it)
+    )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -289,6 +293,7 @@ class BaselineEntry:
             "structure": self.structure,
             "configured": self.configured.to_dict() if self.configured else None,
             "identity": self.identity.to_dict() if self.identity else None,
+            **({"memory": self.memory.to_dict()} if self.memory is not None else {}),
         }
 
     @classmethod
@@ -339,6 +344,7 @@ class BaselineEntry:
             structure=dict(structure) if structure is not None else None,
             configured=FigureRecord.from_dict(as_mapping(configured, "'configured'")) if configured else None,
             identity=RunIdentity.from_dict(as_mapping(identity, "'identity'")) if identity else None,
+            memory=MemoryRecord.from_dict(data["memory"]) if data.get("memory") is not None else None,
         )
 
     def history_point(self) -> HistoryPoint:

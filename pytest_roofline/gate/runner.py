@@ -231,6 +231,7 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
         baseline_control_p25=_timing_control_p25(comparable),
         load=timing_run.load,
     )
+    extra.extend(_memory_verdicts(request, profile, current))
     summary = _summary(prepared, layer_run)
     change = None
     if not differences and (comparable is not None or request.reference is not None) and summary is not None:
@@ -269,7 +270,40 @@ def _timed_unchanged(request: GateRequest, timed: Verdict, way: Route) -> tuple[
     ratio = timed.ratio if timed.ratio is not None and math.isfinite(timed.ratio) else None
     raw = {"baseline": timed.baseline, "current": timed.current, "drift": ratio}
     verdict, extra = unchanged_verdict(request.metrics, request.tolerance, raw, way.reasons)
-    return verdict, list(extra)
+    return verdict, [*extra, *_memory_unchanged(request, way)]
+
+
+def _memory_verdicts(request: GateRequest, profile: ModelProfile, current: Conditions) -> list[Verdict]:
+    """The memory verdict beside latency (gate.memory): on whenever the backend reports memory.
+
+    Decided against the stored baseline's memory on one run, in paired mode too (the timings are
+    paired; the bytes need no pairing)."""
+    from pytest_roofline.gate.judge import incomparable
+    from pytest_roofline.gate.memory import MemoryTolerance, memory_verdict
+
+    tolerance = request.memory_tolerance or MemoryTolerance()
+    explicit = "memory" in request.metrics
+    baseline = request.baseline
+    differences = baseline.conditions.differences(current) if baseline is not None else []
+    verdict = memory_verdict(profile, baseline.memory if baseline else None, tolerance, explicit)
+    if verdict is None:
+        return []
+    if differences and verdict.status != "new":
+        verdict = dataclasses.replace(
+            incomparable(differences, [verdict.current], tolerance.share), metric="memory"
+        )
+    return [verdict]
+
+
+def _memory_unchanged(request: GateRequest, way: Route) -> list[Verdict]:
+    """Nothing that runs changed: the memory verdict is ``unchanged`` too, nothing measured."""
+    from pytest_roofline.gate.order import unchanged_verdict
+
+    baseline = request.baseline
+    if baseline is None or baseline.memory is None or "memory" in request.metrics:
+        return []  # none kept, or unchanged_verdict gave it already
+    raw: dict[str, float | None] = {"current": float(baseline.memory.memory.peak)}
+    return list(unchanged_verdict(("memory",), request.tolerance, raw, way.reasons)[1])
 
 
 def _routed(verdict: Verdict, way: Route, other_device: str | None, device_class: str) -> Verdict:
@@ -306,6 +340,7 @@ def _unchanged(request: GateRequest, prepared: PreparedModel, layer_run: LayerRu
     profile = assemble(prepared, layer_run, latency, {"gate": {"mode": "identity", "drift": drift}})
     verdict, extra = unchanged_verdict(request.metrics, request.tolerance, raw, way.reasons)
     history = (*baseline.history, baseline.history_point())
+    extra = (*extra, *_memory_unchanged(request, way))
     return GateOutcome(profile, verdict, extra, None, history, None)
 
 
@@ -456,6 +491,7 @@ def _entry(
         LayerRecord,
     )
     from pytest_roofline.gate.identity import graph_hash
+    from pytest_roofline.gate.memory import memory_record
     from pytest_roofline.stamp import now
 
     lat = profile.latency
@@ -504,4 +540,5 @@ def _entry(
             else None
         ),
         identity=dataclasses.replace(identity, graph=graph) if identity is not None else None,
+        memory=memory_record(profile),
     )

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["LayerMemory", "MemoryProfile", "SOURCES"]
+__all__ = ["SOURCES", "LayerMemory", "MemoryProfile", "MemoryRecord"]
 
 #: Where a :class:`MemoryProfile`'s figures come from.
 SOURCES = {
@@ -103,3 +103,47 @@ class MemoryProfile:
             predicted_peak=int(data.get("predicted_peak", 0)),
             exact=bool(data.get("exact", True)),
         )
+
+
+@dataclass(frozen=True)
+class MemoryRecord:
+    """The memory a baseline entry keeps: the model's figures and each layer's, by layer name."""
+
+    memory: MemoryProfile
+    layers: dict[str, LayerMemory]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (a baseline entry's optional ``memory`` block)."""
+        return {**self.memory.to_dict(), "layers": {k: v.to_dict() for k, v in sorted(self.layers.items())}}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> MemoryRecord:
+        """Strict inverse of :meth:`to_dict`.
+
+        Raises:
+            SchemaError: a missing, negative or ill-typed figure, or an unknown source.
+        """
+        from pytest_roofline.schema import SchemaError, as_mapping, read_int, read_mapping, read_str
+
+        block = as_mapping(data, "'memory'")
+        source = read_str(block, "source")
+        if source not in SOURCES:
+            raise SchemaError(f"'memory': unknown source {source!r}")
+        layers = read_mapping(block, "layers", {})
+        memory = MemoryProfile(
+            peak=read_int(block, "peak"),
+            arena_held=read_int(block, "arena_held"),
+            weights=read_int(block, "weights"),
+            peak_activations=read_int(block, "peak_activations"),
+            source=source,
+            predicted_peak=read_int(block, "predicted_peak"),
+            exact=bool(block.get("exact", True)),
+        )
+        per_layer = {}
+        for name in layers:
+            layer = as_mapping(layers[name], f"'memory' layer {name!r}")
+            allocated = layer.get("allocated")
+            if not isinstance(allocated, int) or isinstance(allocated, bool):
+                raise SchemaError(f"'memory' layer {name!r}: 'allocated' must be an integer")
+            per_layer[str(name)] = LayerMemory(allocated=allocated, live=read_int(layer, "live"))
+        return cls(memory=memory, layers=per_layer)
