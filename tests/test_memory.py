@@ -169,3 +169,23 @@ def test_openvino_memory_from_the_helpers_peak_rss(tmp_path: Path) -> None:
     memory = peak_rss_memory(str(path), "openvino", {}, inputs, None, {}, weights=WEIGHT)
     assert memory.source == "peak RSS" and not memory.exact
     assert memory.peak > 0 and memory.peak_activations == max(memory.peak - WEIGHT, 0)
+
+
+def test_roofline_diff_names_the_buffer_now_kept_alive(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_roofline.cli import main
+
+    onnx.save(matmul_chain(), tmp_path / "old.onnx")
+    onnx.save(matmul_chain(keep_alive=True), tmp_path / "new.onnx")
+    old, new = str(tmp_path / "old.onnx"), str(tmp_path / "new.onnx")
+    assert main(["diff", old, new, "--format", "json", "--quiet"]) == 0
+    memory = json.loads(capsys.readouterr().out)["memory"]
+    assert memory["peak_change"] == ACTIVATION
+    assert memory["kept_alive"] == [
+        {"tensor": "a", "producer": "mm1", "last_reader": None, "bytes": ACTIVATION, "shape": [ROWS, WIDTH]}
+    ]
+    assert main(["diff", old, new, "--quiet"]) == 0
+    assert "+65.5 kB at mm1: a 64x256 buffer now kept alive to the end" in capsys.readouterr().out
+    assert main(["diff", old, old, "--format", "json", "--quiet"]) == 0
+    assert json.loads(capsys.readouterr().out)["memory"]["kept_alive"] == []

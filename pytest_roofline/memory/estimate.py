@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pytest_roofline.analysis.types import ModelAnalysis
 
-__all__ = ["StaticMemory", "static_memory"]
+__all__ = ["Lifetime", "StaticMemory", "lifetimes", "static_memory"]
 
 
 @dataclass(frozen=True)
@@ -86,3 +86,35 @@ def static_memory(analysis: ModelAnalysis, count_inputs: bool = False) -> Static
     return StaticMemory(
         weights=weights, peak_activations=peak + held, peak_node=peak_node, live_after=tuple(after)
     )
+
+
+@dataclass(frozen=True)
+class Lifetime:
+    """One activation's life over the schedule: the node writing it, its last reader, its bytes."""
+
+    tensor: str
+    producer: str
+    last_reader: str  # "" for a graph output: live to the end of the run
+    end: int  # position of the last reader in the schedule (len(schedule) for a graph output)
+    bytes: int
+    shape: tuple[int, ...]
+
+
+def lifetimes(analysis: ModelAnalysis) -> dict[str, Lifetime]:
+    """The activations the main graph's nodes write, with how long each stays live."""
+    nodes = [node for node in analysis.nodes if not node.graph]
+    outputs = set(analysis.graph_outputs)
+    last: dict[str, tuple[int, str]] = {}
+    for position, node in enumerate(nodes):
+        for tensor in node.inputs:
+            if tensor:
+                last[tensor] = (position, node.name)
+    found: dict[str, Lifetime] = {}
+    for position, node in enumerate(nodes):
+        for tensor in node.outputs:
+            info = analysis.tensors.get(tensor)
+            if not tensor or info is None or info.is_weight:
+                continue
+            end, reader = (len(nodes), "") if tensor in outputs else last.get(tensor, (position, node.name))
+            found[tensor] = Lifetime(tensor, node.name, reader, end, info.nbytes, info.shape)
+    return found
