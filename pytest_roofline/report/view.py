@@ -14,13 +14,14 @@ from pytest_roofline.fmt import is_finite
 
 if TYPE_CHECKING:
     from pytest_roofline.gate.verdict import LayerDelta, Verdict
-    from pytest_roofline.profile import Layer
+    from pytest_roofline.profile import Layer, ModelProfile
     from pytest_roofline.results import ProfileRecord, RunResults
 
 __all__ = [
     "FLOP_CONVENTION",
     "accepted_message",
     "layer_headroom",
+    "peak_memory",
     "result_label",
     "status_word",
     "sweeps",
@@ -29,6 +30,13 @@ __all__ = [
 ]
 
 FLOP_CONVENTION = "FLOPs count 2 per multiply-accumulate (MAC); MACs are reported alongside."
+
+
+def peak_memory(prof: ModelProfile) -> str:
+    """One inference's peak memory (the backend's figure), ``-`` where it reports none."""
+    from pytest_roofline.fmt import fmt_bytes
+
+    return fmt_bytes(prof.memory.peak) if prof.memory is not None else "-"
 
 
 def status_word(record: ProfileRecord) -> str:
