@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 from _report_data import model_profile, result, results_of, run_results
 
+from pytest_roofline.history.points import HistoryPoint
 from pytest_roofline.memory import LayerMemory, MemoryProfile
 from pytest_roofline.profile import ModelProfile
 from pytest_roofline.report import csv as csv_report
 from pytest_roofline.report import markdown
 from pytest_roofline.report.terminal import summary_lines
 from pytest_roofline.results import RunResults, load_results
-from pytest_roofline.schema import RESULTS_SCHEMA
+from pytest_roofline.schema import RESULTS_SCHEMA, SchemaError
 
 WEIGHTS = 4_000_000
 
@@ -125,7 +126,43 @@ def test_html_timeline_in_headless_chromium(results: RunResults, tmp_path: Path)
         heights = [bars.nth(i).bounding_box()["height"] for i in range(bars.count())]  # type: ignore[index]
         tallest = max(range(len(heights)), key=lambda i: heights[i])
         assert names[tallest] == max(layers, key=lambda la: la.memory.live).name  # type: ignore[union-attr]
-        assert tab.locator("section#r0 svg.memory-timeline line.peak").is_visible()
+        peak = tab.locator("section#r0 svg.memory-timeline line.peak")
+        assert peak.count() == 1 and peak.get_attribute("y1") == bars.nth(tallest).get_attribute("y")
         figures = tab.locator("section#r0 .memory-figures").inner_text()
         assert "source: onnxruntime profiler" in figures and "static estimate" in figures
         assert "-5.0%" in figures
+
+
+def _point(index: int, peak: int, layers: dict[str, int]) -> HistoryPoint:
+    return HistoryPoint(
+        id=f"p{index}",
+        test="t",
+        key="k",
+        device_class="cpu",
+        conditions="c",
+        commit=f"{index:07x}",
+        time=f"2026-11-{10 + index:02d}T10:00:00+00:00",
+        value=1.0 + 0.01 * (index % 2),
+        memory=peak,
+        layer_memory=layers,
+    )
+
+
+def test_history_points_keep_memory_and_its_steps_are_found_with_the_layer() -> None:
+    from pytest_roofline.history.changepoints import find_changes
+
+    steady = {"mm1": 65_536, "relu1": 0}
+    kept = {"mm1": 65_536, "relu1": 65_536}
+    points = [_point(i, 458_752, steady) for i in range(4)] + [_point(i, 524_288, kept) for i in range(4, 7)]
+    back = HistoryPoint.from_dict(json.loads(json.dumps(points[0].to_dict())))
+    assert back.memory == 458_752 and back.layer_memory == steady
+    assert "memory" not in dataclasses.replace(points[0], memory=None).to_dict()  # older points unchanged
+    with pytest.raises(SchemaError, match="layer_memory"):
+        HistoryPoint.from_dict({**points[0].to_dict(), "layer_memory": {"mm1": 1.5}})
+    found = find_changes(points, layers=False)
+    assert [(c.commit, c.before, c.after) for c in found.memory_changes] == [
+        (points[4].commit, 458_752, 524_288)
+    ]
+    assert [move.name for move in found.memory_changes[0].layers] == ["relu1"]
+    same = find_changes(points[:4], layers=False)
+    assert same.memory_changes == ()

@@ -195,7 +195,10 @@ def _memory_view(profile: ModelProfile) -> dict[str, Any] | None:
     if memory is None:
         return None
     layers = [la for la in profile.layers if la.memory is not None]
-    top = max([memory.peak, *(la.memory.live for la in layers if la.memory is not None)], default=0) or 1
+    # 5 % headroom above the highest figure, so that the peak's line is drawn inside the box
+    top = (
+        1.05 * max([memory.peak, *(la.memory.live for la in layers if la.memory is not None)], default=0) or 1
+    )
     width = TIMELINE_WIDTH / max(len(layers), 1)
     bars = []
     for position, la in enumerate(layers):
