@@ -2,7 +2,8 @@
 
 The schedule is the analysis' node order (topological, as onnxruntime's sequential executor
 runs the main graph).  A tensor a node writes is live from that node to its last reader; at each
-node its outputs are allocated before its inputs are freed, as an allocator must.  Graph outputs
+node its outputs are allocated before its inputs are freed, as an allocator must; views share their
+input's buffer and elementwise ops may write in place (:func:`static_memory`).  Graph outputs
 are counted whole beside the intermediates: onnxruntime plans the intermediates into one block
 held for the run (its memory pattern) and allocates the outputs apart, so a 3-MatMul chain held
 weights + the peak of two live intermediates + its output, to the byte.  Graph inputs are the
@@ -46,7 +47,16 @@ class StaticMemory:
 
 
 def static_memory(analysis: ModelAnalysis, count_inputs: bool = False) -> StaticMemory:
-    """Liveness of the main graph's tensors over its topological schedule."""
+    """Liveness of the main graph's tensors over its topological schedule.
+
+    Buffers, as onnxruntime's allocation planner hands them out: a view (Reshape, Flatten,
+    Squeeze, Unsqueeze, Identity) writes into its input's buffer; an elementwise op writes into
+    the buffer of an input it is the last reader of when that buffer is large enough (in place);
+    any other output gets a new buffer, freed when the last tensor in it is read for the last time.
+    """
+    from pytest_roofline.analysis.costs import ELEMENTWISE_FLOPS
+    from pytest_roofline.analysis.views import ALIAS_OPS
+
     nodes = [node for node in analysis.nodes if not node.graph]
     tensors = analysis.tensors
     inputs = set(analysis.input_shapes)
@@ -67,22 +77,40 @@ def static_memory(analysis: ModelAnalysis, count_inputs: bool = False) -> Static
             if tensor:
                 last_use[tensor] = position
     held = sum(size(name) for name in outputs)  # outputs: allocated apart, held to the end
-    live: dict[str, int] = {}
+    buffer_of: dict[str, str] = {}  # live tensor -> the buffer holding it (named by its first tensor)
+    buffers: dict[str, int] = {}  # live buffer -> bytes
     if count_inputs:
-        live.update({name: size(name) for name in inputs})
-    peak, peak_node, after = sum(live.values()), "", []
+        for name in inputs:
+            buffer_of[name], buffers[name] = name, size(name)
+    peak, peak_node, after = sum(buffers.values()), "", []
     for position, node in enumerate(nodes):
         for tensor in node.outputs:
-            if tensor and tensor not in live and tensor not in outputs:
-                live[tensor] = size(tensor)
-        current = sum(live.values())
+            if not tensor or tensor in buffer_of or tensor in outputs:
+                continue
+            need = size(tensor)
+            reuse = None
+            if node.op_type in ALIAS_OPS and node.inputs and node.inputs[0] in buffer_of:
+                reuse = buffer_of[node.inputs[0]]
+            elif node.op_type in ELEMENTWISE_FLOPS:
+                for source in node.inputs:
+                    bid = buffer_of.get(source)
+                    sharing = [t for t, b in buffer_of.items() if b == bid and last_use.get(t, -1) > position]
+                    if bid is not None and not sharing and buffers[bid] >= need and source not in inputs:
+                        reuse = bid
+                        break
+            if reuse is None:
+                buffer_of[tensor], buffers[tensor] = tensor, need
+            else:
+                buffer_of[tensor] = reuse
+        current = sum(buffers.values())
         if current > peak or not peak_node:
             peak, peak_node = max(peak, current), node.name
         for tensor in [*node.inputs, *node.outputs]:
-            done = last_use.get(tensor, -1) <= position
-            if tensor in live and done:
-                del live[tensor]
-        after.append((node.name, sum(live.values())))
+            if tensor in buffer_of and last_use.get(tensor, -1) <= position:
+                bid = buffer_of.pop(tensor)
+                if bid not in buffer_of.values():
+                    del buffers[bid]
+        after.append((node.name, sum(buffers.values())))
     return StaticMemory(
         weights=weights, peak_activations=peak + held, peak_node=peak_node, live_after=tuple(after)
     )
