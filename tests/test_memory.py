@@ -74,6 +74,7 @@ def test_onnxruntime_memory_reads_the_arena_exactly(chain_profiles: dict[str, Mo
     assert memory.peak_activations == 3 * ACTIVATION
     assert memory.arena_held >= memory.peak
     assert memory.predicted_peak == memory.peak  # the static estimate, to the byte on this chain
+    assert memory.requested_peak == memory.peak  # 64 KiB tensors: nothing for the arena to round
 
 
 def test_repeated_sessions_and_threads_read_the_same_bytes(chain_profiles: dict[str, ModelProfile]) -> None:
@@ -114,12 +115,18 @@ def test_recorded_onnxruntime_132_cpu_trace_has_the_fields() -> None:
     events = load_trace(str(next(DATA.glob("prof_all_*.json"))))
     measured = trace_memory(events)
     assert measured is not None
-    memory, layers = measured
+    memory, layers, _ = measured
     first = next(e for e in events if str(e.get("name", "")).endswith("_kernel_time"))
     args = first["args"]
     assert memory.weights == int(args["mem_bytes_in_use"]) - int(args["mem_in_use_delta"])
     in_use = [int(e["args"]["mem_bytes_in_use"]) for e in events if "mem_bytes_in_use" in e.get("args", {})]
     assert memory.peak == max(in_use)
+    asked = [
+        int(e["args"]["mem_bytes_requested_in_use"])
+        for e in events
+        if "mem_bytes_in_use" in e.get("args", {})
+    ]
+    assert memory.requested_peak == max(asked) <= memory.peak  # the arena rounds requests up
     assert set(layers) >= {"r1_nchwc", "c2_nchwc", "MatMul_7/MatMulAddFusion"}
 
 
@@ -130,7 +137,7 @@ def test_recorded_cuda_trace_reads_the_cuda_arena() -> None:
     assert has_memory_fields(events)
     measured = trace_memory(events)
     assert measured is not None
-    memory, layers = measured
+    memory, layers, _ = measured
     assert memory.source == "onnxruntime profiler (CUDA arena)"
     assert memory.weights >= 25_557_032 * 4  # torchvision ResNet-50's parameters, fp32, on the device
     assert memory.weights < memory.peak <= memory.arena_held

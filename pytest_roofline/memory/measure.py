@@ -22,11 +22,12 @@ def profiled_memory(
     """The memory of one inference (None where the backend's trace reports none) and per kernel.
 
     The measured peak carries the static estimate as ``predicted_peak``: the weights the backend
-    holds (measured) plus the peak of live activations over the graph's schedule.
+    holds (the bytes requested before the first node, measured) plus the peak of live activations
+    over the graph's schedule; it is compared with the requested peak (no allocator rounding).
     """
     measured = trace_memory(kernels.trace_events) if kernels.trace_events else None
     if measured is None:
         return None, {}
-    memory, layers = measured
+    memory, layers, asked_before = measured
     static = static_memory(analysis)
-    return replace(memory, predicted_peak=memory.weights + static.peak_activations), layers
+    return replace(memory, predicted_peak=asked_before + static.peak_activations), layers

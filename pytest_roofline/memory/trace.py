@@ -12,6 +12,8 @@ reads ``delta`` 0 but the outputs'.  So:
 * ``weights``: bytes in use before the first run's first node;
 * ``peak``: the most bytes in use at a node's end over the profiled runs (scratch a kernel frees
   inside its own run is not seen), or the high-water mark where a run raised it;
+* ``requested_peak``: the most of ``mem_bytes_requested_in_use`` (what tensors asked for, before
+  the arena's rounding to its bins);
 * per layer, from the first run (the one that allocates node by node): its ``delta`` and the bytes
   in use at its end.
 
@@ -78,8 +80,11 @@ def _run_of(events: Sequence[dict[str, Any]], nodes: list[dict[str, Any]]) -> li
     return [max(bisect.bisect_right(starts, float(e.get("ts", 0))) - 1, 0) for e in nodes]
 
 
-def trace_memory(events: Sequence[dict[str, Any]]) -> tuple[MemoryProfile, dict[str, LayerMemory]] | None:
-    """The memory of one inference and of each kernel (by its trace name), or None without fields."""
+def trace_memory(
+    events: Sequence[dict[str, Any]],
+) -> tuple[MemoryProfile, dict[str, LayerMemory], int] | None:
+    """The memory of one inference, of each kernel (by its trace name) and the bytes requested
+    before the first node (the weights, unrounded), or None without the fields."""
     nodes = _node_events(events)
     if not nodes:
         return None
@@ -89,6 +94,10 @@ def trace_memory(events: Sequence[dict[str, Any]]) -> tuple[MemoryProfile, dict[
         int(_field(first, "mem_bytes_in_use") or 0) - int(_field(first, "mem_in_use_delta") or 0), 0
     )
     peak = max(int(_field(e, "mem_bytes_in_use") or 0) for e in nodes)
+    requested = max(int(_field(e, "mem_bytes_requested_in_use") or 0) for e in nodes)
+    asked_before = int(_field(first, "mem_bytes_requested_in_use") or 0) - int(
+        _field(first, "mem_requested_in_use_delta") or 0
+    )
     mark = int(_field(first, "mem_in_use_peak") or 0)  # the high-water mark the session came in with
     for event in nodes[1:]:
         current = int(_field(event, "mem_in_use_peak") or 0)
@@ -108,5 +117,6 @@ def trace_memory(events: Sequence[dict[str, Any]]) -> tuple[MemoryProfile, dict[
         weights=weights,
         peak_activations=max(peak - weights, 0),
         source="onnxruntime profiler (CUDA arena)" if _on_cuda(nodes) else "onnxruntime profiler",
+        requested_peak=requested,
     )
-    return memory, layers
+    return memory, layers, max(asked_before, 0)
