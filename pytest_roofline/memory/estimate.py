@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pytest_roofline.analysis.types import ModelAnalysis
 
-__all__ = ["Lifetime", "StaticMemory", "lifetimes", "static_memory"]
+__all__ = ["Lifetime", "StaticMemory", "constant_tensors", "lifetimes", "static_memory"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,16 @@ class StaticMemory:
         }
 
 
+def constant_tensors(analysis: ModelAnalysis) -> set[str]:
+    """Weights, and what nodes compute from weights alone (folded at load time, as onnxruntime's
+    constant folding does: T5's tied embedding transposed for its LM head, 33 MB, is no activation)."""
+    constant = {name for name, info in analysis.tensors.items() if info.is_weight}
+    for node in analysis.nodes:
+        if not node.graph and node.inputs and all(not t or t in constant for t in node.inputs):
+            constant.update(t for t in node.outputs if t)
+    return constant
+
+
 def static_memory(analysis: ModelAnalysis, count_inputs: bool = False) -> StaticMemory:
     """Liveness of the main graph's tensors over its topological schedule.
 
@@ -61,10 +71,11 @@ def static_memory(analysis: ModelAnalysis, count_inputs: bool = False) -> Static
     tensors = analysis.tensors
     inputs = set(analysis.input_shapes)
     outputs = set(analysis.graph_outputs)
+    constant = constant_tensors(analysis)
 
     def size(name: str) -> int:
         info = tensors.get(name)
-        return info.nbytes if info is not None and not info.is_weight else 0
+        return info.nbytes if info is not None and name not in constant else 0
 
     weights = sum(
         info.nbytes
@@ -138,10 +149,11 @@ def lifetimes(analysis: ModelAnalysis) -> dict[str, Lifetime]:
             if tensor:
                 last[tensor] = (position, node.name)
     found: dict[str, Lifetime] = {}
+    constant = constant_tensors(analysis)
     for position, node in enumerate(nodes):
         for tensor in node.outputs:
             info = analysis.tensors.get(tensor)
-            if not tensor or info is None or info.is_weight:
+            if not tensor or info is None or tensor in constant:
                 continue
             end, reader = (len(nodes), "") if tensor in outputs else last.get(tensor, (position, node.name))
             found[tensor] = Lifetime(tensor, node.name, reader, end, info.nbytes, info.shape)
