@@ -196,3 +196,21 @@ def test_byte_counts_parse_with_binary_multiples():
     assert parse_byte_count("2GiB") == 2 << 30
     with pytest.raises(Exception, match="expected bytes"):
         parse_byte_count("lots")
+
+
+def test_openvino_memory_metric_reads_the_helpers_peak_rss(project):
+    """OpenVINO's profile has no allocator counters: asked for, the memory comes from peak RSS."""
+    pytest.importorskip("openvino")
+    project.makepyfile(
+        test_perf=(
+            "import pytest\n"
+            "@pytest.mark.roofline(metrics=['latency', 'memory'])\n"
+            f"def test_mm(model_profile):\n    model_profile('mm.onnx', batch_size={BATCH})\n"
+        )
+    )
+    first = project.runpytest("--roofline-backend", "openvino", "--roofline-report", "r.json")
+    first.assert_outcomes(passed=1)
+    verdict = _memory_verdict(project.path / "r.json")
+    assert verdict["status"] == "new", verdict
+    memory = json.loads((project.path / "r.json").read_text())["results"][0]["profile"]["memory"]
+    assert memory["source"] == "peak RSS" and not memory["exact"] and memory["peak"] > 0
