@@ -199,3 +199,12 @@ def test_roofline_diff_names_the_buffer_now_kept_alive(
     assert "+65.5 kB at mm1: a 64x256 buffer now kept alive to the end" in capsys.readouterr().out
     assert main(["diff", old, old, "--format", "json", "--quiet"]) == 0
     assert json.loads(capsys.readouterr().out)["memory"]["kept_alive"] == []
+
+
+def test_the_profile_table_shows_predicted_beside_measured(chain_profiles: dict[str, ModelProfile]) -> None:
+    from pytest_roofline.report.tables import profile_table
+
+    line = next(x for x in profile_table(chain_profiles["plain"]).splitlines() if x.startswith("memory:"))
+    peak = f"{(WEIGHT + 3 * ACTIVATION) / 1000:.3g} kB"
+    assert line.startswith(f"memory: peak {peak} (weights {WEIGHT / 1000:.3g} kB, activations")
+    assert f"static estimate {peak} (+0.0 %); from the onnxruntime profiler" in line
