@@ -214,3 +214,24 @@ def test_openvino_memory_metric_reads_the_helpers_peak_rss(project):
     assert verdict["status"] == "new", verdict
     memory = json.loads((project.path / "r.json").read_text())["results"][0]["profile"]["memory"]
     assert memory["source"] == "peak RSS" and not memory["exact"] and memory["peak"] > 0
+
+
+def test_a_baseline_recorded_before_memory_is_no_missing_baseline(project):
+    project.runpytest(*ORT).assert_outcomes(passed=1)
+    path = project.path / ".roofline" / "test_perf.json"
+    stored = json.loads(path.read_text())
+    for entry in stored["entries"].values():
+        del entry["memory"]  # as written before memory was measured
+    path.write_text(json.dumps(stored))
+    strict = project.runpytest(
+        *ORT,
+        "--roofline-retime",
+        "--roofline-tolerance",
+        "90",
+        "--roofline-strict",
+        "--roofline-report",
+        "r.json",
+    )
+    strict.assert_outcomes(passed=1)
+    verdict = _memory_verdict(project.path / "r.json")
+    assert verdict["status"] == "not-compared" and "--roofline-update adds them" in verdict["message"]

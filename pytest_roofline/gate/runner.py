@@ -289,6 +289,12 @@ def _memory_verdicts(request: GateRequest, profile: ModelProfile, current: Condi
     verdict = memory_verdict(profile, baseline.memory if baseline else None, tolerance, explicit)
     if verdict is None:
         return []
+    if baseline is not None and baseline.memory is None and verdict.status == "new":
+        # an entry recorded before memory was measured: nothing to compare, yet no missing baseline
+        why = "memory: the baseline entry holds no memory figures (recorded before they were measured)"
+        return [
+            dataclasses.replace(verdict, status="not-compared", message=f"{why}; --roofline-update adds them")
+        ]
     if differences and verdict.status != "new":
         verdict = dataclasses.replace(
             incomparable(differences, [verdict.current], tolerance.share), metric="memory"
