@@ -208,3 +208,33 @@ def test_the_profile_table_shows_predicted_beside_measured(chain_profiles: dict[
     peak = f"{(WEIGHT + 3 * ACTIVATION) / 1000:.3g} kB"
     assert line.startswith(f"memory: peak {peak} (weights {WEIGHT / 1000:.3g} kB, activations")
     assert f"static estimate {peak} (+0.0 %); from the onnxruntime profiler" in line
+
+
+def gap_model() -> onnx.ModelProto:
+    """a (400 B) and b (200 B) live; d (40 B) read from a frees a; c (480 B) then fits no gap; e
+    (200 B) does."""
+    rng = np.random.default_rng(0)
+    shapes = {"Wa": (64, 100), "Wb": (64, 50), "Wd": (100, 10), "Wc": (10, 120), "Wy": (120, 50)}
+    weights = [numpy_helper.from_array(rng.random(s, np.float32), n) for n, s in shapes.items()]
+    nodes = [
+        helper.make_node("MatMul", ["x", "Wa"], ["a"], name="n1"),
+        helper.make_node("MatMul", ["x", "Wb"], ["b"], name="n2"),
+        helper.make_node("MatMul", ["a", "Wd"], ["d"], name="n3"),
+        helper.make_node("MatMul", ["d", "Wc"], ["c"], name="n4"),
+        helper.make_node("MatMul", ["c", "Wy"], ["e"], name="n5"),
+        helper.make_node("Add", ["e", "b"], ["y"], name="n6"),
+    ]
+    source = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])
+    output = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 50])
+    graph = helper.make_graph(nodes, "gap", [source], [output], weights)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_static_estimate_packs_buffers_as_the_memory_pattern_does() -> None:
+    static = static_memory(analyze(gap_model()))
+    output = 50 * 4
+    # live at once at most: b, c and e at n5 (200 + 480 + 200 B)
+    assert static.live_peak - output == 880 and static.peak_node == "n5"
+    # packed: a at 0, b at 400, d at 600; a freed leaves a 400 B gap, too small for c: c at 640;
+    # e then takes the gap (0-200)
+    assert static.peak_activations - output == 640 + 480

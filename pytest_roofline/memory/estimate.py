@@ -30,6 +30,7 @@ class StaticMemory:
     peak_activations: int
     peak_node: str  # the node at whose run the live activations peak ("" for an empty graph)
     live_after: tuple[tuple[str, int], ...]  # (node, live activation bytes at its end), in order
+    live_peak: int = 0  # the most activation bytes live at once, unpacked (a run allocating node by node)
 
     @property
     def peak(self) -> int:
@@ -63,6 +64,11 @@ def static_memory(analysis: ModelAnalysis, count_inputs: bool = False) -> Static
     Squeeze, Unsqueeze, Identity) writes into its input's buffer; an elementwise op writes into
     the buffer of an input it is the last reader of when that buffer is large enough (in place);
     any other output gets a new buffer, freed when the last tensor in it is read for the last time.
+    The later runs of onnxruntime take the intermediates from one block planned on the first run
+    (its memory pattern): each new buffer goes into the gap between live ones that wastes least,
+    else after the last; the block's size is the packed peak, ``peak_activations`` (with the graph's
+    outputs beside it); ``live_peak`` is the unpacked one (a run allocating node by node).
+    MobileNetV2: 11.186 MB unpacked, 11.989 MB packed, onnxruntime's later runs requested 11.989 MB.
     """
     from pytest_roofline.analysis.costs import ELEMENTWISE_FLOPS
     from pytest_roofline.analysis.views import ALIAS_OPS
@@ -94,6 +100,8 @@ def static_memory(analysis: ModelAnalysis, count_inputs: bool = False) -> Static
         for name in inputs:
             buffer_of[name], buffers[name] = name, size(name)
     peak, peak_node, after = sum(buffers.values()), "", []
+    offsets: dict[str, int] = {}  # live planned buffer -> its offset in the pattern's block
+    block = 0  # the pattern block's size: the packed peak
     for position, node in enumerate(nodes):
         for tensor in node.outputs:
             if not tensor or tensor in buffer_of or tensor in outputs:
@@ -110,7 +118,9 @@ def static_memory(analysis: ModelAnalysis, count_inputs: bool = False) -> Static
                         reuse = bid
                         break
             if reuse is None:
+                offsets[tensor] = _best_fit(offsets, buffers, need)
                 buffer_of[tensor], buffers[tensor] = tensor, need
+                block = max(block, offsets[tensor] + need)
             else:
                 buffer_of[tensor] = reuse
         current = sum(buffers.values())
@@ -121,10 +131,32 @@ def static_memory(analysis: ModelAnalysis, count_inputs: bool = False) -> Static
                 bid = buffer_of.pop(tensor)
                 if bid not in buffer_of.values():
                     del buffers[bid]
+                    offsets.pop(bid, None)
         after.append((node.name, sum(buffers.values())))
     return StaticMemory(
-        weights=weights, peak_activations=peak + held, peak_node=peak_node, live_after=tuple(after)
+        weights=weights,
+        peak_activations=max(block, peak) + held,
+        peak_node=peak_node,
+        live_after=tuple(after),
+        live_peak=peak + held,
     )
+
+
+def _best_fit(offsets: dict[str, int], sizes: dict[str, int], size: int) -> int:
+    """Where onnxruntime's memory-pattern planner (``MemPatternPlanner::TraceAllocation``) puts a
+    new buffer of ``size`` bytes among the live ones (``offsets``, their ``sizes``): the gap between
+    live buffers, in offset order, that wastes least; else after the last one."""
+    placed = sorted((offsets[b], sizes[b]) for b in offsets)
+    best = placed[-1][0] + placed[-1][1] if placed else 0
+    waste = None
+    current = 0
+    for offset, length in placed:
+        if offset >= current:
+            gap = offset - current
+            if gap >= size and (waste is None or gap - size < waste):
+                waste, best = gap - size, current
+        current = max(current, offset + length)
+    return best
 
 
 @dataclass(frozen=True)
