@@ -83,11 +83,8 @@ def static_memory(analysis: ModelAnalysis, count_inputs: bool = False) -> Static
         info = tensors.get(name)
         return info.nbytes if info is not None and name not in constant else 0
 
-    weights = sum(
-        info.nbytes
-        for name, info in tensors.items()
-        if info.is_weight and any(name in node.inputs for node in nodes)
-    )
+    read = {tensor for node in nodes for tensor in node.inputs}
+    weights = sum(info.nbytes for name, info in tensors.items() if info.is_weight and name in read)
     last_use: dict[str, int] = {}
     for position, node in enumerate(nodes):
         for tensor in node.inputs:
@@ -99,7 +96,9 @@ def static_memory(analysis: ModelAnalysis, count_inputs: bool = False) -> Static
     if count_inputs:
         for name in inputs:
             buffer_of[name], buffers[name] = name, size(name)
-    peak, peak_node, after = sum(buffers.values()), "", []
+    holders = {bid: {bid} for bid in buffers}  # live buffer -> the live tensors in it
+    current = sum(buffers.values())
+    peak, peak_node, after = current, "", []
     offsets: dict[str, int] = {}  # live planned buffer -> its offset in the pattern's block
     block = 0  # the pattern block's size: the packed peak
     for position, node in enumerate(nodes):
@@ -113,26 +112,30 @@ def static_memory(analysis: ModelAnalysis, count_inputs: bool = False) -> Static
             elif node.op_type in ELEMENTWISE_FLOPS:
                 for source in node.inputs:
                     bid = buffer_of.get(source)
-                    sharing = [t for t, b in buffer_of.items() if b == bid and last_use.get(t, -1) > position]
-                    if bid is not None and not sharing and buffers[bid] >= need and source not in inputs:
+                    if bid is None or source in inputs or buffers[bid] < need:
+                        continue
+                    if all(last_use.get(t, -1) <= position for t in holders[bid]):  # read last here
                         reuse = bid
                         break
             if reuse is None:
                 offsets[tensor] = _best_fit(offsets, buffers, need)
-                buffer_of[tensor], buffers[tensor] = tensor, need
+                buffer_of[tensor], buffers[tensor], holders[tensor] = tensor, need, {tensor}
                 block = max(block, offsets[tensor] + need)
+                current += need
             else:
                 buffer_of[tensor] = reuse
-        current = sum(buffers.values())
+                holders[reuse].add(tensor)
         if current > peak or not peak_node:
             peak, peak_node = max(peak, current), node.name
         for tensor in [*node.inputs, *node.outputs]:
             if tensor in buffer_of and last_use.get(tensor, -1) <= position:
                 bid = buffer_of.pop(tensor)
-                if bid not in buffer_of.values():
-                    del buffers[bid]
+                holders[bid].discard(tensor)
+                if not holders[bid]:
+                    current -= buffers.pop(bid)
+                    del holders[bid]
                     offsets.pop(bid, None)
-        after.append((node.name, sum(buffers.values())))
+        after.append((node.name, current))
     return StaticMemory(
         weights=weights,
         peak_activations=max(block, peak) + held,
