@@ -25,6 +25,7 @@ and cuDNN's workspace; 135-269 MB held): read alike, the source says ``(CUDA are
 from __future__ import annotations
 
 import bisect
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.memory import LayerMemory, MemoryProfile
@@ -36,48 +37,63 @@ __all__ = ["has_memory_fields", "trace_memory"]
 
 _KERNEL_SUFFIX = "_kernel_time"
 _FIELDS = ("mem_bytes_in_use", "mem_in_use_delta", "mem_in_use_peak", "mem_arena_held")
+_OPTIONAL = ("mem_bytes_requested_in_use", "mem_requested_in_use_delta")
 
 
-def _field(event: dict[str, Any], key: str) -> int | None:
+@dataclass(frozen=True)
+class _Counters:
+    """One kernel event's name, start, provider and memory counters, read once."""
+
+    name: str
+    ts: float
+    provider: str
+    values: dict[str, int]
+
+    def __getitem__(self, key: str) -> int:
+        return self.values.get(key, 0)
+
+
+def _counters(event: dict[str, Any]) -> _Counters | None:
+    """The counters of a ``<node>_kernel_time`` event carrying every memory field, else None."""
+    name = str(event.get("name", ""))
     args = event.get("args")
-    value = args.get(key) if isinstance(args, dict) else None
-    try:
-        return int(value) if value is not None else None
-    except (TypeError, ValueError):
+    if event.get("cat") != "Node" or not name.endswith(_KERNEL_SUFFIX) or not isinstance(args, dict):
         return None
+    values = {}
+    for key in (*_FIELDS, *_OPTIONAL):
+        try:
+            values[key] = int(args[key])
+        except (KeyError, TypeError, ValueError):
+            if key in _FIELDS:
+                return None
+    provider = str(args.get("provider", ""))
+    return _Counters(name[: -len(_KERNEL_SUFFIX)], float(event.get("ts", 0)), provider, values)
 
 
-def _node_events(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def _node_events(events: Sequence[dict[str, Any]]) -> list[_Counters]:
     """The kernel events carrying every memory field, in time order."""
-    nodes = [
-        e
-        for e in events
-        if e.get("cat") == "Node"
-        and str(e.get("name", "")).endswith(_KERNEL_SUFFIX)
-        and all(_field(e, key) is not None for key in _FIELDS)
-    ]
-    return sorted(nodes, key=lambda e: float(e.get("ts", 0)))
+    nodes = [c for c in map(_counters, events) if c is not None]
+    return sorted(nodes, key=lambda c: c.ts)
 
 
-def _on_cuda(nodes: list[dict[str, Any]]) -> bool:
+def _on_cuda(nodes: list[_Counters]) -> bool:
     """Whether most kernel events ran on the CUDA EP (their counters are its device arena's)."""
-    providers = [str((e.get("args") or {}).get("provider", "")) for e in nodes]
-    return sum(p == "CUDAExecutionProvider" for p in providers) * 2 > len(providers)
+    return sum(c.provider == "CUDAExecutionProvider" for c in nodes) * 2 > len(nodes)
 
 
 def has_memory_fields(events: Sequence[dict[str, Any]]) -> bool:
     """Whether a trace's kernel events carry the arena's memory counters."""
-    return bool(_node_events(events))
+    return any(_counters(event) is not None for event in events)
 
 
-def _run_of(events: Sequence[dict[str, Any]], nodes: list[dict[str, Any]]) -> list[int]:
+def _run_of(events: Sequence[dict[str, Any]], nodes: list[_Counters]) -> list[int]:
     """The ``model_run`` each node event belongs to (0 for all without run events)."""
     starts = sorted(
         float(e.get("ts", 0)) for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"
     )
     if not starts:
         return [0] * len(nodes)
-    return [max(bisect.bisect_right(starts, float(e.get("ts", 0))) - 1, 0) for e in nodes]
+    return [max(bisect.bisect_right(starts, c.ts) - 1, 0) for c in nodes]
 
 
 def trace_memory(
@@ -90,30 +106,25 @@ def trace_memory(
         return None
     runs = _run_of(events, nodes)
     first = nodes[0]
-    weights = max(
-        int(_field(first, "mem_bytes_in_use") or 0) - int(_field(first, "mem_in_use_delta") or 0), 0
-    )
-    peak = max(int(_field(e, "mem_bytes_in_use") or 0) for e in nodes)
-    requested = max(int(_field(e, "mem_bytes_requested_in_use") or 0) for e in nodes)
-    asked_before = int(_field(first, "mem_bytes_requested_in_use") or 0) - int(
-        _field(first, "mem_requested_in_use_delta") or 0
-    )
-    mark = int(_field(first, "mem_in_use_peak") or 0)  # the high-water mark the session came in with
-    for event in nodes[1:]:
-        current = int(_field(event, "mem_in_use_peak") or 0)
-        if current > mark:  # a run raised it: the inference's own peak, scratch included
-            peak, mark = max(peak, current), current
+    weights = max(first["mem_bytes_in_use"] - first["mem_in_use_delta"], 0)
+    peak = max(c["mem_bytes_in_use"] for c in nodes)
+    requested = max(c["mem_bytes_requested_in_use"] for c in nodes)
+    asked_before = first["mem_bytes_requested_in_use"] - first["mem_requested_in_use_delta"]
+    mark = first["mem_in_use_peak"]  # the high-water mark the session came in with
+    for counters in nodes[1:]:
+        if counters["mem_in_use_peak"] > mark:  # a run raised it: the inference's own peak, scratch included
+            mark = counters["mem_in_use_peak"]
+            peak = max(peak, mark)
     layers: dict[str, LayerMemory] = {}
-    for event, run in zip(nodes, runs, strict=True):
+    for counters, run in zip(nodes, runs, strict=True):
         if run != runs[0]:
             break
-        name = str(event["name"])[: -len(_KERNEL_SUFFIX)]
-        delta, live = int(_field(event, "mem_in_use_delta") or 0), int(_field(event, "mem_bytes_in_use") or 0)
-        before = layers.get(name)  # a node run several times a run (a loop body): deltas add up
-        layers[name] = LayerMemory(allocated=delta + (before.allocated if before else 0), live=live)
+        before = layers.get(counters.name)  # a node run several times a run (a loop body): deltas add up
+        allocated = counters["mem_in_use_delta"] + (before.allocated if before else 0)
+        layers[counters.name] = LayerMemory(allocated=allocated, live=counters["mem_bytes_in_use"])
     memory = MemoryProfile(
         peak=peak,
-        arena_held=max(int(_field(e, "mem_arena_held") or 0) for e in nodes),
+        arena_held=max(c["mem_arena_held"] for c in nodes),
         weights=weights,
         peak_activations=max(peak - weights, 0),
         source="onnxruntime profiler (CUDA arena)" if _on_cuda(nodes) else "onnxruntime profiler",
