@@ -9,7 +9,11 @@
    transformer encoder; no impossible roofline figure;
 4. the example suite on the CUDA EP: passes, and 0 regressions in 5 unchanged runs after one run
    that records GPU baselines;
-5. memory per inference from the CUDA EP's arena (issue 34): ``prof.memory`` read from the
+5. the dispatch (launch) floor (issue 33): the marginal time of one kernel in a chain of 32 of the
+   cheapest kernels through the CUDA EP, buffers on the device, beside what the recorded H200 data
+   shows (the least host time onnxruntime spent around a node's launch, profiler on: 7.0 µs), and
+   the chain's CUPTI kernel times (the least device time of one kernel);
+6. memory per inference from the CUDA EP's arena (issue 34): ``prof.memory`` read from the
    profiler's arena counters, the same peak in 3 fresh sessions, weights at least the model's fp32
    parameters, and the static estimate beside the measured peak (ResNet-50 batch 1; ``--memory``
    runs this step alone).
@@ -370,6 +374,57 @@ def memory_per_inference(report: Report) -> None:
     )
 
 
+RECORDED_DATA = "data/onnxruntime-1.31-cuda-h200"  # under the checkout's shared/, or the machine's
+RECORDED = next(
+    (
+        p / RECORDED_DATA
+        for p in (ROOT / "shared", ROOT.parent / "shared", Path("/work/shared"))
+        if p.is_dir()
+    ),
+    ROOT / "shared" / RECORDED_DATA,
+)
+
+
+def dispatch_floor(report: Report) -> None:
+    """The launch floor through the CUDA EP, end to end and by CUPTI, beside the recorded data."""
+    from pytest_roofline.api import profile_model
+    from pytest_roofline.backends.base import get_backend
+    from pytest_roofline.roofline import probes as cp
+
+    recorded = [
+        cp.trace_launch_floor(json.loads(path.read_text()))
+        for path in sorted(RECORDED.glob("ort-cuda-*.json"))
+        if path.is_file()
+    ]
+    ceiling = min((r for r in recorded if r > 0), default=0.0)
+    if ceiling:
+        report.note(f"recorded H200 data: least host time around a node's launch {ceiling * 1e6:.1f} us")
+    engine = get_backend("onnxruntime", OPTIONS)
+    floor = cp.dispatch_floor(engine)
+    report.line(
+        f"launch floor: one kernel of a chain of {cp.DISPATCH_CHAIN} ({len(floor.windows)} windows)",
+        f"{floor.seconds * 1e6:.2f} us",
+        f"0 < x <= {ceiling * 1e6:.1f} us" if ceiling else "> 0",
+        0 < floor.seconds <= (ceiling or float("inf")),
+        "launch_floor",
+        floor.seconds,
+    )
+    model, inputs = cp.dispatch_chain(cp.DISPATCH_CHAIN, False)()
+    prof = profile_model(model, backend=engine, inputs=inputs, sessions=1, rounds=5)
+    times = [la.time for la in prof.layers if la.time > 0]
+    if prof.layer_timing != "device" or not times:
+        report.line("chain kernels timed on the device (CUPTI)", prof.layer_timing, "device", None)
+        return
+    report.line(
+        f"chain: least device time of one kernel (CUPTI, {len(times)} kernels)",
+        f"{min(times) * 1e6:.2f} us",
+        "<= launch floor",
+        min(times) <= floor.seconds,
+        "device_floor",
+        min(times),
+    )
+
+
 def example_suite(report: Report, runs: int, started: float, cache_dir: str) -> None:
     import build_models
 
@@ -483,7 +538,7 @@ def main() -> int:
         report.line("onnxruntime CUDA execution provider", "absent", "present", False)
         return 1
     if args.memory:
-        step("5. memory per inference (CUDA arena)")
+        step("6. memory per inference (CUDA arena)")
         memory_per_inference(report)
         return _summary(report, started)
     info = identity(report)
@@ -495,7 +550,9 @@ def main() -> int:
     if not args.skip_examples:
         step("4. example suite on the CUDA EP")
         example_suite(report, args.runs, started, cache_dir)
-    step("5. memory per inference (CUDA arena)")
+    step("5. the dispatch (launch) floor")
+    dispatch_floor(report)
+    step("6. memory per inference (CUDA arena)")
     memory_per_inference(report)
     return _summary(report, started)
 

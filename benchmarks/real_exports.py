@@ -14,6 +14,23 @@ seq 128) against the published figure and the independent onnxruntime-shape coun
 json`` (a subprocess: the CLI path users run) on onnxruntime at graph optimization levels basic
 and all and on OpenVINO: attributed fraction (targets 0.99 and 0.95), compute layers without an
 ONNX node, and the sum of the compute layers' FLOPs over the analyzer's total (target 1 +- 1 %).
+
+``--corpus`` (issue 32) needs no torch. It builds the real-exports corpus of
+``tests/_real_exports.py``: 22 models, 6 of them committed torch.onnx exports (legacy and
+dynamo, made by ``benchmarks/export_real_corpus_torch.py``), the rest made on the fly by
+skl2onnx, onnxruntime's quantize_dynamic and QDQ quantize_static, onnxconverter-common's
+float16, onnxruntime's offline optimizer and onnxslim, or hand-built in torch.onnx, Paddle2ONNX
+and tf2onnx layouts (scalar inputs, unnamed and repeated dims, If and Loop with state). Per
+model, with the inputs a user would give, it prints: analyze; profile on onnxruntime (default
+threads and one thread); OpenVINO read-or-skip (its one line); the ``roofline_check`` status and
+the highest layer fraction (targets: 100 % on onnxruntime, every check valid, no layer above
+100 %). ``--predictions`` adds the precision and rewrite pairs (a 4-layer 1024-wide MLP and its
+int8 dynamic, QDQ, float16 and optimiser copies; exporter shape arithmetic and its onnxslim
+copy; the zoo's MobileNetV2 and its int8 dynamic, float16, optimiser and onnxslim copies): the
+``roofline diff`` "why" line against the paired measurement (target: within x2 of the measured
+change, or 3 points under 5 %, or "no prediction")::
+
+    python benchmarks/real_exports.py --corpus [--predictions] [--no-openvino]
 """
 
 from __future__ import annotations
@@ -114,7 +131,11 @@ def main() -> int:
     parser.add_argument("--no-openvino", action="store_true", help="skip the OpenVINO profile")
     parser.add_argument("--no-reference", action="store_true", help="skip the onnxruntime MAC reference")
     parser.add_argument("--details", action="store_true", help="list layers without ONNX nodes")
+    parser.add_argument("--corpus", action="store_true", help="the real-exports corpus (issue 32), no torch")
+    parser.add_argument("--predictions", action="store_true", help="--corpus: precision/rewrite predictions")
     args = parser.parse_args()
+    if args.corpus:
+        return corpus_main(not args.no_openvino, args.predictions)
     paths = sorted(Path(args.folder).glob("*_*.onnx"))
     if not paths:
         print(f"no exports in {args.folder}: run benchmarks/export_models.py first")
@@ -186,6 +207,176 @@ def _flops(cell: dict[str, Any] | None) -> str:
     if cell is None or "error" in cell or not cell["total_flops"]:
         return "-"
     return f"{cell['layer_flops'] / cell['total_flops']:.4f}"
+
+
+CORPUS_FAST = {"sessions": 2, "rounds": 5, "profile_iterations": 3}
+
+
+def corpus_main(openvino: bool, predictions: bool) -> int:
+    """The corpus table (and the prediction pairs); exit 1 when a target is missed."""
+    import tempfile
+    import warnings
+
+    from _real_exports import corpus
+
+    from pytest_roofline.api import profile_model
+    from pytest_roofline.backends.base import get_backend
+    from pytest_roofline.errors import ModelUnsupported, RooflineError
+    from pytest_roofline.roofline.calibrate import calibrate
+
+    folder = Path(tempfile.mkdtemp(prefix="roofline-corpus-"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        entries = corpus(folder)
+    engines = {
+        "default": get_backend("onnxruntime"),
+        "1 thread": get_backend("onnxruntime", {"intra_op_threads": "1"}),
+    }
+    roofs = {name: calibrate(engine) for name, engine in engines.items()}
+    print(f"real-exports corpus: {len(entries)} models by {len({tool for _, tool, _, _ in entries})} tools")
+    print(
+        f"{'model':<20}{'made by':<38}{'analyze':>8}{'ORT def':>9}{'ORT 1t':>8}{'check':>15}"
+        f"{'max frac':>9}  OpenVINO"
+    )
+    missed = 0
+    notes: list[str] = []
+    counts = {"analyze": 0, "default": 0, "1 thread": 0, "valid": 0, "openvino": 0, "skipped": 0}
+    for name, tool, model, call in entries:
+        cells: dict[str, str] = {}
+        try:
+            analyze(model, **_analysis_call(model, call))
+            cells["analyze"], counts["analyze"] = "ok", counts["analyze"] + 1
+        except RooflineError as exc:
+            cells["analyze"] = "FAIL"
+            notes.append(f"{name} analyze: {exc}")
+        worst, statuses = 0.0, set()
+        for column, engine in engines.items():
+            try:
+                prof = profile_model(model, backend=engine, roofline=roofs[column], **CORPUS_FAST, **call)
+            except RooflineError as exc:
+                cells[column] = "FAIL"
+                notes.append(f"{name} onnxruntime {column}: {exc}")
+                continue
+            cells[column], counts[column] = "ok", counts[column] + 1
+            statuses.add(prof.roofline_check.status)
+            if not prof.roofline_check.valid:
+                notes.append(f"{name} {column}: {prof.roofline_check.message()}")
+            for layer in prof.layers:
+                if isinstance(layer.roofline_fraction, float) and layer.roofline_fraction > worst:
+                    worst = layer.roofline_fraction
+                    if worst > 1.0:
+                        notes.append(
+                            f"{name} {column}: layer {layer.name!r} ({layer.kind}, {layer.time * 1e6:.1f} us)"
+                            f" at {worst:.0%} of its roof, roofline_check {prof.roofline_check.status}"
+                        )
+        check = "valid" if statuses == {"valid"} else ",".join(sorted(statuses)) or "-"
+        counts["valid"] += int(check == "valid")
+        ov = "-"
+        if openvino:
+            try:
+                profile_model(model, backend="openvino", **CORPUS_FAST, **call)
+                ov, counts["openvino"] = "ok", counts["openvino"] + 1
+            except ModelUnsupported as exc:
+                ov, counts["skipped"] = f"skipped: {exc}", counts["skipped"] + 1
+            except RooflineError as exc:
+                ov = f"FAIL: {exc}"
+                missed += 1
+        row = f"{name[:19]:<20}{tool[:37]:<38}{cells['analyze']:>8}{cells['default']:>9}"
+        print(f"{row}{cells['1 thread']:>8}{check:>15}{worst:>9.1%}  {ov}", flush=True)
+        missed += (
+            int(cells["analyze"] != "ok") + int(cells["default"] != "ok") + int(cells["1 thread"] != "ok")
+        )
+        missed += int(check != "valid") + int(worst > 1.0)
+    total = len(entries)
+    print(
+        f"analyze {counts['analyze']}/{total}; onnxruntime default threads {counts['default']}/{total}, "
+        f"one thread {counts['1 thread']}/{total}; roofline_check valid {counts['valid']}/{total}; "
+        f"OpenVINO ran {counts['openvino']}, skipped with one line {counts['skipped']}"
+    )
+    for line in notes:
+        print(f"  {line}")
+    if predictions:
+        missed += prediction_pairs(folder, engines["1 thread"], roofs["1 thread"])
+    print(f"targets missed: {missed}")
+    return 1 if missed else 0
+
+
+def _analysis_call(model: Any, call: dict[str, Any]) -> dict[str, Any]:
+    """``analyze`` keywords for what a user passes ``profile_model`` (inputs bind shapes and values)."""
+    from pytest_roofline.model import load_model, with_shapes
+    from pytest_roofline.model.inputs import dims_from_inputs
+
+    if "inputs" in call:
+        batch, dims = dims_from_inputs(load_model(model), call["inputs"])
+        return {"batch": batch, "dims": dims, "input_values": call["inputs"]}
+    return {"batch": 1, "dims": with_shapes(None, call.get("shapes"))}
+
+
+def prediction_pairs(folder: Path, engine: Any, roofline: Any) -> int:
+    """The "why" line of each precision or rewrite pair against its paired measurement."""
+    import onnx
+    from _real_exports import (
+        float16_converted,
+        foldable_shape_graph,
+        ort_optimized,
+        quantized_dynamic,
+        quantized_qdq,
+        slimmed,
+        torch_like_mlp,
+    )
+
+    from pytest_roofline import zoo
+    from pytest_roofline.api import profile_model
+    from pytest_roofline.diff import diff_summaries, explain_verdict, predict, summarize
+    from pytest_roofline.gate.paired import measure_change
+
+    base, shapes = torch_like_mlp(width=1024, depth=4), foldable_shape_graph(width=1024)
+    cnn = zoo.mobilenet_v2(batch=1)  # the base only: each variant is the tool's output
+    pairs = {
+        "CNN int8 dyn": (cnn, quantized_dynamic(cnn, folder)),
+        "CNN float16": (cnn, float16_converted(cnn)),
+        "CNN ORT opt": (cnn, ort_optimized(cnn, folder)),
+        "CNN onnxslim": (cnn, slimmed(cnn)),
+        "int8 dynamic": (base, quantized_dynamic(base, folder)),
+        "int8 QDQ": (base, quantized_qdq(base, folder, width=1024)),
+        "float16": (base, float16_converted(base)),
+        "ORT optimised": (base, ort_optimized(base, folder)),
+        "onnxslim": (shapes, slimmed(shapes)),
+    }
+    print(
+        "\nprecision and rewrite predictions (onnxruntime, 1 thread, batch 1; "
+        "paired, 10 session pairs x 30 rounds)"
+    )
+    missed = 0
+    for label, (old, new) in pairs.items():
+        old_path, new_path = (
+            folder / f"{label.replace(' ', '_')}_old.onnx",
+            folder / f"{label.replace(' ', '_')}_new.onnx",
+        )
+        onnx.save(old, str(old_path))
+        onnx.save(new, str(new_path))
+        baseline = profile_model(str(old_path), backend=engine, roofline=roofline, **CORPUS_FAST)
+        diff = diff_summaries(summarize(str(old_path), batch=1), summarize(str(new_path), batch=1))
+        prediction = predict(diff, roofline, baseline)
+        verdict = measure_change(str(old_path), str(new_path), engine, batch=1, sessions=10, rounds=30)
+        why = explain_verdict(diff, prediction, ratio=verdict.ratio, ci=verdict.ci, status=verdict.status)
+        measured = verdict.ratio - 1 if verdict.ratio is not None else None
+        ok = _within_target(prediction.fraction if prediction.available else None, measured)
+        missed += int(not ok)
+        ci = f"CI {verdict.ci[0] - 1:+.1%}..{verdict.ci[1] - 1:+.1%}" if verdict.ci else "no CI"
+        print(f"  {label:<14} {'ok  ' if ok else 'MISS'} {why.text} [{ci}]")
+    return missed
+
+
+def _within_target(predicted: float | None, measured: float | None) -> bool:
+    """No prediction, or within x2 of the measured change (3 points when it is under 5 %)."""
+    if predicted is None:
+        return True
+    if measured is None:
+        return False
+    if abs(measured) < 0.05:
+        return abs(predicted - measured) <= 0.03
+    return predicted * measured > 0 and 0.5 <= predicted / measured <= 2.0
 
 
 if __name__ == "__main__":

@@ -1,12 +1,20 @@
-"""Does the roofline hold on the zoo? Issue 21's targets, per model, backend and thread count.
+"""Does the roofline hold on the zoo? Issues 21 and 33's targets, per model, backend and thread count.
 
 Runs ``roofline profile --format json`` on every zoo model at the backend's default threads and
 at one thread, on onnxruntime and OpenVINO, and prints per run: the worst layer's fraction and op,
 whether the profile is invalid (``ROOFLINE INVALID``), the model efficiency, the share of kernel
 time whose layers carry a fraction, and the bytes the cost model prices the model's embedding
 Gather at (the Gather over its largest table; BERT-base's word embeddings).  A final line counts
-the runs against the targets: 0 invalid, no layer above 100 % of its roof, efficiency <= 100 %,
->= 95 % of the time with a fraction, BERT-base's word-embedding Gather under 4 MB at seq 128.
+the runs against the targets: 0 invalid, no layer above 100 % of its roof (views included: the
+dispatch floor prices them), efficiency <= 100 %, >= 99 % of the time with a fraction (issue 33;
+issue 21 asked 95 %), BERT-base's word-embedding Gather under 4 MB at seq 128, and every view layer
+at or above the dispatch floor.  Per run it also prints the share of kernel time bound by the
+floor (``overhead``) and what the model would gain without it.
+
+``--busy-calibration`` first calibrates each backend twice (``roofline calibrate --force`` into a
+scratch cache): alone, then with one busy process beside it (a Python spin loop), and prints every
+roof's ratio busy / quiet (target: within 5 %, or the busy one not cached); the profiles then run
+against the busy calibration when it was cached.
 
 Models, in this order of preference:
 
@@ -27,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -36,10 +45,12 @@ from pathlib import Path
 from typing import Any
 
 from pytest_roofline.analysis.views import RUNTIME_VIEW_OPS
+from pytest_roofline.roofline.calibrate import CACHE_ENV
 
 THREAD_OPTION = {"onnxruntime": "intra_op_threads", "openvino": "threads"}
 EMBEDDING_LIMIT = 4e6  # issue 21: BERT-base's word-embedding Gather priced under 4 MB at seq 128
-TIME_SHARE_TARGET = 0.95
+TIME_SHARE_TARGET = 0.99  # issue 33 (issue 21: 0.95)
+BUSY_ROOF_TOLERANCE = 0.05  # issue 33: one busy process moves no roof by more than this (or no cache)
 DEFAULT_BUILDERS = "bert_base,tiny_transformer,tiny_cnn"
 BUILDER_DIMS = {"tiny_transformer": {"seq": 16}}  # its position table holds 16 rows
 
@@ -60,6 +71,12 @@ class Run:
     embedding_bytes: int | None = None  # the cost model's bytes of the Gather over the largest table
     embedding_node: str = ""
     cause: str = ""  # the guard's causes when invalid
+    overhead_share: float = 0.0  # of kernel time, in layers bound by the dispatch floor
+    overhead_seconds: float = 0.0  # what the model would gain without the floor
+    dispatch_floor: float = 0.0  # the roofline's floor, seconds a kernel
+    views: int = 0  # timed view layers (Reshape, Unsqueeze, ...)
+    views_below_floor: int = 0  # of them, timed under the floor (target 0)
+    fastest_view: float | None = None  # seconds
     seconds: float = 0.0
     error: str = ""
 
@@ -118,17 +135,28 @@ def embedding_gather(path: Path, dims: dict[str, int]) -> tuple[str, int] | None
 CLI = [sys.executable, "-c", "from pytest_roofline.cli import entry_point; entry_point()"]
 
 
+@dataclass(frozen=True)
+class Setting:
+    """What a profile runs on: the backend, its threads, and the calibration cache (None: the default)."""
+
+    backend: str
+    threads: str  # "default" or "1"
+    cache_dir: Path | None = None
+
+
 def profile_run(
-    path: Path, dims: dict[str, int], backend: str, threads: str, args: argparse.Namespace
+    path: Path, dims: dict[str, int], setting: Setting, args: argparse.Namespace
 ) -> dict[str, Any] | str:
     """``roofline profile --format json`` of one model: the parsed JSON, or the error's last line."""
+    backend, threads, cache_dir = setting.backend, setting.threads, setting.cache_dir
     command = [*CLI, "profile", str(path), "--format", "json", "--quiet", "--backend", backend]
     command += [arg for k, v in dims.items() for arg in ("--dim", f"{k}={v}")]
     command += ["--sessions", str(args.sessions), "--rounds", str(args.rounds)]
     command += ["--iterations", str(args.iterations)]
     if threads != "default":
         command += ["--option", f"{THREAD_OPTION[backend]}={threads}"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout, check=False)
+    env = {**os.environ, CACHE_ENV: str(cache_dir)} if cache_dir is not None else None
+    done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout, check=False, env=env)
     if done.returncode != 0:
         lines = (done.stderr or done.stdout).strip().splitlines()
         return lines[-1] if lines else f"exit status {done.returncode}"
@@ -141,11 +169,15 @@ def summarize(model: str, backend: str, threads: str, data: dict[str, Any]) -> R
     check = data.get("roofline_check") or {}
     layers = [la for la in data.get("layers", []) if la.get("kind") != "folded"]
     fractions = [la for la in layers if isinstance(la.get("roofline_fraction"), (int, float))]
-    judged = [la for la in fractions if la.get("op_type") not in RUNTIME_VIEW_OPS]  # the guard exempts views
-    worst = max(judged, key=lambda la: la["roofline_fraction"], default=None)
+    worst = max(
+        fractions, key=lambda la: la["roofline_fraction"], default=None
+    )  # views too: the floor prices them
     total = sum(la.get("time", 0.0) for la in layers)
     carried = sum(la.get("time", 0.0) for la in fractions)
     efficiency = data.get("efficiency")
+    overhead = data.get("overhead") or {}
+    floor = float((data.get("roofline") or {}).get("dispatch_floor") or 0.0)
+    views = [la["time"] for la in layers if la.get("op_type") in RUNTIME_VIEW_OPS and la.get("time", 0.0) > 0]
     return Run(
         model=model,
         backend=backend,
@@ -157,16 +189,21 @@ def summarize(model: str, backend: str, threads: str, data: dict[str, Any]) -> R
         efficiency=efficiency if efficiency is not None else check.get("efficiency"),
         time_with_fraction=carried / total if total > 0 else 0.0,
         cause=" | ".join(check.get("causes") or []) if check.get("status") == "invalid" else "",
+        overhead_share=float(overhead.get("share") or 0.0),
+        overhead_seconds=float(overhead.get("seconds") or 0.0),
+        dispatch_floor=floor,
+        views=len(views),
+        views_below_floor=sum(t < floor for t in views),
+        fastest_view=min(views, default=None),
     )
 
 
-def measure(
-    name: str, path: Path, dims: dict[str, int], backend: str, threads: str, args: argparse.Namespace
-) -> Run:
-    """Profile one model on one backend at one thread count."""
+def measure(name: str, path: Path, dims: dict[str, int], setting: Setting, args: argparse.Namespace) -> Run:
+    """Profile one model on one backend at one thread count (against the setting's calibration)."""
+    backend, threads = setting.backend, setting.threads
     start = time.perf_counter()
     try:
-        data = profile_run(path, dims, backend, threads, args)
+        data = profile_run(path, dims, setting, args)
     except subprocess.TimeoutExpired:
         data = f"no result within {args.timeout:.0f} s"
     seconds = time.perf_counter() - start
@@ -182,7 +219,7 @@ def _pct(value: float | None) -> str:
 def print_table(runs: list[Run]) -> None:
     print(
         f"{'model':<22} {'backend':<11} {'thr':>7} {'worst':>8} {'op':<22} {'invalid':<7} {'eff':>6} "
-        f"{'timed%':>6} {'embed MB':>8}"
+        f"{'timed%':>6} {'ovh%':>5} {'ovh gain':>9} {'floor':>8} {'views<fl':>8} {'embed MB':>8}"
     )
     for run in runs:
         if run.error:
@@ -192,7 +229,9 @@ def print_table(runs: list[Run]) -> None:
         print(
             f"{run.model:<22} {run.backend:<11} {run.threads:>7} {_pct(run.worst_fraction):>8} "
             f"{run.worst_op[:22]:<22} {'INVALID' if run.invalid else 'no':<7} {_pct(run.efficiency):>6} "
-            f"{_pct(run.time_with_fraction):>6} {embed:>8}"
+            f"{_pct(run.time_with_fraction):>6} {_pct(run.overhead_share):>5} "
+            f"{run.overhead_seconds * 1e6:>7.1f}us {run.dispatch_floor * 1e6:>6.2f}us "
+            f"{f'{run.views_below_floor}/{run.views}':>8} {embed:>8}"
         )
         if run.invalid:
             for cause in run.cause.split(" | "):
@@ -200,20 +239,93 @@ def print_table(runs: list[Run]) -> None:
 
 
 def targets_line(runs: list[Run]) -> str:
-    """One line: the runs against issue 21's targets."""
+    """The runs against issues 21 and 33's targets, and the worst model."""
     done = [r for r in runs if not r.error]
     invalid = sum(r.invalid for r in done)
     above = sum(r.worst_fraction is not None and r.worst_fraction > 1.0 for r in done)
     over = sum(r.efficiency is not None and r.efficiency > 1.0 for r in done)
     short = sum(r.time_with_fraction < TIME_SHARE_TARGET for r in done)
+    below = sum(r.views_below_floor for r in done)
+    views = sum(r.views for r in done)
     bert = [r.embedding_bytes for r in done if r.model.startswith("bert") and r.embedding_bytes is not None]
     met = "met" if bert and max(bert) < EMBEDDING_LIMIT else "missed"
     bert_text = f"{max(bert) / 1e6:.2f} MB (target < 4 MB: {met})" if bert else "not run"
+    worst = min(done, key=lambda r: r.time_with_fraction, default=None)
+    worst_text = (
+        f"; least time with a fraction: {worst.model} {worst.backend} threads={worst.threads} "
+        f"{_pct(worst.time_with_fraction)}"
+        if worst
+        else ""
+    )
     return (
         f"targets over {len(done)} runs ({len(runs) - len(done)} failed): {invalid} invalid (target 0); "
         f"{above} with a layer above 100 % (target 0); {over} with efficiency above 100 % (target 0); "
-        f"{short} with under 95 % of time carrying a fraction (target 0); BERT embedding Gather {bert_text}"
+        f"{short} with under {TIME_SHARE_TARGET:.0%} of time carrying a fraction (target 0); "
+        f"{below} of {views} view layers below the dispatch floor (target 0); BERT embedding Gather "
+        f"{bert_text}{worst_text}"
     )
+
+
+def _spin(seconds: float) -> None:
+    """One busy process: a Python loop on one core until ``seconds`` pass."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def calibrate_json(backend: str, threads: str, cache_dir: Path, timeout: float) -> dict[str, Any] | str:
+    """``roofline calibrate --force --format json`` into ``cache_dir``: the JSON, or the error."""
+    command = [*CLI, "calibrate", "--backend", backend, "--force", "--format", "json"]
+    command += ["--cache-dir", str(cache_dir)]
+    if threads != "default":
+        command += ["--option", f"{THREAD_OPTION[backend]}={threads}"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    if done.returncode != 0:
+        lines = (done.stderr or done.stdout).strip().splitlines()
+        return lines[-1] if lines else f"exit status {done.returncode}"
+    return json.loads(done.stdout)
+
+
+def roofs_of(data: dict[str, Any]) -> dict[str, float]:
+    """Every roof of a calibration's JSON: compute per dtype, each memory level, the dispatch floor."""
+    roofs = {f"compute {k}": float(v) for k, v in data.get("peak_flops_by_dtype", {}).items()}
+    roofs.update({f"memory {lv['name']}": float(lv["bandwidth"]) for lv in data.get("levels", [])})
+    if data.get("dispatch_floor"):
+        roofs["dispatch floor"] = 1.0 / float(data["dispatch_floor"])  # kernels/s: higher is faster
+    return roofs
+
+
+def busy_calibration(backend: str, threads: str, scratch: Path, timeout: float) -> Path | None:
+    """Calibrate quiet, then beside one busy process; print each roof's ratio.  The busy cache
+    directory when the busy calibration was cached (the profiles then use it), else None."""
+    import multiprocessing
+
+    quiet_dir, busy_dir = scratch / f"quiet-{backend}-{threads}", scratch / f"busy-{backend}-{threads}"
+    quiet = calibrate_json(backend, threads, quiet_dir, timeout)
+    spinner = multiprocessing.Process(target=_spin, args=(timeout,), daemon=True)
+    spinner.start()
+    try:
+        busy = calibrate_json(backend, threads, busy_dir, timeout)
+    finally:
+        spinner.terminate()
+        spinner.join()
+    if isinstance(quiet, str) or isinstance(busy, str):
+        print(f"calibration {backend} threads={threads}: error: {quiet if isinstance(quiet, str) else busy}")
+        return None
+    cached = any(busy_dir.glob("calibration-*.json"))
+    ratios = {k: roofs_of(busy).get(k, 0.0) / v for k, v in roofs_of(quiet).items() if v > 0}
+    worst = min(ratios.values(), default=1.0)
+    within = all(abs(r - 1.0) <= BUSY_ROOF_TOLERANCE for r in ratios.values())
+    verdict = "met" if within or not cached else "MISSED"
+    print(
+        f"calibration {backend} threads={threads}, one busy process beside it: busy / quiet "
+        + ", ".join(f"{k} {r:.3f}" for k, r in ratios.items())
+        + f"; worst {worst:.3f}; busy one {'cached' if cached else 'not cached'} "
+        f"(target: every roof within {BUSY_ROOF_TOLERANCE:.0%}, or not cached: {verdict})"
+    )
+    for warning in busy.get("warnings") or []:
+        print(f"    busy calibration: {warning}")
+    return busy_dir if cached else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -230,6 +342,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per profile")
     parser.add_argument("--json", type=Path, help="also write every run's figures here")
+    parser.add_argument(
+        "--busy-calibration",
+        action="store_true",
+        help="calibrate quiet and beside one busy process first; profile against the busy one if cached",
+    )
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory() as scratch:
@@ -240,11 +357,17 @@ def main(argv: list[str] | None = None) -> int:
             wanted = set(args.only.split(","))
             models = {k: v for k, v in models.items() if k in wanted}
         runs: list[Run] = []
+        busy: dict[tuple[str, str], Path | None] = {}
+        if args.busy_calibration:
+            for backend in args.backends.split(","):
+                for threads in args.threads.split(","):
+                    busy[backend, threads] = busy_calibration(backend, threads, Path(scratch), args.timeout)
         for name, (path, dims) in models.items():
             embedding = embedding_gather(path, dims)
             for backend in args.backends.split(","):
                 for threads in args.threads.split(","):
-                    run = measure(name, path, dims, backend, threads, args)
+                    setting = Setting(backend, threads, busy.get((backend, threads)))
+                    run = measure(name, path, dims, setting, args)
                     if embedding is not None:
                         run = replace(run, embedding_node=embedding[0], embedding_bytes=embedding[1])
                     runs.append(run)

@@ -51,8 +51,11 @@ __all__ = [
 
 def _call(arguments: dict[str, Any]) -> ModelCall:
     """A public function's arguments as one ModelCall: its parameters are the call's fields, by name
-    (``progress`` aside, which is not an option of the call)."""
-    return ModelCall(**{name: value for name, value in arguments.items() if name != "progress"})
+    (``progress`` aside, which is not an option of the call; ``shapes`` join ``dims`` axis by axis)."""
+    from pytest_roofline.model import with_shapes
+
+    fields = {name: value for name, value in arguments.items() if name not in ("progress", "shapes")}
+    return ModelCall(**{**fields, "dims": with_shapes(fields.get("dims"), arguments.get("shapes"))})
 
 
 def prepare(
@@ -61,6 +64,7 @@ def prepare(
     backend: str | Backend = "onnxruntime",
     batch: int | None = None,
     dims: Mapping[str, int] | None = None,
+    shapes: Mapping[str, Sequence[int]] | None = None,
     inputs: InputSource | None = None,
     options: Mapping[str, str] | None = None,
 ) -> PreparedModel:
@@ -74,6 +78,7 @@ def run_profile(
     backend: str | Backend = "onnxruntime",
     batch: int | None = None,
     dims: Mapping[str, int] | None = None,
+    shapes: Mapping[str, Sequence[int]] | None = None,
     inputs: InputSource | None = None,
     options: Mapping[str, str] | None = None,
     roofline: RooflineArg = None,
@@ -94,6 +99,7 @@ def profile_model(
     backend: str | Backend = "onnxruntime",
     batch: int | None = None,
     dims: Mapping[str, int] | None = None,
+    shapes: Mapping[str, Sequence[int]] | None = None,
     inputs: InputSource | None = None,
     options: Mapping[str, str] | None = None,
     roofline: RooflineArg = None,
@@ -111,7 +117,10 @@ def profile_model(
         batch: binds the first dim of every input whose first dim is symbolic; default 1 when
             such a dim is not bound by ``dims`` (``extra["batch_default"]`` says so), as the
             ``model_profile`` fixture does.
-        dims: binds symbolic dims by name.
+        dims: binds symbolic dims by name, or one input axis by ``"input[axis]"`` (two axes
+            sharing a name may differ; an unnamed axis is bound this way).
+        shapes: whole input shapes by input name, as trtexec's ``--shapes``:
+            ``{"x": (1, 3, 48, 192)}`` binds each axis of ``x`` (0-d: ``()``).
         inputs: arrays by input name, or a path to a ``.npy`` (single input) or ``.npz``;
             default: seeded random inputs.
         options: backend options (``--option K=V``), e.g. ``{"intra_op_threads": "1"}``.

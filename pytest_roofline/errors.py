@@ -78,7 +78,11 @@ class ShapeError(RooflineError):
                 how = f"bind it with model_profile(..., dims={{{dim.name!r}: VALUE}})"
                 label = repr(dim.name)
             else:
-                how = "the model does not name it: re-export it with a named dim, or pass inputs=..."
+                key = f"{dim.input}[{dim.index}]"
+                how = (
+                    f"bind it with model_profile(..., dims={{{key!r}: VALUE}}), "
+                    f"shapes={{{dim.input!r}: (...)}} or inputs=..."
+                )
                 label = "(unnamed)"
             return f"input {dim.input!r} dim {dim.index} {label} is unknown; {how}"
         if self.unused is not None:
@@ -98,6 +102,11 @@ class BackendError(RooflineError):
 
 class BackendUnavailable(BackendError):
     """A backend is not installed; the message names the extra to install."""
+
+
+class ModelUnsupported(BackendUnavailable):
+    """The backend is installed but cannot read this model (an op, domain or type it lacks);
+    another backend may run it. Skipped like a missing backend: the message names what it lacks."""
 
 
 class BaselineError(RooflineError):

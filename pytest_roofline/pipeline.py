@@ -241,7 +241,14 @@ def profile_layers(
         kernels = session.profile(iterations)
     say(f"analyzing {spec.name}")
     source = prepared.proto if spec.path is None else spec.path  # a path: its external data's directory
-    analysis = analyze(source, batch=prepared.batch, dims=prepared.dims, trips=trips, proto=prepared.proto)
+    analysis = analyze(
+        source,
+        batch=prepared.batch,
+        dims=prepared.dims,
+        trips=trips,
+        proto=prepared.proto,
+        input_values=prepared.arrays,  # what the run fed decides the If branches it conditions
+    )
     return LayerRun(kernels, analysis, resolve_roofline(roofline, prepared.engine), iterations, latency)
 
 

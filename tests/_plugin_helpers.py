@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import onnx
@@ -10,6 +14,18 @@ import pytest
 from onnx import TensorProto, helper
 
 FAKE = ("-p", "pytest_roofline.backends.fake", "--roofline-backend", "fake")
+
+
+@contextlib.contextmanager
+def busy_neighbour() -> Iterator[None]:
+    """One process spinning on a CPU beside what runs inside the block."""
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        yield
+    finally:
+        spinner.kill()
+        spinner.wait()
 
 
 def relu_chain(path: Path, nodes: int, width: int = 8) -> Path:

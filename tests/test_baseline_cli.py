@@ -116,3 +116,22 @@ def test_diff_shows_the_runs_verdicts_and_rejudges_at_the_runs_tolerance(
     assert main(["baseline", "diff", "r.json", "--tolerance", "5"]) == 1  # a re-judgement says its settings
     out = capsys.readouterr().out
     assert "at 5% tolerance" in out and "regression" in out.split("re-judged", 1)[1]
+
+
+def test_update_names_the_real_reason_for_each_result_it_does_not_write(
+    pytester, monkeypatch, tmp_path_factory, capsys
+):
+    """An unchanged model's results carry no entry: the command says so per test, not "paired or
+    disabled runs store nothing" (issue 31)."""
+    monkeypatch.setenv("ROOFLINE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    relu_chain(pytester.path / "chain.onnx", 3)
+    pytester.makepyfile(test_perf=TESTS)
+    pytester.runpytest(*FAKE).assert_outcomes(passed=2)
+    pytester.runpytest(*FAKE, "--roofline-report", "same.json").assert_outcomes(passed=2)
+    monkeypatch.chdir(pytester.path)
+    assert main(["baseline", "update", "same.json"]) == 0
+    out = capsys.readouterr().out
+    assert "test_perf.py::test_a chain: unchanged: nothing that runs changed" in out, out
+    assert "test_perf.py::test_b chain: unchanged" in out
+    assert "nothing to write: none of the 2 results carries a baseline entry" in out
+    assert "paired or disabled" not in out

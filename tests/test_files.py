@@ -135,7 +135,13 @@ def test_a_roofline_profile_run_leaves_no_lock_file(tmp_path):
     onnx.save(zoo.tiny_cnn(), tmp_path / "cnn.onnx")
     temp, cache = tmp_path / "tmp", tmp_path / "cache"
     temp.mkdir()
-    env = {**os.environ, "TMPDIR": str(temp), "ROOFLINE_CACHE_DIR": str(cache)}
+    # cached even when the roofs did not settle beside this busy machine's other work: the test is about locks
+    env = {
+        **os.environ,
+        "TMPDIR": str(temp),
+        "ROOFLINE_CACHE_DIR": str(cache),
+        "ROOFLINE_CACHE_UNSETTLED": "1",
+    }
     cli = "import sys; from pytest_roofline.cli import main; sys.exit(main())"
     argv = [sys.executable, "-c", cli, "profile", "cnn.onnx", "--batch", "1", "--quiet"]
     argv += ["--sessions", "2", "--rounds", "3", "--iterations", "2", "--option", "intra_op_threads=1"]

@@ -292,3 +292,32 @@ def test_every_verdict_readable_and_the_table_fits_the_window(pw, tmp_path, widt
         assert median is not None and table is not None
         assert median["x"] + median["width"] <= width and table["x"] + table["width"] <= width
         tab.locator("table.overview").screenshot(path=f"/tmp/roofline-verdicts-{width}.png")
+
+
+def test_the_roofline_chart_labels_the_dispatch_floor(pw, tmp_path) -> None:
+    """Issue 33: a roofline with a dispatch floor says so on the chart, with the overhead-bound layers."""
+    import dataclasses
+
+    from _report_data import device_roofline
+
+    from pytest_roofline.profile import Layer, apply_roofline
+
+    pytest.importorskip("jinja2")
+    floored = dataclasses.replace(device_roofline(), dispatch_floor=0.5e-6)
+    base = model_profile(12, name="decode", roofline=floored)
+    views = tuple(  # a decode step's views: 0 bytes, 1 µs each, priced at the floor alone
+        apply_roofline(Layer(f"view_{i}", "Reshape", (f"Reshape_v{i}",), 1e-6, 0, 0), floored)
+        for i in range(3)
+    )
+    profile = dataclasses.replace(base, layers=(*base.layers, *views))
+    assert sum(la.bound == "overhead" for la in profile.layers) == 3 and profile.roofline_check.valid
+    path = tmp_path / "report.html"
+    html.write(results_of(run_results(result(profile, "pass"))), path)
+    with open_report(pw, path, tmp_path / "chromium-profile") as (tab, requests, errors):
+        label = tab.locator("section#r0 [data-chart=roofline] text.floor")
+        assert label.count() == 1 and not errors and not requests
+        assert label.text_content() == "dispatch floor 500 ns a kernel · 3 layers overhead-bound"
+        assert (
+            "Dispatch floor 500 ns a kernel: 3 layers overhead-bound"
+            in tab.locator("section#r0 .overhead").inner_text()
+        )

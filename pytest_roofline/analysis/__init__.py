@@ -76,6 +76,7 @@ def analyze(
     dims: Mapping[str, int] | None = None,
     trips: Mapping[str, int] | None = None,
     proto: onnx.ModelProto | None = None,
+    input_values: Mapping[str, np.ndarray] | None = None,
 ) -> ModelAnalysis:
     """Analyze a model at bound shapes without reading its external-data weights.
 
@@ -88,6 +89,8 @@ def analyze(
         proto: ``model`` as :func:`~pytest_roofline.model.load_model` loaded it already, when
             the caller has it (read, not changed, and not loaded again); ``model`` still names
             the file whose directory holds its external data.
+        input_values: the input arrays the run feeds, by name: small ones (a sample rate, a
+            flag) decide the If branches they condition, which are then costed as taken.
 
     Returns:
         Per-node costs (subgraph and local-function nodes included, each with its executions per
@@ -115,7 +118,7 @@ def analyze(
     items = list(iter_nodes(flat.graph))
     names = _display_names(items)
     wanted = {t for item in items for t in (*value_inputs(item.node), *wanted_values(item.node))}
-    values = known_values(flat, tensors, wanted)
+    values = known_values(flat, tensors, wanted, input_values)
     nodes: list[NodeCost] = []
     counted_params: set[str] = set()
     shared = _held_elsewhere(flat.graph, items)

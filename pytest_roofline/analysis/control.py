@@ -8,8 +8,9 @@ module decides ``executions`` for every node of every subgraph:
   (``trips={"<loop node or M tensor>": N}``, ``roofline analyze --trip NAME=N``), else 1, *assumed*
   and said. A body whose condition is computed may stop early: ``M`` is then an upper bound, said.
 * **Scan**: the length of the first scan input along its scan axis.
-* **If**: the branch taken when the condition folds; else the costlier branch, marked assumed,
-  with both branches' costs as a range.
+* **If**: the branch taken when the condition folds (from constants, shapes, or the small input
+  arrays the run feeds, e.g. a 0-d sample rate); else the costlier branch, marked assumed, with
+  both branches' costs as a range.
 
 Executions multiply through nesting. Nodes of an If's other branch keep their own cost and get
 ``executions=0``.

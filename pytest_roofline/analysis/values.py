@@ -29,14 +29,19 @@ MAX_DEPTH = 256  # nodes upstream of a wanted tensor that are evaluated at most
 
 
 def known_values(
-    model: onnx.ModelProto, tensors: Mapping[str, TensorInfo], wanted: Iterable[str]
+    model: onnx.ModelProto,
+    tensors: Mapping[str, TensorInfo],
+    wanted: Iterable[str],
+    given: Mapping[str, np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
-    """The values of the ``wanted`` tensors that can be computed without input data.
+    """The values of the ``wanted`` tensors that can be computed without input data, or from the
+    small input arrays ``given`` (a sample rate, a flag: what decides an If in the run measured).
 
     Args:
         model: the model (local functions inlined), weights possibly external.
         tensors: resolved tensor infos (shapes feed ``Shape``/``Size``).
         wanted: tensor names, in any graph of the model.
+        given: graph input arrays by name; those of at most ``MAX_FOLDED`` elements are values.
 
     Returns:
         Name -> value for each wanted tensor that has one (absent names have none).
@@ -50,6 +55,10 @@ def known_values(
         for init in graph.initializer:
             if init.data_location != onnx.TensorProto.EXTERNAL and _small(init.dims):
                 values[init.name] = numpy_helper.to_array(init)
+    graph_inputs = {vi.name for vi in model.graph.input}
+    for name, array in (given or {}).items():
+        if name in graph_inputs and np.asarray(array).size <= MAX_FOLDED:
+            values[name] = np.asarray(array)
     for item in iter_nodes(model.graph):
         for tensor in item.node.output:
             if tensor:

@@ -17,7 +17,7 @@ import time as _time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_roofline.errors import BackendError, OptionError
+from pytest_roofline.errors import BackendError, ModelUnsupported, OptionError
 from pytest_roofline.model import load_model
 
 from .attribution import EPILOGUE_OPS, GraphIndex, enclosing_nodes, nearest_mapped
@@ -539,6 +539,12 @@ class OpenVinoSession(BackendSession):
                 model = self._core.read_model(spec.source.SerializeToString())  # type: ignore[union-attr]
             model.reshape({name: list(array.shape) for name, array in inputs.items()})
         except Exception as exc:
+            lacking = _unread_op(exc, self._proto)
+            if lacking:
+                raise ModelUnsupported(
+                    f"openvino cannot read {spec.name}: no conversion for {lacking}; "
+                    "onnxruntime can run it (--backend onnxruntime)"
+                ) from None
             raise BackendError(f"openvino could not read {spec.name}: {_first_line(exc)}") from None
         self._model = model
         self._timed = self._compile(profiling=False)
@@ -759,3 +765,31 @@ def _first_line(exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     meaningful = [line for line in lines if not line.startswith("Exception from")]
     return (meaningful or lines or [type(exc).__name__])[-1][:300]
+
+
+#: Operator domains OpenVINO's ONNX frontend converts (ai.onnx.ml, ai.onnx.preview.training and
+#: custom domains it does not).
+_READ_DOMAINS = frozenset({"", "ai.onnx", "com.microsoft", "org.openvinotoolkit", "ai.onnx.contrib"})
+
+
+def _unread_op(exc: BaseException, proto: Any) -> str:
+    """What OpenVINO could not read, as ``op (domain D)``: from its own conversion report, else the
+    first node of a domain it does not convert; "" when neither names one (its line is kept)."""
+    import re
+
+    from pytest_roofline.model import walk_nodes
+
+    match = re.search(r"No conversion rule found for operations: ([^\n]+)", str(exc))
+    domains = {node.op_type: node.domain for node in walk_nodes(proto.graph)}
+    if match:
+        names = [name.strip() for name in match[1].split(",") if name.strip()]
+        first = names[0].rsplit(".", 1)[-1]
+        domain = domains.get(first, names[0].rpartition(".")[0])
+        more = f" and {len(names) - 1} more op types" if len(names) > 1 else ""
+        return f"{first} (domain {domain or 'ai.onnx'}){more}"
+    foreign = sorted({(node.domain, node.op_type) for node in walk_nodes(proto.graph)} - {("", "")})
+    foreign = [(domain, op) for domain, op in foreign if domain not in _READ_DOMAINS]
+    if foreign:
+        more = f" and {len(foreign) - 1} more op types" if len(foreign) > 1 else ""
+        return f"{foreign[0][1]} (domain {foreign[0][0]}){more}"
+    return ""

@@ -14,6 +14,7 @@ from pytest_roofline.cli.common import (
     add_model_arguments,
     add_trip_argument,
     batch_or_default,
+    model_dims,
 )
 from pytest_roofline.errors import OptionError
 from pytest_roofline.fmt import csv_cell
@@ -54,10 +55,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Analyze ``args.model`` and print it in ``args.format``."""
-    batch = batch_or_default(args.batch, [args.model], dict(args.dim))
+    batch = batch_or_default(args.batch, [args.model], model_dims(args))
     if args.top < 0:
         raise OptionError(f"--top must be >= 0, got {args.top}")
-    result = analyze(args.model, batch=batch, dims=dict(args.dim), trips=dict(args.trip))
+    result = analyze(args.model, batch=batch, dims=model_dims(args), trips=dict(args.trip))
     if args.format == "json":
         text = json.dumps(result.to_dict(), indent=2) + "\n"
     elif args.format == "csv":

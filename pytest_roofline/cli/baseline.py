@@ -13,7 +13,7 @@ from pytest_roofline.gate.baseline import BaselineEntry
 from pytest_roofline.gate.store import BaselineStore
 from pytest_roofline.gate.verdict import Verdict
 from pytest_roofline.pytest.options import parse_percent
-from pytest_roofline.results import RunResults, load_results
+from pytest_roofline.results import ProfileRecord, RunResults, load_results
 
 __all__ = ["add_parser", "run"]
 
@@ -86,10 +86,32 @@ def _label(entry: BaselineEntry) -> str:
     return f"{entry.model} b{entry.batch}{dims}"
 
 
+def not_written(record: ProfileRecord) -> str:
+    """Why ``record`` carries no baseline entry to write: the real reason, from its verdict."""
+    verdict = record.verdict
+    if verdict.status == "unchanged":
+        return "unchanged: nothing that runs changed since its baseline, which stands as it is"
+    if verdict.status == "not-compared":
+        return "not timed (--roofline-disable or an analysis-only run)"
+    if verdict.mode == "paired":
+        return "a paired run (old model beside new) stores no figure; a run without the reference records one"
+    if verdict.status == "incomparable":
+        why = "; ".join(verdict.reasons) or verdict.message
+        return f"incomparable with its baseline ({why}): a run under the new conditions records one"
+    if record.outcome not in ("passed", "failed"):
+        return f"the test {record.outcome} before the gate measured it"
+    return "the gate produced no figures for it"
+
+
 def _update(args: argparse.Namespace, store: BaselineStore) -> int:
-    entries = _entries(load_results(args.results))
+    results = load_results(args.results)
+    entries = _entries(results)
+    skipped = [record for record in results.records if record.entry is None]
+    for record in skipped:
+        name = f"{printable(record.test)} {printable(record.profile.model_name)}"
+        print(f"not written: {name}: {not_written(record)}")
     if not entries:
-        print("no stored-mode figures in the results (paired or disabled runs store nothing)")
+        print(f"nothing to write: none of the {len(results.records)} results carries a baseline entry")
         return 0
     written = store.write(entries, force=args.force)
     print(f"updated {len(entries)} entries in {len(written)} files:")

@@ -16,6 +16,7 @@ from pytest_roofline.cli.common import (
     add_format_argument,
     add_model_arguments,
     batch_or_default,
+    model_dims,
     parse_key_value,
 )
 from pytest_roofline.errors import OptionError
@@ -77,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         if backend not in backends:
             raise OptionError(f"--option {backend}:{key}=... names no backend of --backends {args.backends}")
         options.setdefault(backend, {})[key] = value
-    batch = batch_or_default(args.batch, [args.model], dict(args.dim))
+    batch = batch_or_default(args.batch, [args.model], model_dims(args))
     result = check_outputs(
         args.model,
         backends,
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         atol=args.atol,
         options=options,
         batch=batch,
-        dims=dict(args.dim),
+        dims=model_dims(args),
     )
     if args.format == "json":
         print(json.dumps(result.to_dict(), indent=2, sort_keys=True))

@@ -17,7 +17,9 @@ __all__ = [
     "add_trip_argument",
     "parse_batch",
     "batch_or_default",
+    "model_dims",
     "parse_key_int",
+    "parse_shape",
     "parse_key_value",
     "parse_trip",
 ]
@@ -42,6 +44,30 @@ def parse_key_int(text: str) -> tuple[str, int]:
     return key, number
 
 
+def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """``NAME=1x3x48x192`` (trtexec's ``--shapes`` spelling) for ``--shape``; ``NAME=`` is a 0-d
+    (scalar) input. The name may hold ``=`` and ``:`` (``input_1:0``): the last ``=`` splits."""
+    from pytest_roofline.model import MAX_DIM
+
+    key, sep, value = text.rpartition("=")
+    try:
+        sizes = tuple(int(part) for part in value.split("x")) if value.strip() else ()
+    except ValueError:
+        sizes = (-1,)
+    if not sep or not key.strip() or any(not 0 <= size <= MAX_DIM for size in sizes):
+        raise argparse.ArgumentTypeError(
+            f"--shape needs NAME=AxBxC with whole sizes (e.g. x=1x3x224x224), got {text!r}"
+        )
+    return key.strip(), sizes
+
+
+def model_dims(args: argparse.Namespace) -> dict[str, int]:
+    """``--dim`` and ``--shape`` as one dims mapping (a shape binds each of its input's axes)."""
+    from pytest_roofline.model import with_shapes
+
+    return with_shapes(dict(args.dim), dict(args.shape)) or {}
+
+
 def add_model_arguments(parser: argparse.ArgumentParser, batch_help: str = "batch size") -> None:
     """MODEL, --dim NAME=VALUE (repeatable) and --batch."""
     parser.add_argument("model", metavar="MODEL", help="path of an .onnx model")
@@ -56,7 +82,15 @@ def add_shape_arguments(parser: argparse.ArgumentParser, batch_help: str = "batc
         type=parse_key_int,
         default=[],
         metavar="NAME=VALUE",
-        help="bind a symbolic input dim (repeatable)",
+        help="bind a symbolic input dim by name, or one input axis as INPUT[AXIS]=VALUE (repeatable)",
+    )
+    parser.add_argument(
+        "--shape",
+        action="append",
+        type=parse_shape,
+        default=[],
+        metavar="INPUT=AxBx...",
+        help="bind every axis of one input, as trtexec's --shapes: x=1x3x48x192 (repeatable)",
     )
     parser.add_argument("--batch", metavar="N", help=batch_help)
 

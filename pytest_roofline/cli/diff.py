@@ -22,6 +22,7 @@ from pytest_roofline.cli.common import (
     add_format_argument,
     add_shape_arguments,
     batch_or_default,
+    model_dims,
 )
 from pytest_roofline.errors import BackendUnavailable, OptionError
 from pytest_roofline.report.tables import diff_table
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     """Diff ``args.old`` and ``args.new``; predict, and with ``--profile`` measure, the change."""
     from pytest_roofline.diff import diff_summaries, explain_verdict, predict, summarize
 
-    batch = batch_or_default(args.batch, [args.old, args.new], dict(args.dim))
+    batch = batch_or_default(args.batch, [args.old, args.new], model_dims(args))
     for name, value in (
         ("--top", args.top),
         ("--sessions", args.sessions - 1),
@@ -79,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     ):
         if value < 0:
             raise OptionError(f"{name} is too small")
-    dims = dict(args.dim)
+    dims = model_dims(args)
 
     def say(message: str) -> None:
         if not args.quiet:

@@ -22,6 +22,7 @@ from pytest_roofline.cli.common import (
     add_format_argument,
     add_model_arguments,
     add_trip_argument,
+    model_dims,
 )
 from pytest_roofline.errors import OptionError
 from pytest_roofline.fmt import printable
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     batches: list[int | None] = [b for b in parse_batches(args.batch)] if args.batch else [None]
     call = ModelCall(
         args.model,
-        dims=dict(args.dim),
+        dims=model_dims(args),
         inputs=args.inputs,
         backend=args.backend,
         options=dict(args.option),

@@ -29,7 +29,10 @@ __all__ = [
 #: Shares above which a window counts as disturbed: other processes' CPU use and steal, as a
 #: fraction of our CPUs.  One busy process beside us on 2 cores is 0.5; a quiet VM reads < 0.05.
 #: ``ROOFLINE_LOAD_LIMIT`` overrides the first (a fraction, or ``off`` where other processes are
-#: known not to disturb the measurement).
+#: known not to disturb the measurement: then they neither widen the gate's interval nor count
+#: here).  A disturbed window is noted in verdicts, dropped once quiet ones exist and makes a
+#: pairing take one thread; the gate's noise model (:mod:`pytest_roofline.gate.noise`) widens
+#: intervals by the load.
 LOAD_LIMITS = {"other": 0.15, "steal": 0.05}
 LOAD_LIMIT_ENV = "ROOFLINE_LOAD_LIMIT"
 
@@ -78,12 +81,6 @@ class MachineLoad:
     def disturbed(self) -> bool:
         """Whether other processes or the hypervisor took a share of the CPUs worth noting."""
         return self.available and (self.other > other_limit() or self.steal > LOAD_LIMITS["steal"])
-
-    def remedy(self) -> str:
-        """What a user can do when this load keeps a run from counting, or ``""``."""
-        if self.available and self.other > other_limit():
-            return f"where other processes are known not to disturb it, {LOAD_LIMIT_ENV}=off lifts the check"
-        return ""
 
     def describe(self) -> str:
         """One phrase for messages: ``other processes used 48 % of the 2 CPUs, steal 0.0 %``."""

@@ -18,6 +18,13 @@ kernel's time goes to the kernel it serves.  Unchanged nodes keep their time.  T
 fraction of the baseline's kernel time in the same profiled run (end-to-end medians drift
 between runs on a shared machine; the kernels of one run do not).  Without a roofline there is
 no prediction (and the result says so).
+
+Precision changes and rewrites (docs/diff.md): a dtype the roofline has no roof for, or a QDQ
+graph (what runs is the int8 kernels the backend fuses at load, not the nodes written), an int8
+op the calibration never probed, and float16/bfloat16 work on a device with no faster roof for
+it (the backend runs it in float32 after Casts) have no prediction, with the reason; a block that
+swaps nodes for unmeasured ops with the same FLOPs in the same dtypes costs what it cost
+(``same work``).
 """
 
 from __future__ import annotations
@@ -27,8 +34,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from pytest_roofline.model.precision import INT8_OPS
+
 from .match import signature
-from .summary import NodeSummary
+from .summary import FLOAT32, NodeSummary
 
 if TYPE_CHECKING:
     from pytest_roofline.profile import ModelProfile
@@ -249,6 +258,9 @@ def predict(
     if diff.old is None or diff.new is None:
         return Prediction(False, reason="the diff carries no model summaries (diff_summaries keeps them)")
     old, new = diff.old, diff.new
+    unpriceable = _no_honest_price(old, new, roofline)
+    if unpriceable:
+        return Prediction(False, reason=unpriceable)
     defaults = dict(DEFAULT_EFFICIENCY if default_efficiency is None else default_efficiency)
     table = efficiency_table(profile, old, roofline) if profile is not None else None
     twins = _twins(old, table) if table is not None else {}
@@ -259,6 +271,7 @@ def predict(
         twin = twins.get(signature(new, change.new_index)) if change.new_index is not None else None
         priced = _price(change, before, after, roofline, table, defaults, twin)
         nodes.append(replace(priced, block=change.block))
+    nodes = _same_work_blocks(diff, nodes)
     if table is not None:
         baseline = table.latency
     else:
@@ -273,6 +286,98 @@ def predict(
         assumptions=tuple(_assumptions(profile, table, defaults, nodes)),
         efficiency_source="profile" if table is not None else "default",
     )
+
+
+# -- precision changes and rewrites -----------------------------------------------------------------
+
+#: Relative FLOPs difference under which a block that swaps nodes for others does the same work.
+SAME_WORK = 0.01
+_LOW_FLOATS = ("float16", "bfloat16")
+#: int8 op types the calibration's int8 roof was measured on (roofline/probes.py) or that feed them.
+PROBED_INT8 = frozenset({"MatMulInteger", "QLinearMatMul", "DynamicQuantizeLinear", "MatMulIntegerToFloat"})
+_UNMEASURED = ("op type", "bound", "default")  # bases that rest on no measured node of this type
+_ROOFED = (
+    "float16",
+    "bfloat16",
+    "int8",
+    "float8e4m3fn",
+    "float8e5m2",
+)  # dtypes a roofline may lack  # bases that rest on no measured node of this type
+
+
+def _no_honest_price(old: ModelSummary, new: ModelSummary, roofline: DeviceRoofline) -> str:
+    """Why the new graph's work cannot be priced honestly ("" when it can): a dtype the roofline
+    has no roof for, or a QDQ graph (its kernels are not the nodes written)."""
+    old_dtypes = {_work_dtype(n) for n in old.nodes if n.flops > 0}
+    for dtype in sorted({_work_dtype(n) for n in new.nodes if n.flops > 0} - old_dtypes):
+        if dtype in _ROOFED and dtype not in roofline.peak_flops:
+            return f"the new graph computes in {dtype}, and the roofline has no {dtype} roof (calibrate it)"
+    old_ops = {n.op_type.rpartition(":")[2] for n in old.nodes}
+    unprobed = sorted({n.op_type.rpartition(":")[2] for n in new.nodes} & (INT8_OPS - PROBED_INT8) - old_ops)
+    if unprobed:
+        return (
+            f"{unprobed[0]} runs int8 kernels the roofline never measured (its int8 roof is "
+            "MatMulInteger's and QLinearMatMul's), and the baseline did not run it"
+        )
+    fp32 = roofline.peak_flops.get("float32", roofline.peak)
+    for node in new.nodes:
+        if node.flops > 0 and node.dtype in _LOW_FLOATS and roofline.peak_flops.get(node.dtype, 0.0) <= fp32:
+            return (
+                f"{node.dtype} nodes run in float32 after inserted Casts on this device (its "
+                f"{node.dtype} roof is no faster than float32's); the Casts and the fusions and layouts "
+                "the backend gives up (onnxruntime CPU: NCHWc convolutions) are beyond the roofline"
+            )
+    if _qdq_weights(new) and not _qdq_weights(old):
+        return (
+            "a QDQ graph: the backend fuses QuantizeLinear/DequantizeLinear around MatMul, Gemm and Conv "
+            "into int8 kernels at load, which the graph as written does not show"
+        )
+    return ""
+
+
+def _work_dtype(node: NodeSummary) -> str:
+    """The dtype a node's arithmetic runs in: int8 for quantized ops (their outputs are int32 or
+    float), else the dtype of its output."""
+    return "int8" if node.op_type.rpartition(":")[2] in INT8_OPS else node.dtype
+
+
+def _qdq_weights(summary: ModelSummary) -> bool:
+    """Whether some DequantizeLinear reads a stored (int8) weight: a QDQ-quantized graph."""
+    return any(n.op_type == "DequantizeLinear" and not n.inputs for n in summary.nodes)  # no activation in
+
+
+def _same_work_blocks(diff: GraphDiff, nodes: list[NodePrediction]) -> list[NodePrediction]:
+    """A block that swaps nodes for ops the baseline never ran (fusion, an offline-optimised copy)
+    whose added nodes do the removed nodes' FLOPs (within :data:`SAME_WORK`) in the same dtypes
+    costs what it cost: the added nodes share the removed nodes' measured time by roof time, not a
+    guessed efficiency of their type (its changed nodes stay priced as they are)."""
+    old = {n.name: n for n in diff.old.nodes} if diff.old else {}
+    new = {n.name: n for n in diff.new.nodes} if diff.new else {}
+    for index in range(len(diff.blocks)):
+        added = [n for n in nodes if n.block == index and n.kind == "added" and n.name in new]
+        removed = [n for n in nodes if n.block == index and n.kind == "removed" and n.name in old]
+        flops_in = sum(old[n.name].flops for n in removed)
+        flops_out = sum(new[n.name].flops for n in added)
+        dtypes_in = {_work_dtype(old[n.name]) for n in removed if old[n.name].flops > 0} | {FLOAT32}
+        if (
+            not added
+            or flops_in <= 0
+            or abs(flops_out - flops_in) > SAME_WORK * flops_in
+            or any(_work_dtype(new[n.name]) not in dtypes_in for n in added if new[n.name].flops > 0)
+            or not any(n.basis in _UNMEASURED for n in added)
+        ):
+            continue
+        spent = sum(n.time_before for n in removed)
+        weights = {n.name: n.roof_after for n in added}
+        total = sum(weights.values())
+        share = {name: weight / total if total > 0 else 1.0 / len(added) for name, weight in weights.items()}
+        nodes = [
+            replace(n, time_after=spent * share[n.name], basis="same work")
+            if n.block == index and n.kind == "added"
+            else n
+            for n in nodes
+        ]
+    return nodes
 
 
 # -- pricing -------------------------------------------------------------------------------------
@@ -417,6 +522,11 @@ def _assumptions(
             "no baseline profile: default efficiencies "
             + ", ".join(f"{b} {e:.0%}" for b, e in sorted(defaults.items()))
             + "; the change is relative to the baseline's latency predicted the same way"
+        )
+    if any(n.basis == "same work" for n in nodes):
+        said.append(
+            "a block rewritten into op types the baseline never ran with the same FLOPs in the same "
+            "dtypes (fusion, an optimiser's copy) costs what the nodes it replaces measured"
         )
     if any(n.basis == "default" for n in nodes) and table is not None:
         said.append("nodes whose bound never ran in the baseline use the default efficiencies")

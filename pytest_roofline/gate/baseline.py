@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pytest_roofline.device.load import MachineLoad
 from pytest_roofline.gate.conditions import Conditions, settings_of
 from pytest_roofline.gate.identity import RunIdentity
 from pytest_roofline.memory import MemoryRecord
@@ -266,6 +267,14 @@ class BaselineEntry:
     memory: MemoryRecord | None = (
         None  # one inference's memory (optional block: where the backend reports it)
     )
+    load: MachineLoad | None = None  # the machine's load while the figures were measured
+
+    @property
+    def pressure(self) -> float:
+        """The share of the CPUs others took while this entry was measured (0: quiet or unknown)."""
+        from pytest_roofline.gate.noise import pressure
+
+        return pressure(self.load)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -294,6 +303,7 @@ class BaselineEntry:
             "configured": self.configured.to_dict() if self.configured else None,
             "identity": self.identity.to_dict() if self.identity else None,
             **({"memory": self.memory.to_dict()} if self.memory is not None else {}),
+            "load": self.load.to_dict() if self.load else None,
         }
 
     @classmethod
@@ -318,6 +328,7 @@ class BaselineEntry:
             raise SchemaError(f"'structure' must be an object, got {type(structure).__name__}")
         configured = data.get("configured")
         identity = data.get("identity")
+        load = data.get("load")
         return cls(
             key=read_str(data, "key"),
             test=read_str(data, "test"),
@@ -345,6 +356,7 @@ class BaselineEntry:
             configured=FigureRecord.from_dict(as_mapping(configured, "'configured'")) if configured else None,
             identity=RunIdentity.from_dict(as_mapping(identity, "'identity'")) if identity else None,
             memory=MemoryRecord.from_dict(data["memory"]) if data.get("memory") is not None else None,
+            load=_load(as_mapping(load, "'load'")) if load else None,
         )
 
     def history_point(self) -> HistoryPoint:
@@ -360,6 +372,21 @@ class BaselineEntry:
 
 
 # --- migrations -----------------------------------------------------------------------------------
+
+
+def _load(data: Mapping[str, Any]) -> MachineLoad:
+    """An entry's ``load`` block, strictly: shares within [0, 1], a sane core count."""
+    other, steal = read_float(data, "other"), read_float(data, "steal")
+    if other > 1 or steal > 1:
+        raise SchemaError(f"'load' shares must be within [0, 1], got other={other}, steal={steal}")
+    return MachineLoad(
+        seconds=read_float(data, "seconds"),
+        other=other,
+        steal=steal,
+        loadavg=read_float(data, "loadavg"),
+        cores=read_int(data, "cores", minimum=1, maximum=1 << 16),
+        available=bool(data.get("available", True)),
+    )
 
 
 def entry_to_2(entry: Any) -> Any:

@@ -136,7 +136,10 @@ def fit_probe(
 
 
 def memory_share(layers: Sequence[Any]) -> float:
-    """Share of the layers' time spent in memory-bound layers (0 when bounds are unknown)."""
+    """Share of the layers' time spent in memory-bound layers (0 when bounds are unknown).
+
+    Overhead-bound layers (the dispatch floor's: views, one-float ops) count with the memory-bound
+    ones, as they did before the floor made them a bound of their own: the probe's mix stays."""
     total = sum(la.time for la in layers if la.bound)
-    memory = sum(la.time for la in layers if la.bound == "memory")
+    memory = sum(la.time for la in layers if la.bound in ("memory", "overhead"))
     return memory / total if total > 0 else 0.0

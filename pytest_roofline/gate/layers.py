@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from pytest_roofline.errors import OptionError
-from pytest_roofline.gate.sampling import control_drift_noise, disturbance
+from pytest_roofline.gate.sampling import control_drift_noise, load_floor
 from pytest_roofline.gate.verdict import LayerDelta, Verdict, compare, new_verdict
 
 if TYPE_CHECKING:
@@ -15,10 +15,7 @@ if TYPE_CHECKING:
     from pytest_roofline.gate.baseline import BaselineEntry, LayerRecord
     from pytest_roofline.profile import ModelProfile
 
-__all__ = ["LAYER_DRIFT", "layer_deltas", "layer_verdicts"]
-
-#: Between-process drift floor of a single layer's normalized time (one profiled run per side).
-LAYER_DRIFT = 0.03
+__all__ = ["layer_deltas", "layer_verdicts"]
 
 
 def layer_deltas(
@@ -47,13 +44,15 @@ def layer_verdicts(
     tolerance: float,
     baseline_control_p25: float | None = None,
     load: MachineLoad | None = None,
+    baseline_pressure: float = 0.0,
 ) -> list[Verdict]:
     """A verdict per ``layer:<name>`` metric: the layer's time normalized by the control probe.
 
     ``control_p25`` and ``baseline_control_p25`` are the probe's p25 at the threads the layer
     times were measured at, now and in the baseline (default: the baseline's gate control).  The
     same rules as the model's verdict apply: a probe at another speed than at baseline time widens
-    the noise, and a layer measured while the machine was busy (``load``) decides nothing.
+    the noise, and the load now (``load``) or when the baseline was recorded (``baseline_pressure``)
+    widens it by the noise model's layer floor.
 
     Raises:
         OptionError: a metric names a layer the model does not have.
@@ -79,10 +78,9 @@ def layer_verdicts(
                 [stored.time / base_control],
                 tolerance=tolerance,
                 metric=metric,
-                drift=LAYER_DRIFT,
+                drift=load_floor("layer", load, baseline_pressure),
                 raw={"baseline": stored.time, "current": layer.time},
                 extra_noise=control_drift_noise(control_p25, base_control),
-                disturbance=disturbance(load) if load is not None else None,
             )
         )
     return verdicts

@@ -17,12 +17,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_roofline.device.load import between, snapshot
 from pytest_roofline.gate.conditions import Conditions, settings_of
 from pytest_roofline.gate.sampling import GateDesign
 from pytest_roofline.gate.types import GateOutcome, GateRequest
 
 if TYPE_CHECKING:
     from pytest_roofline.backends.base import Backend
+    from pytest_roofline.device.load import MachineLoad
     from pytest_roofline.diff import ModelSummary
     from pytest_roofline.gate.baseline import BaselineEntry
     from pytest_roofline.gate.change import ChangeReport
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
     from pytest_roofline.profile import ModelProfile
     from pytest_roofline.roofline import DeviceRoofline
 
-__all__ = ["measure_lock", "run_model_gate", "static_outcome"]
+__all__ = ["measure_lock", "paired_engine", "run_model_gate", "static_outcome"]
 
 MEASURE_LOCK = Path(tempfile.gettempdir()) / "pytest-roofline-measure.lock"
 
@@ -137,6 +139,7 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
     way = route(request, prepared)  # identity first: nothing is timed to learn that nothing changed
     shortcut = way.kind == "unchanged" and not request.timed  # identity alone: nothing timed
     sampler = sampler_for(engine) if not shortcut else None  # warm when sampling begins
+    before_profile = snapshot()
     layer_run = profile_layers(
         prepared,
         iterations=PROFILE_ITERATIONS,
@@ -150,6 +153,8 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
         return _unchanged(request, prepared, layer_run, way)
     if way.kind == "paired":
         request = dataclasses.replace(request, reference=way.reference)
+    shared = between(before_profile, snapshot()) if engine.wall_clock else None
+    one_thread = paired_engine(engine, shared) if request.reference is not None else None
     design = GateDesign(budget=request.budget, run_estimate=profiled_run_seconds(layer_run.kernels))
     single = engine.single_thread() if request.reference is None else None
     figure_engine = single or engine  # the figure the gate judges; the configured one is kept beside
@@ -162,8 +167,13 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
     subject = SessionOpener(engine, prepared.spec, prepared.arrays)
     configured_run = None
     if request.reference is not None:
-        control = SessionOpener(engine, request.reference, prepared.arrays)
-        run = paired_run([subject, control], design, tolerance, sampler=sampler, watch_load=engine.wall_clock)
+        pair_engine = one_thread or engine
+        openers = [SessionOpener(pair_engine, s, prepared.arrays) for s in (prepared.spec, request.reference)]
+        pair_sampler = sampler if one_thread is None else sampler_for(pair_engine)
+        run = paired_run(openers, design, tolerance, sampler=pair_sampler, watch_load=engine.wall_clock)
+        if one_thread is not None and shared is not None:
+            one = f"timed at one intra-op thread: other processes shared the CPUs ({shared.describe()})"
+            run = dataclasses.replace(run, verdict=_with_reason(run.verdict, one))
     else:
         figure_subject = SessionOpener(figure_engine, prepared.spec, prepared.arrays)
         if comparable is not None:
@@ -178,6 +188,7 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
             comparable.latency.gate_p25 if comparable else None,
             tolerance,
             comparable.control.p25 if comparable else None,
+            comparable.pressure if comparable else 0.0,
         )
         run = run_gate(
             [figure_subject, probe_opener(figure_engine, **blocks)],
@@ -195,6 +206,7 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
                     before.subject_p25 if before else None,
                     tolerance,
                     before.control_p25 if before else None,
+                    comparable.pressure if comparable is not None else 0.0,
                 ),
                 dataclasses.replace(  # what is left of the budget
                     CONFIGURED_DESIGN,
@@ -209,6 +221,8 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
         [x for session in timing_run.subject_samples for x in session],
         sessions=[list(s) for s in timing_run.subject_samples],
     )
+    if one_thread is not None:  # the pairing ran at one thread: the test's latency at its own
+        latency = short_latency(prepared)
     profile = assemble(
         prepared, layer_run, latency, {"gate": _gate_figures(run, configured_run, blocks, request.reference)}
     )
@@ -231,6 +245,7 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
         tolerance,
         baseline_control_p25=_timing_control_p25(comparable),
         load=timing_run.load,
+        baseline_pressure=comparable.pressure if comparable is not None else 0.0,
     )
     extra.extend(_memory_verdicts(request, profile, current))
     summary = _summary(prepared, layer_run)
@@ -245,22 +260,30 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
         verdict = dataclasses.replace(
             new_verdict(run.figures, tolerance=tolerance, message=request.new_at_ref), mode="paired"
         )
-    elif request.reference is None and run.figures and not run.load.disturbed:
+    elif request.reference is None and run.figures:  # recorded under any load, with the load kept:
         alone = (layer_run.latency or short_latency(prepared)).p25  # what a later unchanged run measures
         entry = _entry(request, profile, run, blocks, current, summary, configured_run, way.identity, alone)
-    elif request.reference is None and run.figures:  # a busy moment's figure would mislead every later run
-        refused = f"not recorded as a baseline: the machine was busy while measuring ({run.load.describe()})"
-        verdict = dataclasses.replace(verdict, reasons=(*verdict.reasons, refused))
-        if verdict.status == "new":
-            verdict = dataclasses.replace(
-                verdict, message=f"{verdict.metric}: no baseline yet; a quiet run records one"
-            )
-            remedy = run.load.remedy()
-            if remedy:
-                verdict = dataclasses.replace(verdict, reasons=(*verdict.reasons, remedy))
+        if run.load.disturbed and verdict.status == "new":  # a later comparison widens by it
+            kept = f"recorded under load ({run.load.describe()}); later comparisons carry that noise"
+            verdict = dataclasses.replace(verdict, reasons=(*verdict.reasons, kept))
     recorded = request.baseline if way.kind == "paired" else baseline  # auto-paired: the trend still shows
     history = (*recorded.history, recorded.history_point()) if recorded else ()
     return GateOutcome(profile, verdict, tuple(extra), entry, history, change)
+
+
+def paired_engine(engine: Backend, load: MachineLoad | None) -> Backend | None:
+    """The one-thread engine a pairing runs on when other processes share the CPUs, else None.
+
+    Two sessions' thread pools on busy cores wait on their slowest thread, and two different
+    graphs (many small kernels against a few large ones) suffer that differently: a bias in the
+    ratio that no interval carries.  One thread per session keeps the ratio unbiased."""
+    if load is None or not load.disturbed:
+        return None
+    return engine.single_thread()
+
+
+def _with_reason(verdict: Verdict | None, reason: str) -> Verdict | None:
+    return None if verdict is None else dataclasses.replace(verdict, reasons=(*verdict.reasons, reason))
 
 
 def _timed_unchanged(request: GateRequest, timed: Verdict, way: Route) -> tuple[Verdict, list[Verdict]]:
@@ -572,4 +595,5 @@ def _entry(
         ),
         identity=dataclasses.replace(identity, graph=graph) if identity is not None else None,
         memory=memory_record(profile),
+        load=run.load if run.load.available else None,
     )

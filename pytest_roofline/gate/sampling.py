@@ -5,7 +5,13 @@ stored mode, the reference model in paired mode) and times them in interleaved r
 (:func:`pytest_roofline.measure.sample_interleaved`); the per-session ratio of their p25s is the
 figure.  When the verdict could be sharpened (inconclusive, or a new baseline noisier than half
 the tolerance) another batch is sampled, until the time budget is spent.  The machine's load is
-read around every batch, so a verdict knows whether its measurement was disturbed.
+read around every batch: it widens the interval (:mod:`pytest_roofline.gate.noise`), never vetoes it.
+
+The loop looks at its data after every batch, so it stops honestly (no optional stopping): an
+interim look stops only on a verdict that holds at a 99.9 % interval (Haybittle-Peto: interim
+looks spend almost none of the error rate), the last look the budget allows decides at the nominal
+95 %; and it stops early when even the noise floor of the load would leave the verdict open
+(more samples could not change it).
 """
 
 from __future__ import annotations
@@ -19,7 +25,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pytest_roofline.device.load import MachineLoad, between, snapshot
-from pytest_roofline.gate.verdict import Verdict, compare, needs_more, session_ratios
+from pytest_roofline.gate.noise import noise_model, pressure
+from pytest_roofline.gate.verdict import Verdict, compare, judge_ratio, needs_more, session_ratios
 
 #: figures(subject samples, control samples) -> one figure per session
 Figures = Callable[[Sequence[Sequence[float]], Sequence[Sequence[float]]], list[float]]
@@ -33,12 +40,13 @@ __all__ = [
     "GateDesign",
     "GateRun",
     "control_drift_noise",
-    "disturbance",
     "fit_to_budget",
+    "load_floor",
     "paired_budget",
     "profiled_run_seconds",
     "paired_decider",
     "run_gate",
+    "settled",
     "stored_decider",
 ]
 
@@ -220,7 +228,8 @@ def run_gate(
         if cut is not None:
             verdict = replace(verdict, reasons=(*verdict.reasons, cut))
         elapsed = time.perf_counter() - start
-        if (not needs_more(verdict) and not load.disturbed) or elapsed * (count + 1) / count > design.budget:
+        final = count == design.max_batches or elapsed * (count + 1) / count > design.budget
+        if final or settled(verdict):
             break
     subject, control, load = _usable(batches)
     return GateRun(
@@ -255,11 +264,31 @@ def _usable(batches: Sequence[_Batch]) -> tuple[list[list[float]], list[list[flo
     return subject, control, MachineLoad.combine([b.load for b in chosen])
 
 
-def disturbance(load: MachineLoad) -> str | None:
-    """Why a measurement under ``load`` cannot decide a regression, or None when it can."""
-    if not load.disturbed:
-        return None
-    return f"the machine was busy while measuring ({load.describe()}); re-run on a quiet runner"
+#: How much wider than the nominal 95 % an interim look's interval is: 3.29 standard deviations
+#: (99.9 %, Haybittle-Peto) against 1.96.
+INTERIM_WIDENING = 3.29 / 1.96
+
+
+def settled(verdict: Verdict) -> bool:
+    """Whether sampling may stop at an interim look: the verdict holds at the interim interval,
+    or no amount of sampling could move it (its noise floor alone leaves it open)."""
+    if verdict.ratio is None or verdict.noise is None or verdict.ci is None:
+        return not needs_more(verdict)  # new / not compared: sampled until its own noise is small
+    ratio, tolerance = verdict.ratio, verdict.tolerance
+    if verdict.status == "inconclusive":
+        floor = verdict.floor
+        best = judge_ratio(ratio, (ratio * math.exp(-floor), ratio * math.exp(floor)), floor, tolerance)
+        return best == "inconclusive"  # futile: even an endless sample keeps it open
+    k = INTERIM_WIDENING
+    low, high = verdict.ci
+    strict = (ratio * (low / ratio) ** k, ratio * (high / ratio) ** k) if low > 0 and high > 0 else verdict.ci
+    return judge_ratio(ratio, strict, verdict.noise * k, tolerance) == verdict.status
+
+
+def load_floor(mode: str, load: MachineLoad | None, baseline_pressure: float = 0.0) -> float:
+    """The noise model's floor for ``mode`` under ``load`` (stored: the busier of now and the
+    baseline's own measurement)."""
+    return noise_model().floor(mode, max(pressure(load), baseline_pressure))
 
 
 def control_drift_noise(control_p25: float, baseline_control_p25: float | None) -> float:
@@ -274,10 +303,17 @@ def control_drift_noise(control_p25: float, baseline_control_p25: float | None) 
     return CONTROL_DRIFT_WEIGHT * abs(math.log(control_p25 / baseline_control_p25))
 
 
-def _notes(load: MachineLoad, control_p25: float, baseline_control_p25: float | None) -> tuple[str, ...]:
+def _notes(
+    verdict: Verdict, load: MachineLoad, control_p25: float, baseline_control_p25: float | None
+) -> tuple[str, ...]:
     notes = []
     if load.disturbed:
-        notes.append(f"measured while busy: {load.describe()}")
+        notes.append(
+            f"measured under load ({load.describe()}): the interval carries it (noise floor "
+            f"±{verdict.floor:.1%} of ±{verdict.noise or 0:.1%})"
+            if verdict.status in ("pass", "regression", "improved")
+            else f"measured under load ({load.describe()})"
+        )
     if baseline_control_p25 and math.isfinite(control_p25) and control_p25 > 0:
         speed = control_p25 / baseline_control_p25
         if abs(math.log(speed)) > math.log(1 + CONTROL_DRIFT_NOTE):
@@ -285,7 +321,30 @@ def _notes(load: MachineLoad, control_p25: float, baseline_control_p25: float | 
                 f"the control probe ran x{speed:.2f} its baseline time: the machine is at another speed, "
                 "which widens the noise"
             )
+    if verdict.status == "inconclusive":
+        notes.append(remedy(verdict, load))
     return tuple(notes)
+
+
+def remedy(verdict: Verdict, load: MachineLoad) -> str:
+    """The one thing the data says would decide an inconclusive verdict."""
+    floor, noise, tolerance = verdict.floor, verdict.noise or 0.0, verdict.tolerance
+    if floor > tolerance and load.disturbed:
+        return (
+            f"remedy: the load alone keeps the noise at ±{floor:.1%}, above the {tolerance:.1%} tolerance; "
+            "run where fewer processes share the CPUs"
+        )
+    if floor > tolerance:
+        return (
+            f"remedy: this comparison's noise floor is ±{floor:.1%}, above the {tolerance:.1%} tolerance; "
+            "raise the tolerance (--roofline-tolerance or the marker's tolerance=)"
+        )
+    if noise > floor * 1.2:
+        return "remedy: more sessions would narrow the interval; raise --roofline-budget"
+    return (
+        f"remedy: the change sits at the {tolerance:.1%} tolerance; accept it with --roofline-update "
+        "or set the tolerance the change should be judged by"
+    )
 
 
 def stored_decider(
@@ -293,8 +352,12 @@ def stored_decider(
     baseline_raw: float | None,
     tolerance: float,
     baseline_control_p25: float | None = None,
+    baseline_pressure: float = 0.0,
 ) -> Decider:
-    """A ``decide`` callable for stored mode against a baseline's per-session figures."""
+    """A ``decide`` callable for stored mode against a baseline's per-session figures.
+
+    ``baseline_pressure`` is the load the baseline was recorded under: its figures carry that
+    noise, so the busier of the two sides sets the floor."""
 
     def decide(figures: list[float], subject_p25: float, control_p25: float, load: MachineLoad) -> Verdict:
         verdict = compare(
@@ -303,10 +366,11 @@ def stored_decider(
             tolerance=tolerance,
             mode="stored",
             raw={"baseline": baseline_raw, "current": subject_p25},
+            drift=load_floor("stored", load, baseline_pressure),
             extra_noise=control_drift_noise(control_p25, baseline_control_p25),
-            disturbance=disturbance(load),
         )
-        return replace(verdict, reasons=(*verdict.reasons, *_notes(load, control_p25, baseline_control_p25)))
+        notes = _notes(verdict, load, control_p25, baseline_control_p25)
+        return replace(verdict, reasons=(*verdict.reasons, *notes))
 
     return decide
 
@@ -321,8 +385,8 @@ def paired_decider(tolerance: float) -> Decider:
             tolerance=tolerance,
             mode="paired",
             raw={"baseline": control_p25, "current": subject_p25},
-            disturbance=disturbance(load),
+            drift=load_floor("paired", load),
         )
-        return replace(verdict, reasons=(*verdict.reasons, *_notes(load, control_p25, None)))
+        return replace(verdict, reasons=(*verdict.reasons, *_notes(verdict, load, control_p25, None)))
 
     return decide

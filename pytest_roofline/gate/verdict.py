@@ -111,6 +111,9 @@ class Verdict:
     sessions: int = 0
     reasons: tuple[str, ...] = ()
     explanation: str = ""  # what changed in the graph, and whether it explains the ratio
+    #: The part of ``noise`` no further sampling removes (drift and load floors, probe drift);
+    #: the sampling loop stops when even that floor leaves the verdict open.  Not serialized.
+    floor: float = field(default=0.0, compare=False)
 
     @property
     def failed(self) -> bool:
@@ -243,7 +246,6 @@ def compare(
     raw: dict[str, float | None] | None = None,
     layers: Sequence[LayerDelta] = (),
     extra_noise: float = 0.0,
-    disturbance: str | None = None,
 ) -> Verdict:
     """Decide pass / regression / inconclusive / improved from per-session figures.
 
@@ -253,14 +255,16 @@ def compare(
         tolerance: relative slowdown allowed, e.g. 0.05.
         mode: ``stored`` or ``paired``.
         metric: what the figures are, for messages (``latency``, ``layer:<name>``).
-        drift: between-process relative standard deviation folded into the CI
-            (default :data:`DEFAULT_DRIFT` of the mode).
+        drift: the relative standard deviation no sampling removes, folded into the CI: the
+            noise model's floor at the measured load (:mod:`pytest_roofline.gate.noise`; default
+            :data:`DEFAULT_DRIFT` of the mode, its quiet floor).
         raw: raw seconds to report beside normalized figures.
         layers: per-layer deltas to carry into the verdict.
         extra_noise: a relative standard deviation known beyond the samples' own (the control
             probe ran at another speed than when the baseline was recorded), folded in like drift.
-        disturbance: why the measurement cannot be trusted to decide (the machine was busy):
-            a regression or improvement then stands as inconclusive, with this reason.
+
+    A busy machine does not veto a verdict: its load is in ``drift`` (a wider interval), and
+    the verdict is decided whenever that interval clears the tolerance band.
 
     Returns:
         The verdict; a pure function of its arguments.
@@ -304,8 +308,6 @@ def compare(
             f"ratio {ratio:.3f}, but a slowdown beyond the {_pct(tolerance)} tolerance is not ruled out "
             f"(95% bound {one_sided_bound(ratio, noise):.3f}, noise ±{_pct(noise)})"
         )
-    if disturbance and status in ("regression", "improved"):
-        status, why = "inconclusive", f"{why}, but {disturbance}"
     return Verdict(
         status=status,
         mode=mode,
@@ -320,6 +322,7 @@ def compare(
         raw=dict(raw or {}),
         layers=tuple(layers),
         sessions=len(current),
+        floor=1.96 * spread,
     )
 
 

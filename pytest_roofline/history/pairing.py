@@ -116,19 +116,19 @@ def pair_with_previous(
         return found  # unchanged, unknown, or another change than the model's (no pair to time)
     reused = _gate_pairing(outcome, before_content)
     if reused:
-        found["paired"] = Paired(reused, before, FROM_GATE).to_dict()
+        found["paired"] = Paired(reused, before, FROM_GATE, pressure=_gate_pressure(outcome)).to_dict()
         return found
     reference, where = _previous_model(request, previous)
     if reference is None:
         found["unpaired"] = where
         return found
     try:
-        figures = _paired_figures(request, reference, outcome.profile.latency.p25)
+        figures, busy = _paired_figures(request, reference, outcome.profile.latency.p25)
     except RooflineError as exc:
         found["unpaired"] = str(exc)
         return found
     if figures:
-        found["paired"] = Paired(figures, before, where).to_dict()
+        found["paired"] = Paired(figures, before, where, pressure=busy).to_dict()
     else:
         found["unpaired"] = "the paired run timed no session pair"
     return found
@@ -151,13 +151,29 @@ def _gate_pairing(outcome: GateOutcome, previous_content: str) -> tuple[float, .
     return _positive(gate.get("figures") or ())
 
 
+def _gate_pressure(outcome: GateOutcome) -> float:
+    """The load share the gate's own sampling ran under (0 when it did not say)."""
+    from pytest_roofline.device.load import MachineLoad
+    from pytest_roofline.gate.noise import pressure
+
+    gate = outcome.profile.extra.get("gate")
+    load = gate.get("load") if isinstance(gate, dict) else None
+    try:
+        return pressure(MachineLoad.from_dict(load)) if isinstance(load, dict) else 0.0
+    except (KeyError, TypeError, ValueError):
+        return 0.0
+
+
 def _positive(figures: Sequence[Any]) -> tuple[float, ...]:
     return tuple(float(f) for f in figures if isinstance(f, (int, float)) and math.isfinite(f) and f > 0)
 
 
-def _paired_figures(request: GateRequest, reference: Path, run_estimate: float | None) -> tuple[float, ...]:
+def _paired_figures(
+    request: GateRequest, reference: Path, run_estimate: float | None
+) -> tuple[tuple[float, ...], float]:
     """Per-session figures (median of per-round ratios) of the new model over ``reference``,
-    interleaved: the gate's paired run, at the configured threads as the gate's paired mode."""
+    interleaved: the gate's paired run, at the configured threads as the gate's paired mode; and
+    the load share it ran under (the noise model's pressure)."""
     import dataclasses
 
     from pytest_roofline.gate.isolated import sampler_for
@@ -180,7 +196,9 @@ def _paired_figures(request: GateRequest, reference: Path, run_estimate: float |
         watch_load=engine.wall_clock,
         step_pairs=STEP_PAIRS,
     )
-    return _positive(run.figures)
+    from pytest_roofline.gate.noise import pressure
+
+    return _positive(run.figures), pressure(run.load)
 
 
 def pair_rounds(design: GateDesign) -> int:
@@ -268,7 +286,16 @@ def judged_by_pairing(
     changes = baseline.identity.changes(current_identity(request, request.prepared))
     if not changes or any(change.kind != "model" for change in changes):
         return outcome  # the pairing times the model alone: another change is the stored figure's
-    judged = compare(paired.judged, None, tolerance=request.tolerance, mode="paired", metric=verdict.metric)
+    from pytest_roofline.gate.noise import noise_model
+
+    judged = compare(
+        paired.judged,
+        None,
+        tolerance=request.tolerance,
+        mode="paired",
+        metric=verdict.metric,
+        drift=noise_model().floor("paired", paired.pressure),
+    )
     why = f"judged on the history's pairing with the baseline's model ({len(paired.figures)} session pairs)"
     if verdict.ratio is not None:
         why += f"; the stored comparison read {verdict.status}, ratio {verdict.ratio:.3f}"

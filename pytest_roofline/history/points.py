@@ -65,6 +65,7 @@ class Paired:
     against: str  # the previous point's identity digest
     reference: str = ""  # where the previous model came from (or the gate's own paired run)
     figure: str = ROUND_RATIOS  # what a figure is: ROUND_RATIOS, or SESSION_RATIOS (older points)
+    pressure: float = 0.0  # the share of the CPUs others took while it was timed (gate.noise)
 
     @functools.cached_property
     def judged(self) -> tuple[float, ...]:
@@ -97,9 +98,11 @@ class Paired:
         """The gate's 95 % interval of the ratio and its log half-width (None with one pair)."""
         if len(self.figures) < 2:
             return None
+        from pytest_roofline.gate.noise import noise_model
         from pytest_roofline.gate.verdict import compare
 
-        verdict = compare(self.judged, None, tolerance=0.0, mode="paired")
+        drift = noise_model().floor("paired", self.pressure)  # the gate's floor at the pairing's load
+        verdict = compare(self.judged, None, tolerance=0.0, mode="paired", drift=drift)
         assert verdict.ci is not None and verdict.noise is not None
         return verdict.ci, verdict.noise
 
@@ -125,7 +128,8 @@ class Paired:
 
     def scaled(self, factor: float) -> Paired:
         """These figures times ``factor`` (the benchmark's injected step on a real A/A pairing)."""
-        return Paired(tuple(f * factor for f in self.figures), self.against, self.reference, self.figure)
+        figures = tuple(f * factor for f in self.figures)
+        return Paired(figures, self.against, self.reference, self.figure, self.pressure)
 
     def to_dict(self) -> dict[str, Any]:
         ci = self.ci()
@@ -136,6 +140,7 @@ class Paired:
             "against": self.against,
             "reference": self.reference,
             "figure": self.figure,
+            "pressure": self.pressure,
         }
 
     @classmethod
@@ -154,7 +159,10 @@ class Paired:
         if not values:
             return None
         kind = str(data.get("figure") or SESSION_RATIOS)  # absent: recorded before round ratios
-        return cls(values, str(data.get("against") or ""), str(data.get("reference") or ""), kind)
+        load = data.get("pressure")
+        busy = float(load) if isinstance(load, (int, float)) and not isinstance(load, bool) else 0.0
+        busy = min(max(busy, 0.0), 1.0) if math.isfinite(busy) else 0.0
+        return cls(values, str(data.get("against") or ""), str(data.get("reference") or ""), kind, busy)
 
 
 def _digest(data: Any) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,13 +20,14 @@ import onnx
 from pytest_roofline.errors import ModelError, OptionError, ShapeError, UnboundDim
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Iterator, Mapping, Sequence
 
 __all__ = [
     "INPUT_LIMIT_ENV",
     "MAX_DIM",
     "ModelSource",
     "ModelSpec",
+    "axis_key",
     "bind_input_shapes",
     "check_input_memory",
     "graph_inputs",
@@ -35,8 +37,11 @@ __all__ = [
     "make_inputs",
     "model_hash",
     "needs_batch",
+    "parse_axis_key",
+    "shape_dims",
     "subgraphs",
     "walk_nodes",
+    "with_shapes",
 ]
 
 ModelSource = str | os.PathLike | onnx.ModelProto
@@ -81,7 +86,8 @@ class ModelSpec:
         if batch is not None and (not isinstance(batch, int) or not 1 <= batch <= MAX_DIM):
             raise ShapeError(f"batch must be a positive integer up to {MAX_DIM}, got {batch!r}")
         for key, value in (dims or {}).items():
-            if not isinstance(value, int) or not 1 <= value <= MAX_DIM:
+            low = 0 if parse_axis_key(key) else 1  # a whole shape may hold an empty (0) axis
+            if not isinstance(value, int) or not low <= value <= MAX_DIM:
                 raise ShapeError(f"dim {key}={value!r} must be a positive integer up to {MAX_DIM}")
         return cls(source, batch, tuple(sorted((dims or {}).items())))
 
@@ -154,43 +160,145 @@ def graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
     return [vi for vi in model.graph.input if vi.name not in init_names]
 
 
+def axis_key(input_name: str, axis: int) -> str:
+    """The dims key that binds one axis of one input, whatever its symbolic name: ``x[2]``."""
+    return f"{input_name}[{axis}]"
+
+
+_AXIS_KEY = re.compile(r"(.+)\[(\d+)\]")
+
+
+def parse_axis_key(key: str) -> tuple[str, int] | None:
+    """``"x[2]"`` → ("x", 2); a plain symbolic name → None."""
+    match = _AXIS_KEY.fullmatch(key)
+    return (match[1], int(match[2])) if match else None
+
+
+def shape_dims(shapes: Mapping[str, Sequence[int]]) -> dict[str, int]:
+    """Whole input shapes (trtexec's ``--shapes``) as per-axis dims keys: ``{"x": (1, 3)}`` →
+    ``{"x[0]": 1, "x[1]": 3}``; a 0-d shape ``()`` binds nothing."""
+    return {
+        axis_key(name, axis): int(size) for name, shape in shapes.items() for axis, size in enumerate(shape)
+    }
+
+
+def with_shapes(
+    dims: Mapping[str, int] | None, shapes: Mapping[str, Sequence[int]] | None
+) -> dict[str, int] | None:
+    """``dims`` with ``shapes`` folded in as per-axis keys (:func:`shape_dims`); a shape wins.
+
+    Raises:
+        ShapeError: a shape holds a size that is not a whole number from 0 to :data:`MAX_DIM`.
+    """
+    if not shapes:
+        return dict(dims) if dims is not None else None
+    for name, shape in shapes.items():
+        if isinstance(shape, (str, bytes)) or not all(
+            isinstance(size, int) and 0 <= size <= MAX_DIM for size in shape
+        ):
+            raise ShapeError(f"shape of {name!r} must be whole numbers from 0 to {MAX_DIM}, got {shape!r}")
+    return {**dict(dims or {}), **shape_dims(shapes)}
+
+
+def _batch_names(model: onnx.ModelProto) -> set[str]:
+    """The symbolic names of the inputs' first dims: the model's names for its batch axis."""
+    return {
+        dims[0].dim_param
+        for vi in graph_inputs(model)
+        if vi.type.tensor_type.HasField("shape") and (dims := vi.type.tensor_type.shape.dim)
+        if dims[0].dim_param and not (dims[0].HasField("dim_value") and dims[0].dim_value >= 0)
+    }
+
+
+def _is_dynamic(dim: onnx.TensorShapeProto.Dimension) -> bool:
+    return not (dim.HasField("dim_value") and dim.dim_value >= 0)
+
+
+def _batch_axis(
+    index: int,
+    dim: onnx.TensorShapeProto.Dimension,
+    declared: list[onnx.TensorShapeProto.Dimension],
+    batch_names: set[str],
+) -> bool:
+    """Whether ``batch`` binds this dynamic axis: the first axis; an axis with the symbolic name of
+    another input's first axis; or the one dynamic, unnamed axis of an input whose first axis is
+    fixed (a recurrent state ``[2, ?, 128]`` beside its ``[?, samples]`` input)."""
+    if index == 0 or (dim.dim_param and dim.dim_param in batch_names):
+        return True
+    dynamic = [d for d in declared if _is_dynamic(d)]
+    return not _is_dynamic(declared[0]) and len(dynamic) == 1 and not dim.dim_param
+
+
+def _check_axis_keys(model: onnx.ModelProto, dims: Mapping[str, int]) -> None:
+    """Refuse an ``input[axis]`` key that names no input or no axis of it (a symbolic name that
+    happens to look like one is left to bind by name)."""
+    ranks = {vi.name: len(vi.type.tensor_type.shape.dim) for vi in graph_inputs(model)}
+    params = {d.dim_param for vi in graph_inputs(model) for d in vi.type.tensor_type.shape.dim}
+    for key in sorted(dims):
+        axis = parse_axis_key(key)
+        if axis is None or key in params:
+            continue
+        name, index = axis
+        if name not in ranks:
+            inputs = ", ".join(ranks) or "none"
+            raise ShapeError(f"{key}: the model has no input {name!r} (inputs: {inputs})")
+        if index >= ranks[name]:
+            raise ShapeError(f"{key}: input {name!r} has {ranks[name]} axes, so no axis {index}")
+
+
 def bind_input_shapes(
     model: onnx.ModelProto, batch: int | None = None, dims: Mapping[str, int] | None = None
 ) -> dict[str, tuple[int, ...]]:
     """Concrete shapes of the model's inputs after binding ``batch`` and named ``dims``.
 
-    ``batch`` binds the first dim of every input whose first dim is symbolic or unknown; ``dims``
-    binds dims by their symbolic name. A declared size of 0 is a legal (empty) dim. Inputs that
-    are not tensors (sequences, optionals, maps) have no shape and are left out.
+    ``dims`` binds dims by their symbolic name, or one axis of one input by ``input[axis]``
+    (:func:`axis_key`: two axes with one symbolic name may differ, an unnamed axis is bound the
+    same way); an axis key wins over a name. ``batch`` binds the batch axis of every input (see
+    :func:`_batch_axis`) that nothing else binds. A declared size of 0 is a legal (empty) dim.
+    Inputs that are not tensors (sequences, optionals, maps) have no shape and are left out.
 
     Raises:
-        ShapeError: a dim stays unknown, or a named dim matches no input.
+        ShapeError: a dim stays unknown, a named dim matches no input, or an axis key names no
+            input axis or contradicts a fixed one.
     """
     dims = dict(dims or {})
     used: set[str] = set()
     known_params: set[str] = set()
     shapes: dict[str, tuple[int, ...]] = {}
+    batch_names = _batch_names(model)
+    _check_axis_keys(model, dims)
     for vi in graph_inputs(model):
         if vi.type.WhichOneof("value") not in (None, "tensor_type"):
             continue  # a sequence, optional or map input: no tensor shape to bind
         tensor_type = vi.type.tensor_type
         if not tensor_type.HasField("shape"):
             raise ShapeError(f"input '{vi.name}' has no shape in the model; re-export it with shapes")
+        declared = list(tensor_type.shape.dim)
         shape = []
-        for index, dim in enumerate(tensor_type.shape.dim):
+        for index, dim in enumerate(declared):
             param = dim.dim_param if dim.HasField("dim_param") else ""
             if param:
                 known_params.add(param)
-            if dim.HasField("dim_value") and dim.dim_value >= 0:
+            key = axis_key(vi.name, index)
+            if key in dims:
+                used.add(key)
+                if not _is_dynamic(dim) and dim.dim_value != dims[key]:
+                    raise ShapeError(
+                        f"input '{vi.name}' axis {index} is fixed at {dim.dim_value} in the model, "
+                        f"but {dims[key]} was given"
+                    )
+                shape.append(dims[key])
+            elif not _is_dynamic(dim):
                 shape.append(dim.dim_value)
             elif param and param in dims:
                 shape.append(dims[param])
                 used.add(param)
-            elif index == 0 and batch is not None:
+            elif batch is not None and _batch_axis(index, dim, declared, batch_names):
                 shape.append(batch)
             else:
                 label = f"'{param}'" if param else "(unnamed)"
-                how = f"--dim {param}=VALUE" if param else "--dim NAME=VALUE after naming it"
+                how = f"--dim {param}=VALUE" if param else f"--dim '{key}=VALUE'"
+                how += f", --shape {vi.name}=AxBx..."
                 if index == 0:
                     how += " or --batch N"
                 raise ShapeError(
@@ -198,7 +306,7 @@ def bind_input_shapes(
                     unbound=UnboundDim(vi.name, index, param),
                 )
         shapes[vi.name] = tuple(shape)
-    unused = sorted(set(dims) - used - known_params)
+    unused = sorted(key for key in set(dims) - used - known_params if parse_axis_key(key) is None)
     if unused:
         known = ", ".join(sorted(known_params)) or "none"
         raise ShapeError(
@@ -217,7 +325,8 @@ def needs_batch(model: onnx.ModelProto, dims: Mapping[str, int] | None = None) -
         shape = vi.type.tensor_type.shape.dim if vi.type.tensor_type.HasField("shape") else []
         if shape:
             first = shape[0]
-            if not (first.HasField("dim_value") and first.dim_value > 0) and first.dim_param not in dims:
+            fixed = first.HasField("dim_value") and first.dim_value > 0
+            if not fixed and first.dim_param not in dims and axis_key(vi.name, 0) not in dims:
                 return True
     return False
 
@@ -366,12 +475,12 @@ def make_inputs(
             continue  # not a tensor input (see bind_input_shapes)
         dtype = input_dtype(vi)
         shape = shapes[vi.name]
-        if np.issubdtype(dtype, np.floating):
-            arrays[vi.name] = rng.standard_normal(shape).astype(dtype)
-        elif dtype == np.bool_:
-            arrays[vi.name] = rng.integers(0, 2, size=shape).astype(np.bool_)
-        else:
-            arrays[vi.name] = rng.integers(0, 2, size=shape).astype(dtype)
+        drawn: np.ndarray = (
+            np.asarray(rng.standard_normal(shape))
+            if np.issubdtype(dtype, np.floating)
+            else np.asarray(rng.integers(0, 2, size=shape))
+        )
+        arrays[vi.name] = np.asarray(drawn).astype(np.bool_ if dtype == np.bool_ else dtype)  # 0-d stays 0-d
     return arrays
 
 

@@ -55,22 +55,27 @@ def load_inputs(source: InputSource, input_names: list[str]) -> dict[str, np.nda
         raise ShapeError(f"the model has no input {unknown[0]!r} (inputs: {', '.join(input_names)})")
     if missing:
         raise ShapeError(f"no array given for input {missing[0]!r} (inputs: {', '.join(input_names)})")
-    return {name: np.ascontiguousarray(arrays[name]) for name in input_names}
+    # np.asarray, not np.ascontiguousarray: that one makes a 0-d (scalar) input 1-d
+    return {name: np.asarray(arrays[name], order="C") for name in input_names}
 
 
 def dims_from_inputs(
     model: onnx.ModelProto, arrays: Mapping[str, np.ndarray]
 ) -> tuple[int | None, dict[str, int]]:
-    """The batch and named dims that the arrays' shapes bind in ``model``'s inputs.
+    """The batch and dims that the arrays' shapes bind in ``model``'s inputs, axis by axis.
+
+    A symbolic name every array gives one size binds by name; a name given two sizes (H and W
+    both ``?``) and an unnamed axis past the first bind that axis alone (``x[2]``, see
+    :func:`~pytest_roofline.model.axis_key`); an unnamed first axis is the batch.
 
     Raises:
-        ShapeError: an array's dtype, rank or a fixed dim differs from the model, or one symbolic
-            dim gets two different sizes.
+        ShapeError: an array's dtype, rank or a fixed dim differs from the model.
     """
 
-    from pytest_roofline.model import graph_inputs, input_dtype
+    from pytest_roofline.model import axis_key, graph_inputs, input_dtype
 
     batch: int | None = None
+    by_name: dict[str, dict[str, int]] = {}  # symbolic name -> {axis key: size}
     dims: dict[str, int] = {}
     for vi in graph_inputs(model):
         array = arrays[vi.name]
@@ -80,18 +85,19 @@ def dims_from_inputs(
         if want != array.dtype:
             got = f"{array.dtype.name} {list(array.shape)}"
             raise ShapeError(f"input {vi.name!r} expects {want.name} {expected}, got {got}")
-        if declared and len(declared) != array.ndim:
+        if vi.type.tensor_type.HasField("shape") and len(declared) != array.ndim:
             raise ShapeError(f"input {vi.name!r} expects shape {expected}, got {list(array.shape)}")
         for index, (dim, size) in enumerate(zip(declared, array.shape, strict=False)):
             if dim.HasField("dim_value") and dim.dim_value > 0:
                 if dim.dim_value != size:
                     raise ShapeError(f"input {vi.name!r} expects shape {expected}, got {list(array.shape)}")
             elif dim.dim_param:
-                if dims.setdefault(dim.dim_param, int(size)) != size:
-                    raise ShapeError(
-                        f"input {vi.name!r} gives dim {dim.dim_param!r} size {size} but another input "
-                        f"gave {dims[dim.dim_param]}"
-                    )
-            elif index == 0:
+                by_name.setdefault(dim.dim_param, {})[axis_key(vi.name, index)] = int(size)
+            elif index == 0 and batch in (None, size):
                 batch = int(size)
+            else:
+                dims[axis_key(vi.name, index)] = int(size)
+    for name, axes in by_name.items():
+        sizes = set(axes.values())
+        dims.update({name: sizes.pop()} if len(sizes) == 1 else axes)
     return batch, dims

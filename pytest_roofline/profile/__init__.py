@@ -468,26 +468,29 @@ def apply_roofline(
 ) -> Layer:
     """Fill roofline fraction, bound and attainable FLOP/s of ``layer`` against ``dtype``'s roof.
 
-    ``memory`` is the layer's memory roof (where its bytes live, :func:`build_layers`); without
-    it the level holding the layer's bytes.  ``timed=False`` (host-timed layers) leaves the
-    fraction out: bound and attainable figure follow from the layer's costs alone.  A view op's
-    layer gets none unless ``copy`` (build_layers: it writes a Loop/Scan body's output).
+    The layer's attainable time is the slowest of its roofs (compute, memory, the dispatch floor:
+    :meth:`DeviceRoofline.attainable_time`), its fraction that time over its own, its bound the roof
+    that set it: ``compute``, ``memory`` or ``overhead``.  ``memory`` is the layer's memory roof
+    (where its bytes live, :func:`build_layers`); without it the level holding the layer's bytes.
+    ``timed=False`` (host-timed layers) leaves the fraction out: bound and attainable figure follow
+    from the layer's costs alone.  A view op's layer moves nothing (unless ``copy``: it writes a
+    Loop/Scan body's output), so only the dispatch floor prices it: without a calibrated floor it
+    gets no fraction.
     """
     if roofline is None or layer.time <= 0 or layer.kind == "folded":
         return layer
     memory = memory or roofline.memory_roof(0, layer.bytes, None)
     bandwidth = memory.bandwidth
-    if layer.op_type in RUNTIME_VIEW_OPS and not copy:  # a view hands out a buffer: nothing to price
-        timed = False
-    intensity = layer.intensity if layer.bytes else float("inf")
-    peak = roofline.peak_flops.get(dtype or roofline.dtype, roofline.peak)
-    ridge_bound = "compute" if intensity >= peak / bandwidth else "memory"
+    if layer.op_type in RUNTIME_VIEW_OPS and not copy and not roofline.dispatch_floor:
+        timed = False  # a view hands out a buffer: nothing to price without a floor
+    bound = roofline.limit(layer.flops, layer.bytes, dtype, bandwidth=bandwidth)
     fraction = roofline.fraction(layer.flops, layer.bytes, layer.time, dtype, bandwidth=bandwidth)
+    seconds = roofline.attainable_time(layer.flops, layer.bytes, dtype, bandwidth)
     return replace(
         layer,
         roofline_fraction=fraction if timed else None,
-        bound=ridge_bound if layer.flops else "memory",
-        attainable_flops=roofline.attainable(intensity, dtype, bandwidth=bandwidth) if layer.flops else None,
+        bound=bound,
+        attainable_flops=layer.flops / seconds if layer.flops and seconds > 0 else None,
         memory_level=memory.level,
         memory_bandwidth=bandwidth,
     )
@@ -649,7 +652,8 @@ class ModelProfile:
     def roofline_check(self) -> RooflineCheck:
         """Whether this profile's roofline figures are physically possible (see :mod:`.sanity`).
 
-        ``check.valid`` is False when a layer runs above 1.15 x its roof or the model above 100 %;
+        ``check.valid`` is False when a layer runs above its roof (the timer's step in its favour)
+        or the model above 100 %;
         ``check.message()`` names the likely cause; :attr:`efficiency` is then a :class:`NoFraction`.
         """
         from pytest_roofline.profile.sanity import check_profile
@@ -658,8 +662,36 @@ class ModelProfile:
 
     @property
     def headroom(self) -> float:
-        """Seconds saved per inference if every layer reached its roof (profiled time scale)."""
+        """Seconds saved per inference if every layer reached its roof (profiled time scale).
+
+        A layer's roof includes the dispatch floor: an overhead-bound layer saves only what it
+        takes beyond the floor (see :attr:`overhead` for what the floor itself costs)."""
         return sum(la.time - la.roof_time for la in self.layers)
+
+    @property
+    def overhead(self) -> dict[str, float]:
+        """What the dispatch floor costs the model (profiled time scale).
+
+        ``share``: of the kernel time, the share in layers bound by the floor (``overhead``);
+        ``seconds``: what the model would gain without the floor, every overhead-bound layer
+        running at its compute or memory roof instead; ``layers``: how many they are;
+        ``dispatch_floor``: the floor, seconds a kernel (0: the roofline has none).
+        """
+        roof = self.roofline
+        bound = [la for la in self.layers if la.bound == "overhead" and la.time > 0]
+        total = self.kernel_time
+        gain = 0.0
+        if roof is not None:
+            dtype = roof_dtype(roof, self.precision)
+            for la in bound:
+                times = roof.roof_times(la.flops, la.bytes, dtype, la.memory_bandwidth)
+                gain += max(la.time - max(times["compute"], times["memory"]), 0.0)
+        return {
+            "share": sum(la.time for la in bound) / total if total > 0 else 0.0,
+            "seconds": gain,
+            "layers": float(len(bound)),
+            "dispatch_floor": roof.dispatch_floor if roof is not None else 0.0,
+        }
 
     def to_dict(self, include_samples: bool = True) -> dict[str, Any]:
         """JSON-ready dict following the ``roofline profile --format json`` contract.
@@ -689,6 +721,7 @@ class ModelProfile:
             "roofline_check": check.to_dict(),
             "layer_timing": self.layer_timing,
             "headroom": self.headroom,
+            "overhead": self.overhead,
             "attributed_fraction": self.attributed_fraction,
             "layers": [layer.to_dict(include_samples) for layer in self.layers],
             "roofline": self.roofline.to_dict() if self.roofline else None,

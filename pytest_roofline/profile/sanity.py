@@ -13,11 +13,14 @@ it; an unsteady one where its two quiet sessions differ) and its cost rule (op, 
 counted, the rule).  Reports print :func:`warning_line` instead of the impossible
 percentages.
 
-The rule: a layer above ``LAYER_LIMIT`` × its roof, or a model efficiency above ``MODEL_LIMIT``.
-A layer's time is read with the timer's resolution in its favour (a 3 µs layer timed at 1 µs steps
-may have run 4 µs), so quantization alone never trips the rule.  View ops (``Reshape``,
-``Squeeze``...) are exempt: the cost model counts their bytes, but a runtime may alias their
-output and move nothing (measured: onnxruntime's CPU Reshape "reaches" 300 % of its roof).
+The rule: a layer above its roof (``LAYER_LIMIT`` = 1), or a model efficiency above
+``MODEL_LIMIT``.  The only allowance is the timer's resolution, per layer: its time is read with one
+timer step in its favour (a 3 µs layer timed at 1 µs steps may have run 4 µs), so quantization
+alone never trips the rule, and nothing else does either: a 2 ms layer at 101 % of its roof means
+the roof or the cost rule is wrong, and the causes name which (the probe that set the roof: a
+compute, memory or dispatch probe; the cost rule that priced the layer).  View ops (``Reshape``,
+``Squeeze``...) move nothing: only the dispatch floor prices them, and where the roofline has no
+floor they carry no fraction (measured: onnxruntime's CPU Reshape "reached" 300 % of a memory roof).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.device import device_name
+from pytest_roofline.roofline.roofs import OVERHEAD
 
 if TYPE_CHECKING:
     from pytest_roofline.profile import Layer, ModelProfile
@@ -35,7 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LAYER_LIMIT", "MODEL_LIMIT", "RooflineCheck", "busy_calibration", "check_profile", "warning_line"]
 
-LAYER_LIMIT = 1.15  # a layer above this many times its roof is impossible, not noise
+LAYER_LIMIT = 1.0  # a layer above its roof (the timer's step in its favour) is impossible, not noise
 MODEL_LIMIT = 1.0  # a model's time-weighted fraction cannot exceed its roofs
 UNKNOWN_DEVICE = "unknown device"  # what device_name says of a fingerprint naming none
 SPREAD_LIMIT = 0.15  # two sessions of a roof probe further apart than this: a disturbed calibration
@@ -200,7 +204,7 @@ def busy_calibration(roof: DeviceRoofline) -> str:
     load = _load(roof)
     if load is not None:
         return f"measured while {load.describe()}" if load.disturbed else ""
-    spread = max(roof.spread.values(), default=0.0)
+    spread = max((v for k, v in roof.spread.items() if k != "dispatch"), default=0.0)  # roofs, not the floor
     if spread > SPREAD_LIMIT:
         return f"its two sessions differ by {spread:.0%}"
     return ""
@@ -261,16 +265,18 @@ def _layer_causes(profile: ModelProfile, layer: Layer) -> list[str]:
     assert roof is not None
     dtype = _roof_dtype(profile)
     peak = roof.peak_flops.get(dtype, roof.peak)
-    bandwidth = roof.bandwidth_for(layer.bytes)
-    memory = not layer.flops or (layer.bound or roof.bound(layer.intensity, layer.bytes)) == "memory"
+    bandwidth = layer.memory_bandwidth or roof.bandwidth_for(layer.bytes)  # the roof it was judged against
     nodes = f"layer {layer.name!r} ({layer.op_type})"
+    if layer.bound == OVERHEAD:
+        return [_floor_cause(roof, layer, nodes)]
+    memory = not layer.flops or (layer.bound or roof.bound(layer.intensity, layer.bytes)) == "memory"
     counted = f"{_mb(layer.bytes)} counted as moved"
     rule = (
         f"the cost rule of {layer.op_type}: {nodes} has {counted} (rule: {byte_rule(layer.op_type)}); "
         "a kernel that touches fewer bytes runs above a roof it does not reach"
     )
     if memory:
-        level = _level(roof, bandwidth)
+        level = layer.memory_level or _level(roof, bandwidth)
         reached = layer.bytes / layer.time / 1e9 if layer.time > 0 else 0.0
         at_roof = (
             f"the memory roof: {nodes} moved {reached:.1f} GB/s against {bandwidth / 1e9:.1f} GB/s ({level}, "
@@ -290,6 +296,17 @@ def _layer_causes(profile: ModelProfile, layer: Layer) -> list[str]:
         f"{len(layer.onnx_nodes)} ONNX nodes ({shown}); a kernel running fewer of them is attributed too many"
     )
     return [at_roof, flops_rule]
+
+
+def _floor_cause(roof: DeviceRoofline, layer: Layer, nodes: str) -> str:
+    """The dispatch floor a layer beat: the probe that set it (a kernel cannot take less)."""
+    probe = next((f"probe {p.name}" for p in roof.probes if p.kind == "dispatch"), "no recorded probe")
+    return (
+        f"the dispatch floor: {nodes} took {layer.time * 1e6:.3g} µs against a floor of "
+        f"{roof.dispatch_floor * 1e6:.3g} µs a kernel (set by {probe}); "
+        "the floor was measured slow (a busy calibration: `roofline calibrate --force`), or the "
+        "backend ran this node inside another kernel"
+    )
 
 
 def _roof_dtype(profile: ModelProfile) -> str:

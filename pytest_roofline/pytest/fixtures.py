@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
@@ -57,6 +57,8 @@ def model_profile(request: pytest.FixtureRequest) -> Callable[..., ModelProfile]
     ``batch_size`` defaults to 1 for a model whose batch dim is symbolic, to the model's own batch
     for a static one, and to the inputs' first dim when ``inputs`` are given.
 
+    ``shapes`` binds whole input shapes by input name (``{"x": (1, 3, 48, 192)}``), axis by axis.
+
     ``trips`` binds the trip count of Loop nodes the graph does not fix (``{"loop": 8}``).
 
     Relative paths resolve against the test file's directory, then the rootdir.  The profile is
@@ -70,6 +72,7 @@ def model_profile(request: pytest.FixtureRequest) -> Callable[..., ModelProfile]
         batch_size: int | None = None,
         dims: Mapping[str, int] | None = None,
         inputs: Any = None,
+        shapes: Mapping[str, Sequence[int]] | None = None,
         backend: str | None = None,
         options: Mapping[str, str] | None = None,
         check_outputs: Any = None,
@@ -77,6 +80,10 @@ def model_profile(request: pytest.FixtureRequest) -> Callable[..., ModelProfile]
     ) -> ModelProfile:
         __tracebackhide__ = True
         try:
+            if shapes:
+                from pytest_roofline.model import with_shapes  # onnx: loaded when a model is
+
+                dims = with_shapes(dims, shapes)
             call = ModelCall(
                 path,
                 batch=batch_size,

@@ -22,6 +22,7 @@ from pytest_roofline.report import finite
 from pytest_roofline.report.view import (
     FLOP_CONVENTION,
     layer_headroom,
+    overhead_line,
     result_label,
     status_word,
     sweeps,
@@ -82,6 +83,7 @@ def _roof_view(roofline: DeviceRoofline | None) -> dict[str, Any] | None:
         "peaks": {k: _num(v) for k, v in roofline.peak_flops.items() if _num(v)},
         "bw": _num(roofline.peak_bandwidth),
         "ridge": _num(roofline.ridge_point),
+        "floor": _num(roofline.dispatch_floor) or None,  # the dispatch floor, seconds a kernel
         "caches": [  # the levels layers are placed on (Layer.memory_level), DRAM last
             [level.name, _num(level.bandwidth), level.holds]
             for level in roofline.levels
@@ -113,7 +115,25 @@ def _what_if(profile: ModelProfile, by_op: Sequence[OpTypeSummary]) -> dict[str,
     kernel = sum(row.time for row in by_op)
     at_roof = kernel - profile.headroom
     scale = median / kernel if kernel > 0 else 1.0
-    return {"kernel": kernel, "scale": scale, "at_roof_latency": at_roof * scale if kernel > 0 else None}
+    return {
+        "kernel": kernel,
+        "scale": scale,
+        "at_roof_latency": at_roof * scale if kernel > 0 else None,
+        "overhead": overhead_line(profile),  # what the dispatch floor costs (its roof included above)
+        "floor_share": _floor_share(profile),  # per op type: the share of its time bound by the floor
+    }
+
+
+def _floor_share(profile: ModelProfile) -> dict[str, float]:
+    """Op type -> share of its time in overhead-bound layers ({} without a dispatch floor)."""
+    if profile.roofline is None or not profile.roofline.dispatch_floor:
+        return {}
+    times: dict[str, list[float]] = {}
+    for la in profile.layers:
+        pair = times.setdefault(la.op_type, [0.0, 0.0])
+        pair[0] += la.time if la.bound == "overhead" else 0.0
+        pair[1] += la.time
+    return {op: bound / total for op, (bound, total) in times.items() if total > 0}
 
 
 def _result_view(index: int, record: ProfileRecord, session_roof: DeviceRoofline | None) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from pytest_roofline.fmt import (
     text_table,
 )
 from pytest_roofline.fmt import fmt_seconds_fixed as _ms
+from pytest_roofline.report.view import overhead_line
 from pytest_roofline.roofline.probes import ALL_DTYPES, size_label
 
 if TYPE_CHECKING:
@@ -142,7 +143,9 @@ def calibration_table(roofline: DeviceRoofline) -> str:
             )
     lines += ["", f"  {'probe':<34} {'kind':<8} {'dtype':<8} {'figure':>14} {'per run':>10}"]
     for probe in roofline.probes:
-        unit = "B/s" if probe.kind == "memory" else ("OP/s" if probe.dtype == "int8" else "FLOP/s")
+        unit = {"memory": "B/s", "dispatch": "kernel/s"}.get(
+            probe.kind, "OP/s" if probe.dtype == "int8" else "FLOP/s"
+        )
         lines.append(
             f"  {probe.name:<34} {probe.kind:<8} {probe.dtype:<8} {fmt_rate(probe.value, unit):>14} "
             f"{fmt_seconds(probe.seconds):>10}"
@@ -200,6 +203,10 @@ def _roof_lines(roofline: DeviceRoofline) -> list[str]:
     reached = _reached(roofline.peak_bandwidth, paper_bw, "B/s", on_gpu)
     lines.append(f"  memory roof  {'DRAM':<22} {fmt_rate(roofline.peak_bandwidth, 'B/s'):>14}{reached}")
     lines.append(f"  ridge point  {'':<22} {roofline.ridge_point:>10.1f} FLOP/B ({roofline.dtype})")
+    if roofline.dispatch_floor:
+        floor = fmt_seconds(roofline.dispatch_floor)
+        probe = next((p.name for p in roofline.probes if p.kind == "dispatch"), "no recorded probe")
+        lines.append(f"  dispatch floor {'':<20} {floor:>14}   the least time of one kernel ({probe})")
     return lines
 
 
@@ -408,6 +415,9 @@ def profile_table(profile: ModelProfile, top: int = 15, sort: str = "time", by_t
             f"headroom {_ms(profile.headroom)}"
         )
         lines.append(memory_levels_line(roof))
+        overhead = overhead_line(profile)
+        if overhead:
+            lines.append(overhead)
         if not check.valid:
             lines.append(check.message())
     else:

@@ -42,21 +42,28 @@ from pytest_roofline.roofline.roofs import CacheLevel, DeviceRoofline, Probe, ro
 if TYPE_CHECKING:
     from pytest_roofline.backends.base import Backend
     from pytest_roofline.device.load import MachineLoad
-    from pytest_roofline.roofline.probes import ProbeSpec
+    from pytest_roofline.roofline.probes import DispatchFloor, ProbeSpec
 
 __all__ = [
     "CACHE_ENV",
+    "CACHE_UNSETTLED_ENV",
     "CALIBRATION_VERSION",
     "cache_path",
     "cached_roofline",
     "calibrate",
     "calibration_fingerprint",
     "default_cache_dir",
+    "not_cacheable",
     "spot_check",
 ]
 
 CACHE_ENV = "ROOFLINE_CACHE_DIR"
-CALIBRATION_VERSION = 5  # bump when probes change meaning: old cache files then miss
+#: Set to 1, a calibration whose roofs did not settle (a busy machine) is cached all the same: for a
+#: runner that is never quiet, where measuring again in every process costs more than low roofs.
+CACHE_UNSETTLED_ENV = "ROOFLINE_CACHE_UNSETTLED"
+CALIBRATION_VERSION = 6  # bump when probes change meaning: old cache files then miss
+# 6: the dispatch floor (a chain of the cheapest kernels; CPU backends), roof probes measured until
+#    their best two windows agree within WINDOW_AGREEMENT, a calibration that cannot is not cached
 # 5: unsteady probes re-measured (sessions apart, a cache-sized stream slower than DRAM), spread is
 #    the best session's distance to the nearest other one, `unsteady roof` warnings; OpenVINO's
 #    stream probes timed by its kernel counters over 2-D views
@@ -184,6 +191,8 @@ def calibrate(
                 if cached is not None:
                     return cached
             roofline = _measure(backend, fingerprint, wanted, quick, progress)
+            if force:  # the file it replaces is gone, even when this one is not cached: measured next time
+                _remove(path)
             _write_cache(path, fingerprint, roofline, progress)
             return roofline
     except filelock.Timeout:
@@ -226,6 +235,20 @@ def spot_check(backend: Backend, roofline: DeviceRoofline) -> dict[str, Any]:
     load = machine.between(before, machine.snapshot())
     off = any(_off(r) for r in ratios.values())
     return {"ratios": ratios, "seconds": time.perf_counter() - started, "load": load.to_dict(), "off": off}
+
+
+def not_cacheable(roofline: DeviceRoofline) -> str:
+    """Why ``roofline`` must not be cached (its ``not cached`` warning), or ``""``."""
+    from pytest_roofline.roofline.probes import NOT_CACHED
+
+    return next((w for w in roofline.warnings if w.startswith(NOT_CACHED)), "")
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
 
 
 def _spot_path(path: Path) -> Path:
@@ -271,7 +294,17 @@ def _off(ratio: float) -> bool:
 def _write_cache(
     path: Path, fingerprint: dict[str, Any], roofline: DeviceRoofline, progress: Progress | None
 ) -> None:
-    """Write ``roofline`` as the calibration cache ``path`` (atomically); a failure is one note."""
+    """Write ``roofline`` as the calibration cache ``path`` (atomically); a failure is one note.
+
+    A calibration whose roofs did not agree across windows (:func:`not_cacheable`) is not written,
+    and says so: a busy calibration must never become the device's roof for later runs."""
+    reason = not_cacheable(roofline)
+    if reason and os.environ.get(CACHE_UNSETTLED_ENV, "") not in ("1", "true", "yes"):
+        _say(
+            f"calibration {reason}; roofs used for this process only ({CACHE_UNSETTLED_ENV}=1 caches them)",
+            progress,
+        )
+        return
     try:
         atomic_write_json(
             path,
@@ -467,9 +500,15 @@ def _measure(
     if loads[0].disturbed or loads[-1].disturbed:  # measured under load: one more session for the roofs
         _notify(f"calibrate: measured under load ({loads[-1].describe()}); one more session", progress)
         _confirm(backend, confirm, sessions, plan, "retry under load", progress, loads)
-    # Unsteady figures (sessions apart, a cache-sized stream slower than DRAM) are measured again.
+    # A busy calibration is never the device's roof: more windows until the best two agree; then
+    # unsteady figures (sessions apart, a cache-sized stream slower than DRAM) are measured again
     by_name, steadied = {s.name: s for s in specs}, machine.snapshot()
     counts = {name: len(runs) for name, runs in sessions.items()}
+    sessions, not_cached = cp.agreed_sessions(
+        sessions,
+        [s.name for s in confirm],
+        lambda name: _run(backend, by_name[name], plan, f"calibrate [window] {name}", progress),
+    )
     sessions, unsteady = cp.steady_sessions(
         sessions,
         caches,
@@ -479,6 +518,9 @@ def _measure(
     if any(len(sessions[name]) > count for name, count in counts.items()):
         loads.append(machine.between(steadied, machine.snapshot()))
     probes = [cp.combine_sessions(*sessions[p.name]) for p in probes]
+    floor = _floor(backend, fingerprint, on_gpu, progress, loads)
+    if floor is not None and floor.seconds > 0:
+        probes.append(floor.probe())
     load = _combined(loads)
 
     compute = [p for p in probes if p.kind == "compute"]
@@ -498,14 +540,16 @@ def _measure(
             default=0.0,
         ),
     }
+    if floor is not None and floor.seconds > 0:
+        spread["dispatch"] = floor.spread
     theoretical, theoretical_bandwidth, float32_mode, clock = _theory(
         backend, fingerprint, on_gpu, first_clock
     )
     if not on_gpu:  # a roof no kernel beats: the runtime's own convs outrun every GEMM probe
         peak_flops = {dtype: max(peak, theoretical.get(dtype, 0.0)) for dtype, peak in peak_flops.items()}
-    warnings_: tuple[str, ...] = unsteady
+    warnings_: tuple[str, ...] = (*not_cached, *unsteady)
     if load.disturbed:
-        warnings_ = (f"measured under load: {load.describe()}", *unsteady)
+        warnings_ = (f"measured under load: {load.describe()}", *warnings_)
     roofline = DeviceRoofline(
         peak_flops=peak_flops,
         peak_bandwidth=bandwidth,
@@ -524,16 +568,46 @@ def _measure(
         warnings=warnings_,
         threads=0 if on_gpu else threads,
         clock=clock,
+        dispatch_floor=floor.seconds if floor is not None else 0.0,
     )
     unit = "TFLOP/s" if roofline.peak >= 1e12 else "GFLOP/s"
     scale = 1e12 if unit == "TFLOP/s" else 1e9
     _notify(
         f"calibrated in {roofline.duration:.1f} s: float32{f' ({float32_mode})' if float32_mode else ''} "
         f"{roofline.peak / scale:.3g} {unit}, DRAM {bandwidth / 1e9:.4g} GB/s"
+        + (f", dispatch floor {roofline.dispatch_floor * 1e6:.3g} µs" if roofline.dispatch_floor else "")
         + (f"; {warnings_[0]}" if warnings_ else ""),
         progress,
     )
     return roofline
+
+
+def _floor(
+    backend: Backend,
+    fingerprint: dict[str, Any],
+    on_gpu: bool,
+    progress: Progress | None,
+    loads: list[MachineLoad],
+) -> DispatchFloor | None:
+    """The dispatch floor of a backend computing on the host CPU (None elsewhere: a GPU kernel's
+    device time is not its launch cost, so a host-timed chain is no floor for CUPTI's kernel times).
+    A backend that cannot run the chain has no floor (said once), never a failed calibration."""
+    from pytest_roofline.device import load as machine
+    from pytest_roofline.roofline import probes as cp
+
+    if on_gpu or not _runs_on_cpu(fingerprint):
+        return None
+    before = machine.snapshot()
+    try:
+        floor = cp.dispatch_floor(backend, separate=fingerprint.get("backend") in cp.FUSING_BACKENDS)
+    except Exception as exc:  # a backend's own error types differ
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        _notify(f"calibrate [dispatch floor]: skipped, {backend.name} cannot run it ({reason})", progress)
+        return None
+    loads.append(machine.between(before, machine.snapshot()))
+    shown = f"{floor.seconds * 1e6:.3g} µs a kernel" if floor.seconds > 0 else "not resolved (noise)"
+    _notify(f"calibrate [dispatch floor] {cp.DISPATCH_PROBE}: {shown}", progress)
+    return floor
 
 
 def _confirm(

@@ -44,6 +44,11 @@ __all__ = [
     "confirmation_specs",
     "dram_bandwidth",
     "dram_points",
+    "agreed_sessions",
+    "DispatchFloor",
+    "dispatch_chain",
+    "trace_launch_floor",
+    "dispatch_floor",
     "flags_hash",
     "plan_gpu_probes",
     "plan_probes",
@@ -101,6 +106,12 @@ MIN_SAMPLES, MAX_SAMPLES = 5, 20000
 STEADY_SPREAD, UNSTEADY_SPREAD = 0.10, 0.15
 LADDER_FLOOR, LADDER_RETRIES = 0.9, 2
 UNSTEADY_ROOF = "unsteady roof"  # how a calibration warning about such a roof begins
+# A busy calibration is never the device's roof (:func:`agreed_sessions`): a roof-setting probe is
+# measured in more windows (sessions) until its best two agree within WINDOW_AGREEMENT, at most
+# AGREEMENT_WINDOWS in all; its figure keeps the windows within WINDOW_AGREEMENT of the best.  One
+# that cannot agree is a NOT_CACHED warning, and such a calibration is not written to the cache.
+WINDOW_AGREEMENT, AGREEMENT_WINDOWS = 0.05, 6
+NOT_CACHED = "not cached"
 STREAM_BYTES_PER_RUN = 8 * MIB  # chain stream nodes until one run moves at least this much
 STREAM_MAX_CHAIN = 32
 # Backends that fuse a chain of elementwise ops into one kernel: OpenVINO's CPU plugin makes the
@@ -132,6 +143,20 @@ GPU_STREAM_SIZES = {
     "quick": (16 * MIB, 256 * MIB, GIB),
 }
 GPU_STREAM_BYTES_PER_RUN = 16 * GIB
+
+# The dispatch floor (:func:`dispatch_floor`): the least time one kernel takes through the backend.
+# A chain of DISPATCH_CHAIN of the cheapest kernels (a Relu of one float; on a fusing backend Adds
+# of DISPATCH_ELEMENTS floats over alternating views, which its fusion does not cross) is timed
+# against a chain of one, interleaved, in DISPATCH_WINDOWS windows of DISPATCH_SAMPLES runs each;
+# a window's marginal time per kernel is the difference of the two medians over the extra kernels,
+# and the floor is the least window's (the quietest: a neighbour only ever slows a window).
+# Measured here (onnxruntime 1.32, 2-core EPYC, quiet): 0.2-0.4 µs a Relu; OpenVINO 2026.4 runs the
+# 32 Adds as 32 Subgraph kernels (its counters), 0.3-1.2 µs each.
+DISPATCH_CHAIN = 32
+DISPATCH_ELEMENTS = 2 * STREAM_VIEW_WIDTH
+DISPATCH_WINDOWS, DISPATCH_SAMPLES = 7, 200
+DISPATCH_PROBE = f"dispatch-chain-{DISPATCH_CHAIN}"
+DISPATCH_MODELS = ("dispatch_chain_1", f"dispatch_chain_{DISPATCH_CHAIN}")  # the chains' graph names
 
 
 @dataclass(frozen=True)
@@ -311,6 +336,103 @@ def run_probe(backend: Backend, spec: ProbeSpec, seconds: float) -> Probe:
     return Probe(spec.name, spec.kind, spec.dtype, spec.size, spec.work / median, median)
 
 
+@dataclass(frozen=True)
+class DispatchFloor:
+    """A dispatch-floor measurement: the floor (seconds a kernel), its windows' marginal times and
+    the probe that records it in a calibration."""
+
+    seconds: float
+    windows: tuple[
+        float, ...
+    ]  # marginal seconds a kernel, one per window (<= 0: the window was lost in noise)
+
+    @property
+    def spread(self) -> float:
+        """How far the best window is from the next best: 1 - best / second best (0.0 with one)."""
+        positive = sorted(w for w in self.windows if w > 0)
+        return 1.0 - positive[0] / positive[1] if len(positive) > 1 else 0.0
+
+    def probe(self) -> Probe:
+        """The calibration's record of it (value in kernels per second)."""
+        rate = 1.0 / self.seconds if self.seconds > 0 else 0.0
+        return Probe(DISPATCH_PROBE, "dispatch", "float32", DISPATCH_CHAIN, rate, self.seconds)
+
+
+def dispatch_floor(
+    backend: Backend,
+    separate: bool = False,
+    windows: int = DISPATCH_WINDOWS,
+    samples: int = DISPATCH_SAMPLES,
+) -> DispatchFloor:
+    """The least time one kernel takes through ``backend`` at its options (see :data:`DISPATCH_CHAIN`).
+
+    Both chains stay open; each window times the chain of one and the long chain ``samples`` runs
+    each, back to back, so a window's difference of medians is the marginal cost of
+    ``DISPATCH_CHAIN - 1`` kernels at that moment.  ``separate``: the backend fuses elementwise
+    chains (:data:`FUSING_BACKENDS`).  A floor of 0.0 means no window resolved it (a backend whose
+    kernels cost nothing measurable, or noise larger than the chain).
+    """
+    from pytest_roofline.model import ModelSpec
+
+    opened = []
+    try:
+        for kernels, name in zip((1, DISPATCH_CHAIN), DISPATCH_MODELS, strict=True):
+            model, inputs = dispatch_chain(kernels, separate)()
+            model.graph.name = name
+            session = backend.open(ModelSpec.create(model), inputs)
+            opened.append(session)
+            session.time(5)  # warm-up
+        marginals = []
+        for _ in range(windows):
+            short, long = (statistics.median(session.time(samples)) for session in opened)
+            marginals.append((long - short) / (DISPATCH_CHAIN - 1))
+    finally:
+        for session in opened:
+            session.close()
+    positive = [m for m in marginals if m > 0]
+    return DispatchFloor(min(positive) if positive else 0.0, tuple(marginals))
+
+
+def trace_launch_floor(events: Sequence[Mapping[str, Any]]) -> float:
+    """The least host time (seconds) an onnxruntime profile spent around one node's kernel launch.
+
+    ``events``: the profiler's JSON (its ``Node`` ``*_kernel_time`` events).  Each node's median over
+    the runs after the first (cuDNN autotunes in it), then the least node; 0.0 without node events.
+    On the CUDA EP these are host times (launch, not execution): the recorded H200 traces
+    (onnxruntime 1.31, profiler on) give 7.0 µs (an encoder's Reshape) and 12.5 µs (ResNet-50's
+    Flatten), an upper bound of the launch floor that ``benchmarks/gpu_check.py`` step 5 measures.
+    """
+    runs: dict[str, list[float]] = {}
+    for event in events:
+        if event.get("cat") == "Node" and str(event.get("name", "")).endswith("_kernel_time"):
+            runs.setdefault(str(event["name"]), []).append(float(event["dur"]) * 1e-6)
+    return min((statistics.median(times[1:] or times) for times in runs.values()), default=0.0)
+
+
+def dispatch_chain(kernels: int, separate: bool) -> Builder:
+    """``kernels`` of the cheapest kernel in a chain: Relu of one float, or (``separate``) Adds of
+    :data:`DISPATCH_ELEMENTS` floats over alternating 2-D views (:func:`_stream`'s chain)."""
+    if separate:
+        working_set = 3 * 4 * DISPATCH_ELEMENTS
+        return _stream(working_set, working_set * kernels, separate=True)[2]
+
+    def build() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+        import numpy as np
+        from onnx import helper
+
+        names = [*(f"t{i}" for i in range(kernels - 1)), "Y"]
+        nodes = [helper.make_node("Relu", [x], [y]) for x, y in zip(["X", *names[:-1]], names, strict=True)]
+        model = _model(
+            nodes,
+            [helper.make_tensor_value_info("X", _elem("float32"), [1])],
+            [helper.make_tensor_value_info("Y", _elem("float32"), [1])],
+            name=f"dispatch_{kernels}",
+        )
+        return model, {"X": np.ones(1, np.float32)}
+
+    return build
+
+
 def kernel_seconds(session: Any, count: int) -> list[float]:
     """Per-run kernel time of ``count`` profiled runs, by the backend's kernel counters, in up to
     :data:`KERNEL_TIMED_BATCHES` batches (one sample each: its mean); [] when a kernel runs too
@@ -449,13 +571,13 @@ def confirmation_specs(
     return [spec for spec in specs if spec.name in names]
 
 
-def combine_sessions(*sessions: Probe, disturbed: float = 0.9) -> Probe:
+def combine_sessions(*sessions: Probe, disturbed: float = 1.0 - WINDOW_AGREEMENT) -> Probe:
     """One probe's figure from its sessions' medians (two, or more after :func:`steady_sessions`).
 
-    A session clearly slower than the best (below ``disturbed`` × it) was disturbed and is
-    dropped; the times of the rest are averaged.  Keeping only the best of close figures would
-    select lucky sessions: measured here, best-of-two made the float32 peak spread 6.5 % over five
-    fresh calibrations.
+    A session slower than the best by more than :data:`WINDOW_AGREEMENT` (below ``disturbed`` ×
+    it) was disturbed and is dropped; the times of the rest are averaged.  Keeping only the best
+    of close figures would select lucky sessions: measured here, best-of-two made the float32 peak
+    spread 6.5 % over five fresh calibrations.
     """
     best = max(sessions, key=lambda p: p.value)
     kept = [p for p in sessions if p.value >= disturbed * best.value]
@@ -472,6 +594,39 @@ def session_spread(sessions: Sequence[Probe]) -> float:
     """
     values = sorted((p.value for p in sessions), reverse=True)
     return 1.0 - values[1] / values[0] if len(values) > 1 and values[0] > 0 else 0.0
+
+
+def agreed_sessions(
+    sessions: Mapping[str, list[Probe]],
+    names: Sequence[str],
+    remeasure: Callable[[str], Probe | None],
+    windows: int = AGREEMENT_WINDOWS,
+) -> tuple[dict[str, list[Probe]], tuple[str, ...]]:
+    """More windows of the roof-setting probes ``names`` until each one's best two agree within
+    :data:`WINDOW_AGREEMENT`; (the sessions with the new ones, ``not cached`` warnings).
+
+    A neighbour slows a window, never speeds one: when the best two of several windows agree, the
+    roof is the device's, not the moment's.  ``remeasure(name)`` runs one more window (None: it
+    could not).  A probe still apart after ``windows`` windows is a :data:`NOT_CACHED` warning:
+    the calibration says why its roofs may be low and is not cached.
+    """
+    agreed = {name: list(runs) for name, runs in sessions.items()}
+    warnings: list[str] = []
+    for name in names:
+        runs = agreed.get(name)
+        if not runs:
+            continue
+        while len(runs) < windows and session_spread(runs) > WINDOW_AGREEMENT:
+            again = remeasure(name)
+            if again is None:
+                break
+            runs.append(again)
+        if len(runs) > 1 and session_spread(runs) > WINDOW_AGREEMENT:
+            warnings.append(
+                f"{NOT_CACHED}: {name}'s best two of {len(runs)} windows read {session_spread(runs):.0%} "
+                f"apart (a roof needs {WINDOW_AGREEMENT:.0%}: the machine was busy)"
+            )
+    return agreed, tuple(warnings)
 
 
 def ladder_outliers(points: list[Probe], last_level_cache: int, dram: float) -> list[Probe]:

@@ -1,7 +1,9 @@
-"""The device roofline: measured compute and memory roofs.
+"""The device roofline: measured compute and memory roofs, and the dispatch floor.
 
 Calibration probes live in :mod:`pytest_roofline.roofline.calibrate`; this module holds the value type
-and the roofline arithmetic: attainable = min(peak FLOP/s, intensity × bandwidth).
+and the roofline arithmetic: a kernel's attainable time is
+max(FLOPs / compute roof, bytes / memory roof, dispatch floor), the floor being the least time one
+kernel takes through the backend at its options (:data:`OVERHEAD`: the bound it sets).
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 __all__ = [
+    "BOUNDS",
     "DRAM",
+    "OVERHEAD",
     "CacheLevel",
     "DeviceRoofline",
     "MemoryRoof",
@@ -22,6 +26,9 @@ __all__ = [
 ]
 
 DRAM = "DRAM"  # the last level's name (a GPU's HBM too)
+OVERHEAD = "overhead"  # the bound of a kernel the dispatch floor limits (not FLOPs, not bytes)
+BOUNDS = ("compute", "memory", OVERHEAD)
+PROBE_KINDS = ("compute", "memory", "dispatch")
 
 
 @dataclass(frozen=True)
@@ -29,10 +36,10 @@ class Probe:
     """One calibration measurement: what ran, its size, and the figure it reached."""
 
     name: str  # e.g. "gemm-1024-float32", "stream-256MiB"
-    kind: str  # "compute" | "memory"
+    kind: str  # "compute" | "memory" | "dispatch"
     dtype: str
-    size: int  # problem size: GEMM n, or working-set bytes
-    value: float  # FLOP/s for compute probes, byte/s for memory probes
+    size: int  # problem size: GEMM n, working-set bytes, or a dispatch chain's kernels
+    value: float  # FLOP/s for compute probes, byte/s for memory probes, kernels/s for dispatch
     seconds: float = 0.0  # the probe's measured time per run
 
     def to_dict(self) -> dict[str, Any]:
@@ -88,6 +95,7 @@ class DeviceRoofline:
     warnings: tuple[str, ...] = ()  # why these roofs may be off (measured under load, ...)
     threads: int = 0  # threads the calibrated backend runs (0: not recorded)
     clock: float = 0.0  # Hz the theoretical CPU peak assumes (max boost: cpufreq or measured)
+    dispatch_floor: float = 0.0  # seconds: the least time one kernel takes (0: not calibrated)
 
     @property
     def peak(self) -> float:
@@ -176,6 +184,38 @@ class DeviceRoofline:
         """``"compute"`` at or above the ridge point of the level holding ``working_set``."""
         return "compute" if intensity >= self.peak / self.bandwidth_for(working_set) else "memory"
 
+    def roof_times(
+        self, flops: float, nbytes: float, dtype: str | None = None, bandwidth: float | None = None
+    ) -> dict[str, float]:
+        """Seconds each roof allows a kernel: ``compute`` (FLOPs / its dtype's peak), ``memory``
+        (bytes / ``bandwidth``, else the level holding ``nbytes``) and ``overhead`` (the dispatch
+        floor; 0 when not calibrated)."""
+        peak = self.peak_flops.get(dtype or self.dtype, self.peak)
+        return {
+            "compute": flops / peak if flops > 0 else 0.0,
+            "memory": nbytes / (bandwidth or self.bandwidth_for(nbytes)) if nbytes > 0 else 0.0,
+            OVERHEAD: self.dispatch_floor,
+        }
+
+    def attainable_time(
+        self, flops: float, nbytes: float, dtype: str | None = None, bandwidth: float | None = None
+    ) -> float:
+        """The least time a kernel of ``flops`` and ``nbytes`` can take: the slowest of its roofs."""
+        return max(self.roof_times(flops, nbytes, dtype, bandwidth).values())
+
+    def limit(
+        self, flops: float, nbytes: float, dtype: str | None = None, bandwidth: float | None = None
+    ) -> str:
+        """The roof that sets a kernel's attainable time: ``compute``, ``memory`` or ``overhead``.
+
+        Between compute and memory the ridge point decides (a kernel without FLOPs is memory-bound);
+        ``overhead`` when the dispatch floor is longer than both.
+        """
+        times = self.roof_times(flops, nbytes, dtype, bandwidth)
+        if times[OVERHEAD] > max(times["compute"], times["memory"]):
+            return OVERHEAD
+        return "compute" if flops > 0 and times["compute"] >= times["memory"] else "memory"
+
     def fraction(
         self,
         flops: float,
@@ -184,17 +224,15 @@ class DeviceRoofline:
         dtype: str | None = None,
         bandwidth: float | None = None,
     ) -> float:
-        """Roofline fraction of a kernel: achieved / attainable, against ``bandwidth`` when given,
-        else the level holding ``nbytes``.
+        """Roofline fraction of a kernel: attainable time / measured time, against ``bandwidth``
+        when given, else the level holding ``nbytes``.
 
-        A kernel without FLOPs is judged on bandwidth: achieved byte/s over its memory roof.
+        Without a dispatch floor this is achieved / attainable FLOP/s (a kernel without FLOPs:
+        achieved byte/s over its memory roof); with one, no kernel is priced under the floor.
         """
         if seconds <= 0:
             return 0.0
-        if flops <= 0:
-            return (nbytes / seconds) / (bandwidth or self.bandwidth_for(nbytes)) if nbytes else 0.0
-        intensity = flops / nbytes if nbytes else float("inf")
-        return (flops / seconds) / self.attainable(intensity, dtype, working_set=nbytes, bandwidth=bandwidth)
+        return self.attainable_time(flops, nbytes, dtype, bandwidth) / seconds
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the ``roofline calibrate --format json`` contract)."""
@@ -212,6 +250,7 @@ class DeviceRoofline:
             ],
             "threads": self.threads,
             "clock": self.clock,
+            "dispatch_floor": self.dispatch_floor,
             "probes": [probe.to_dict() for probe in self.probes],
             "theoretical_peak_flops": dict(self.theoretical_peak_flops),
             "measured_at": self.measured_at,
@@ -243,6 +282,7 @@ class DeviceRoofline:
             warnings=tuple(str(w) for w in data.get("warnings") or ()),
             threads=int(data.get("threads") or 0),
             clock=float(data.get("clock") or 0.0),
+            dispatch_floor=float(data.get("dispatch_floor") or 0.0),
         )
 
 
@@ -297,14 +337,14 @@ def roofline_data_problem(data: Any) -> str | None:
     for probe in data.get("probes") or []:
         if not isinstance(probe, Mapping) or not _positive(probe.get("value")):
             return f"probe {probe!r} has no positive figure"
-        if probe.get("kind") not in ("compute", "memory") or not isinstance(probe.get("name"), str):
+        if probe.get("kind") not in PROBE_KINDS or not isinstance(probe.get("name"), str):
             return f"probe {probe.get('name')!r} is malformed"
         if not _non_negative(probe.get("size")) or not _non_negative(probe.get("seconds", 0.0)):
             return f"probe {probe.get('name')!r} has a bad size or time"
     theory = data.get("theoretical_peak_flops") or {}
     if not isinstance(theory, Mapping) or not all(_non_negative(v) for v in theory.values()):
         return "theoretical_peak_flops holds a value that is not a number >= 0"
-    for key in ("theoretical_peak_bandwidth", "duration", "threads", "clock"):
+    for key in ("theoretical_peak_bandwidth", "duration", "threads", "clock", "dispatch_floor"):
         if key in data and not _non_negative(data[key] or 0):
             return f"{key} is {data[key]!r}, not a number >= 0"
     spread = data.get("spread") or {}

@@ -293,7 +293,7 @@ class OnnxRuntimeSession(BackendSession):
 
         self.backend = backend
         self.spec = spec
-        self.inputs = {name: np.ascontiguousarray(value) for name, value in inputs.items()}
+        self.inputs = {name: np.asarray(value, order="C") for name, value in inputs.items()}  # 0-d stays 0-d
         self._payload = self._model_payload()
         self.session = self._create(backend.session_options())
         self._check_inputs()
@@ -303,6 +303,8 @@ class OnnxRuntimeSession(BackendSession):
         self._feeds = {name: self._value(arr, types.get(name, "")) for name, arr in self.inputs.items()}
         self._output_names = [o.name for o in self.session.get_outputs()]
         self._binding: Any = None
+        #: outputs whose produced shape differs from the declared one (a note, never a failure)
+        self.output_notes: tuple[str, ...] = ()
         # every run takes these options: a bounded measurement past its timeout sets ``terminate``,
         # which stops the run between two nodes (a Loop's body included); severity 4 keeps ORT from
         # logging that stop, or any failure, a second time (the exception carries the message).
@@ -489,6 +491,7 @@ class OnnxRuntimeSession(BackendSession):
         extra: dict[str, Any] = {}
         timing, source, resolution = "device", "onnxruntime profiler", 1e-6
         skip = warmup
+        produced: list[list[int] | None] = []  # the outputs' shapes, CPU runs
         with tempfile.TemporaryDirectory(prefix="roofline-ort-") as tmp:
             session = self._create(self.backend.session_options(tmp))
             if self.backend.on_gpu:
@@ -503,8 +506,11 @@ class OnnxRuntimeSession(BackendSession):
                     extra["gpu"] = {"timing": "host", "reason": self._no_gpu_timer}
             else:
                 feeds = {k: v for k, v in self._feeds.items()}
-                for _ in range(warmup + iterations):
-                    self._run(session, feeds)
+                for index in range(warmup + iterations):
+                    values = self._run(session, feeds)
+                    if index == 0:
+                        produced = [_shape_of(v) for v in values]
+                    del values  # one run's outputs freed before the next: prof.memory is one inference's
                 path = session.end_profiling()
                 events = load_trace(path) if path and os.path.exists(path) else []
             del session
@@ -518,6 +524,10 @@ class OnnxRuntimeSession(BackendSession):
         # the CPU profiler's durations are whole microseconds, truncated; CUPTI's are nanoseconds
         kernels = kernel_events(events, skip_runs=skip, truncated_to=0.0 if source == "CUPTI" else 1.0)
         original = load_model(self.spec.source)
+        if not self.backend.on_gpu:
+            self.output_notes = _output_shape_notes(original, self._output_names, produced)
+            if self.output_notes:
+                extra["notes"] = list(self.output_notes)
         result = attribute(original, optimized, kernels, iterations)
         return KernelProfile(
             kernels=result.kernels,
@@ -619,6 +629,42 @@ def _precision(model: Any) -> str:
     from pytest_roofline.model.precision import model_precision
 
     return model_precision(model)
+
+
+def _shape_of(value: Any) -> list[int] | None:
+    """An OrtValue's shape; None for a sequence or map (no tensor shape)."""
+    try:
+        return list(value.shape()) if value.is_tensor() else None
+    except Exception:
+        return None
+
+
+def _declared_dim(dim: Any) -> int | str:
+    return int(dim.dim_value) if dim.HasField("dim_value") else (dim.dim_param or "?")
+
+
+def _output_shape_notes(model: Any, names: list[str], produced: list[list[int] | None]) -> tuple[str, ...]:
+    """One note per graph output whose produced shape disagrees with its declared rank or fixed
+    sizes (an exporter's stale shape): onnxruntime warns and runs, and so does roofline."""
+    declared_by_name = {
+        vi.name: [_declared_dim(d) for d in vi.type.tensor_type.shape.dim]
+        for vi in model.graph.output
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape")
+    }
+    notes = []
+    for name, shape in zip(names, produced, strict=False):
+        declared = declared_by_name.get(name)
+        if declared is None or shape is None:
+            continue
+        fits = len(declared) == len(shape) and all(
+            not isinstance(d, int) or d <= 0 or d == s for d, s in zip(declared, shape, strict=True)
+        )
+        if not fits:
+            notes.append(
+                f"output {name!r} is declared {_shape_text(declared)} but the kernels produce "
+                f"{_shape_text(list(shape))}; onnxruntime runs it (the model's declared shape is stale)"
+            )
+    return tuple(notes)
 
 
 def _shape_text(shape: list[Any]) -> str:

@@ -167,6 +167,11 @@
         el("circle", {"class": "ridge", cx: x(roof.ridge), cy: y(peak), r: 5, fill: "#fff", stroke: "#1d2330", "stroke-width": 2}, svg);
         el("text", {x: x(roof.ridge) + 5, y: f.m.t + f.H - 6}, labels, "ridge point " + +roof.ridge.toPrecision(3) + " FLOP/byte");
       }
+      if (roof.floor) {  // the third roof: no kernel takes less, whatever its FLOPs and bytes
+        var bound = layers.filter(function (l) { return l[9] === "overhead"; }).length;
+        el("text", {"class": "floor", x: f.m.l + 6, y: f.m.t + 14}, labels,
+          "dispatch floor " + secs(roof.floor) + " a kernel" + (bound ? " · " + bound + " layers overhead-bound" : ""));
+      }
     }
     var col = colours(layers);
     var pts = el("g", {"class": "points"}, svg);

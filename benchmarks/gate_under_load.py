@@ -1,0 +1,536 @@
+"""The gate under load (issue 31): A/A, slower and neutral verdicts per load condition, the noise
+model's fit, each figure printed.
+
+For each load condition (``quiet``; ``busy1``/``busy2``: one or two ``while True: pass`` processes;
+``bursty``: a sibling that spins 0.3 s in every 0.5 s, what an xdist worker or a parallel CI job
+does between its own measurements — the plugin's measure lock keeps two workers from timing at
+once; ``quota``: this process in a cgroup with half the machine's CPU time, a VM's steal that the
+load counters cannot see), every model of the chosen zoo is put through the gate's own pieces, at
+default options:
+
+* ``aa-paired``: the model against a copy of itself, paired (``gate.paired.paired_run``, on the
+  engine the gate picks under that load: one intra-op thread when others share the CPUs);
+* ``aa-stored``: the model at one thread against the control probe (``gate.sampling.run_gate``
+  with ``stored_decider``), each run judged against the previous run's figures as its baseline —
+  a baseline recorded under the same condition, its load kept;
+* ``slower``: its slower variant (``zoo.variants.slower_variant``, ~7 % more MACs, or x2 work),
+  paired against the model; the true slowdown is measured in the same process by bare
+  interleaved onnxruntime sessions at the same threads;
+* ``neutral``: the model against onnxruntime's offline-optimised copy (the same work, another
+  graph), paired.
+
+Each verdict is one JSON line in ``--record DIR`` (records.jsonl): its figures, ratio, interval,
+noise, floor, status and the load it ran under.  ``--refit`` fits the noise model from the A/A
+records of ``--runs DIR`` (``gate.noise.fit_floors``) and writes ``pytest_roofline/gate/
+noise_model.json``; the report (default) prints, per condition: false regressions among A/A
+verdicts and their 95 % upper bound, the share of A/A ratios outside their own 99 % interval,
+slower variants caught / called pass, every >= 2x caught, neutral changes called regression, and
+the median seconds a changed model took to decide.
+
+Usage::
+
+    python benchmarks/gate_under_load.py --record benchmarks/data/gate-under-load --models fast
+    python benchmarks/gate_under_load.py --runs benchmarks/data/gate-under-load --refit
+    python benchmarks/gate_under_load.py --runs benchmarks/data/gate-under-load      # the report
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+CONDITIONS = ("quiet", "busy1", "busy2", "bursty", "quota")
+#: The zoo's models that run in under ~25 ms at default threads here (the A/A volume comes from them).
+#: A dozen of them, one per family, for a recording that fits an hour.
+SMALL = (
+    "tiny_mlp",
+    "tiny_cnn",
+    "mobilenet_v2",
+    "efficientnet_int8",
+    "convnext_fp16",
+    "gpt2_kv",
+    "llama",
+    "t5",
+    "whisper_tiny",
+    "moe",
+    "lstm_gru",
+    "loop",
+)
+FAST = (
+    "tiny_mlp",
+    "tiny_cnn",
+    "mobilenet_v2",
+    "efficientnet",
+    "efficientnet_int8",
+    "convnext_fp16",
+    "unet",
+    "tcn",
+    "gpt2_kv",
+    "llama",
+    "llama_fp16",
+    "llama_int4",
+    "t5",
+    "whisper_tiny",
+    "einsum_attention",
+    "moe",
+    "lstm_gru",
+    "scan",
+    "loop",
+    "convnext",
+)
+TOLERANCE = 0.05
+CATCH_FROM = 0.065
+CGROUP = Path("/sys/fs/cgroup/cpu/roofline-gate-under-load")
+
+
+@contextlib.contextmanager
+def load_condition(name: str) -> Iterator[None]:
+    """Start the load of condition ``name`` beside this process, and stop it after."""
+    spin = [sys.executable, "-c", "while True: pass"]
+    bursty = [
+        sys.executable,
+        "-c",
+        "import time\nwhile True:\n    end = time.monotonic() + 0.3\n"
+        "    while time.monotonic() < end: pass\n    time.sleep(0.2)",
+    ]
+    procs: list[subprocess.Popen[bytes]] = []
+    if name == "busy1":
+        procs = [subprocess.Popen(spin)]
+    elif name == "busy2":
+        procs = [subprocess.Popen(spin), subprocess.Popen(spin)]
+    elif name == "bursty":
+        procs = [subprocess.Popen(bursty)]
+    quota = name == "quota" and _enter_quota()
+    try:
+        time.sleep(0.5)
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+        if quota:
+            _leave_quota()
+
+
+def _enter_quota() -> bool:
+    try:
+        CGROUP.mkdir(exist_ok=True)
+        (CGROUP / "cpu.cfs_period_us").write_text("100000")
+        (CGROUP / "cpu.cfs_quota_us").write_text(str(int(100000 * (os.cpu_count() or 2) / 2)))
+        (CGROUP / "cgroup.procs").write_text(str(os.getpid()))
+        return True
+    except OSError as exc:
+        print(f"  quota: cannot use a cgroup here ({exc}); measured without it", flush=True)
+        return False
+
+
+def _leave_quota() -> None:
+    with contextlib.suppress(OSError):
+        Path("/sys/fs/cgroup/cpu/cgroup.procs").write_text(str(os.getpid()))
+    # the helper processes the gate started inside the group stay there: leave the group itself
+
+
+def _opener(engine, path: Path, dims: dict[str, int]):
+    from pytest_roofline.measure.rounds import SessionOpener
+    from pytest_roofline.model import ModelSpec, bind_input_shapes, load_model, make_inputs
+
+    model = load_model(str(path))
+    feeds = make_inputs(model, bind_input_shapes(model, None, dims or None), seed=0)
+    return SessionOpener(engine, ModelSpec.create(str(path), dims=dims or None), feeds)
+
+
+def _quick_p25(opener) -> float:
+    with opener() as session:
+        session.time(2)
+        return float(np.percentile(session.time(7), 25))
+
+
+def _load_now(seconds: float = 0.3):
+    from pytest_roofline.device.load import between, snapshot
+
+    start = snapshot()
+    time.sleep(seconds)
+    return between(start, snapshot())
+
+
+def _record(kind: str, run, started: float, **extra) -> dict:
+    from pytest_roofline.gate.noise import pressure
+
+    verdict = run.verdict
+    return {
+        "kind": kind,
+        "status": verdict.status if verdict else None,
+        "ratio": verdict.ratio if verdict else None,
+        "ci": list(verdict.ci) if verdict and verdict.ci else None,
+        "noise": verdict.noise if verdict else None,
+        "floor": verdict.floor if verdict else None,
+        "figures": list(run.figures),
+        "pressure": pressure(run.load),
+        "other": run.load.other,
+        "steal": run.load.steal,
+        "seconds": time.perf_counter() - started,
+        "reasons": list(verdict.reasons) if verdict else [],
+        **extra,
+    }
+
+
+def paired(engine, new: Path, old: Path, dims: dict[str, int], kind: str, **extra) -> dict:
+    """The gate's paired verdict of ``new`` against ``old`` on the engine it picks under the load."""
+    from pytest_roofline.gate.isolated import sampler_for
+    from pytest_roofline.gate.paired import paired_run
+    from pytest_roofline.gate.runner import paired_engine
+    from pytest_roofline.gate.sampling import GateDesign
+
+    pick = paired_engine(engine, _load_now()) or engine
+    if kind != "aa-paired":  # the true change, at the threads the gate picked, just before it
+        extra["true"] = round(true_slowdown(pick, new, old, dims), 4)
+    started = time.perf_counter()
+    openers = [_opener(pick, new, dims), _opener(pick, old, dims)]
+    design = GateDesign(budget=10.0, run_estimate=_quick_p25(openers[0]))
+    run = paired_run(openers, design, TOLERANCE, sampler=sampler_for(pick))
+    threads = pick.options.get("intra_op_threads", "default")
+    return _record(kind, run, started, threads=str(threads), **extra)
+
+
+def stored(engine, path: Path, dims: dict[str, int], before: dict | None) -> dict:
+    """The gate's stored verdict of ``path`` at one thread against ``before`` (None: a baseline)."""
+    from pytest_roofline.device.load import MachineLoad
+    from pytest_roofline.gate.control_probe import fit_probe, probe_opener
+    from pytest_roofline.gate.noise import pressure
+    from pytest_roofline.gate.sampling import GateDesign, run_gate, stored_decider
+
+    started = time.perf_counter()
+    one = engine.single_thread() or engine
+    subject = _opener(one, path, dims)
+    estimate = _quick_p25(subject)
+    blocks = before["blocks"] if before else fit_probe(one, estimate, 0.3)
+    decide = stored_decider(
+        before["figures"] if before else None,
+        None,
+        TOLERANCE,
+        before["control_p25"] if before else None,
+        pressure(MachineLoad.from_dict(before["load"])) if before else 0.0,
+    )
+    run = run_gate(
+        [subject, probe_opener(one, **blocks)], decide, GateDesign(budget=10.0, run_estimate=estimate)
+    )
+    record = _record("aa-stored" if before else "baseline", run, started)
+    record.update(blocks=blocks, control_p25=run.control_p25, load=run.load.to_dict())
+    return record
+
+
+def true_slowdown(engine, new: Path, old: Path, dims: dict[str, int]) -> float:
+    """Bare interleaved onnxruntime sessions on ``engine``: the median over sessions of per-round
+    ratios new / old."""
+    from pytest_roofline.gate.verdict import round_ratios
+    from pytest_roofline.measure.rounds import sample_interleaved
+
+    result = sample_interleaved(
+        [_opener(engine, new, dims), _opener(engine, old, dims)],
+        sessions=5,
+        rounds=20,
+        iterations=1,
+        warmup=3,
+    )
+    return float(np.median(round_ratios(result[0], result[1])))
+
+
+def optimised_copy(path: Path, out: Path) -> Path:
+    """onnxruntime's offline-optimised copy (basic level: folding and fusions, the same work)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    options.optimized_model_filepath = str(out)
+    ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return out
+
+
+def record(args: argparse.Namespace) -> int:
+    from pytest_roofline.backends.base import get_backend
+    from pytest_roofline.zoo.suite import zoo_model
+    from pytest_roofline.zoo.variants import resaved_copy, slower_variant
+
+    out = Path(args.record)
+    out.mkdir(parents=True, exist_ok=True)
+    names = (
+        SMALL
+        if args.models == "small"
+        else FAST
+        if args.models == "fast"
+        else [m.name for m in _zoo()]
+        if args.models == "zoo"
+        else args.models.split(",")
+    )
+    work = Path(tempfile.mkdtemp(prefix="gate-under-load-"))
+    engine = get_backend("onnxruntime", {})
+    files: dict[str, dict[str, Path]] = {}
+    for name in names:
+        entry = zoo_model(name)
+        model = entry.build()
+        base = work / f"{name}.onnx"
+        onnx.save(model, str(base))
+        copy = work / f"{name}.copy.onnx"
+        onnx.save(resaved_copy(model), str(copy))
+        slow = work / f"{name}.slower.onnx"
+        onnx.save(slower_variant(model, dims=dict(entry.dims), at_least=0.07), str(slow))
+        double = work / f"{name}.x2.onnx"
+        onnx.save(slower_variant(model, dims=dict(entry.dims), at_least=1.0), str(double))
+        files[name] = {"base": base, "copy": copy, "slower": slow, "x2": double}
+        with contextlib.suppress(Exception):
+            files[name]["optimised"] = optimised_copy(base, work / f"{name}.opt.onnx")
+    sink = (out / "records.jsonl").open("a", encoding="utf-8")
+    for condition in args.conditions.split(","):
+        print(f"== {condition}", flush=True)
+        with load_condition(condition):
+            for name in names:
+                dims = dict(zoo_model(name).dims)
+                paths = files[name]
+
+                def keep(item: dict, name: str = name, condition: str = condition) -> None:
+                    item.update(model=name, condition=condition, time=time.time())
+                    sink.write(json.dumps(item) + "\n")
+                    sink.flush()
+                    ratio = item["ratio"]
+                    print(
+                        f"  {name:18s} {item['kind']:10s} {item['status'] or '-':12s} "
+                        f"{'-' if ratio is None else f'{ratio:.3f}'} load {item['pressure']:.2f} "
+                        f"{item['seconds']:.1f}s {item.get('true', '')}",
+                        flush=True,
+                    )
+
+                try:
+                    for _ in range(args.aa):
+                        keep(paired(engine, paths["copy"], paths["base"], dims, "aa-paired"))
+                    before = stored(engine, paths["base"], dims, None)
+                    keep(before)
+                    for _ in range(args.aa):
+                        now = stored(engine, paths["copy"], dims, before)
+                        keep(now)
+                        before = now
+                    for kind in ("slower", "x2"):
+                        keep(paired(engine, paths[kind], paths["base"], dims, kind))
+                    if "optimised" in paths:
+                        keep(paired(engine, paths["optimised"], paths["base"], dims, "neutral"))
+                except Exception as exc:  # one model's failure is printed, the rest go on
+                    print(f"  {name}: {type(exc).__name__}: {exc}", flush=True)
+    sink.close()
+    return 0
+
+
+def _zoo():
+    from pytest_roofline.zoo.suite import ZOO
+
+    return ZOO
+
+
+def _records(runs: Path) -> list[dict]:
+    path = runs / "records.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _noise_records(records: list[dict]):
+    """The A/A records as the fit reads them: the sigma of each interval without its floor."""
+    from pytest_roofline.gate.noise import NoiseRecord
+    from pytest_roofline.gate.verdict import bootstrap_ratio_ci
+
+    out, previous = [], {}
+    for item in records:
+        key = (item["model"], item["condition"])
+        if item["kind"] == "baseline":
+            previous[key] = item
+            continue
+        if item["kind"] not in ("aa-paired", "aa-stored") or len(item["figures"]) < 2:
+            continue
+        figures = item["figures"]
+        if item["kind"] == "aa-paired":
+            low, high = bootstrap_ratio_ci(figures, None)
+            ratio, mode, busy = float(np.median(figures)), "paired", item["pressure"]
+        else:
+            base = previous.get(key)
+            if base is None or len(base["figures"]) < 2:
+                previous[key] = item
+                continue
+            low, high = bootstrap_ratio_ci(figures, base["figures"])
+            ratio = float(np.median(figures) / np.median(base["figures"]))
+            mode, busy = "stored", max(item["pressure"], base["pressure"])
+            previous[key] = item
+        sigma = math.log(high / low) / 2 / 1.96 if low > 0 and high > 0 else 0.0
+        out.append(NoiseRecord(mode, busy, math.log(ratio), sigma))
+    return out
+
+
+def refit(args: argparse.Namespace) -> int:
+    from pytest_roofline.gate.noise import NOISE_MODEL_FILE, fit_floors
+
+    records = _noise_records(_records(Path(args.runs)))
+    model = fit_floors(
+        records, source=f"benchmarks/gate_under_load.py --refit on {args.runs} ({len(records)} A/A verdicts)"
+    )
+    packaged = json.loads(NOISE_MODEL_FILE.read_text(encoding="utf-8"))
+    fitted = model.to_dict()
+    for mode, knots in packaged.get("modes", {}).items():  # a mode without records keeps its knots
+        if mode not in {r.mode for r in records}:
+            fitted["modes"][mode] = knots
+    NOISE_MODEL_FILE.write_text(json.dumps(fitted, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"wrote {NOISE_MODEL_FILE} from {len(records)} A/A verdicts:")
+    for mode, knots in fitted["modes"].items():
+        print(f"  {mode:7s} " + "  ".join(f"load {x:.2f}: ±{y:.2%}" for x, y in knots))
+    return 0
+
+
+def _upper95(failures: int, total: int) -> float:
+    """One-sided 95 % Clopper-Pearson upper bound of a rate."""
+    if total == 0:
+        return float("nan")
+    if failures == 0:
+        return 1 - 0.05 ** (1 / total)
+    from statistics import NormalDist
+
+    # Wilson score bound: close to Clopper-Pearson at these counts, no SciPy needed
+    z, p = NormalDist().inv_cdf(0.95), failures / total
+    centre = p + z * z / (2 * total)
+    spread = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total))
+    return (centre + spread) / (1 + z * z / total)
+
+
+def rejudged(records: list[dict]) -> list[dict]:
+    """Each verdict judged again from its recorded figures and load with the packaged noise model
+    (the recording's own statuses came from the model in force when it ran; the sampling's stopping
+    points are the recording's)."""
+    from pytest_roofline.gate.noise import noise_model
+    from pytest_roofline.gate.sampling import control_drift_noise
+    from pytest_roofline.gate.verdict import compare
+
+    model, previous, out = noise_model(), {}, []
+    for item in records:
+        key = (item["model"], item["condition"])
+        if item["kind"] == "baseline" or not item["figures"]:
+            previous[key] = item
+            out.append(item)
+            continue
+        if item["kind"] == "aa-stored":
+            base = previous.get(key)
+            previous[key] = item
+            if base is None:
+                continue
+            verdict = compare(
+                item["figures"],
+                base["figures"],
+                tolerance=TOLERANCE,
+                mode="stored",
+                drift=model.floor("stored", max(item["pressure"], base["pressure"])),
+                extra_noise=control_drift_noise(item["control_p25"], base["control_p25"]),
+            )
+        else:
+            verdict = compare(
+                item["figures"],
+                None,
+                tolerance=TOLERANCE,
+                mode="paired",
+                drift=model.floor("paired", item["pressure"]),
+            )
+        out.append({**item, "status": verdict.status, "ratio": verdict.ratio, "noise": verdict.noise})
+    return out
+
+
+def report(args: argparse.Namespace) -> int:
+    from pytest_roofline.gate.noise import Z99, noise_model
+
+    records = rejudged(_records(Path(args.runs)))
+    print(f"noise model: {noise_model().source}  (verdicts re-judged from their figures with it)")
+    by_condition: dict[str, list[dict]] = defaultdict(list)
+    for item in records:
+        by_condition[item["condition"]].append(item)
+    worst: dict[str, tuple[float, str]] = {}
+    for condition in CONDITIONS:
+        items = by_condition.get(condition)
+        if not items:
+            continue
+        loads = [i["pressure"] for i in items]
+        print(f"\n== {condition}: {len(items)} verdicts, load (others + steal) median {np.median(loads):.2f}")
+        aa = [i for i in items if i["kind"] in ("aa-paired", "aa-stored")]
+        for kind in ("aa-paired", "aa-stored"):
+            group = [i for i in aa if i["kind"] == kind]
+            if not group:
+                continue
+            false = sum(i["status"] == "regression" for i in group)
+            outside = sum(
+                abs(math.log(i["ratio"])) > (i["noise"] or 0) / 1.96 * Z99 for i in group if i["ratio"]
+            )
+            statuses = defaultdict(int)
+            for i in group:
+                statuses[i["status"]] += 1
+            print(
+                f"  {kind:10s} {len(group):4d} verdicts: false regression {false} (95 % upper bound "
+                f"{_upper95(false, len(group)):.1%}), outside their 99 % interval {outside} "
+                f"({outside / len(group):.1%}); {dict(statuses)}"
+            )
+        changed = [i for i in items if i["kind"] in ("slower", "x2")]
+        due = [i for i in changed if (i.get("true") or 0) >= 1 + CATCH_FROM]
+        caught = [i for i in due if i["status"] == "regression"]
+        passed = [i for i in changed if i["status"] == "pass" and (i.get("true") or 0) >= 1 + CATCH_FROM]
+        doubled = [i for i in changed if (i.get("true") or 0) >= 2.0]
+        print(
+            f"  slower (true >= +{CATCH_FROM:.1%}): caught {len(caught)}/{len(due)}"
+            f" ({len(caught) / max(len(due), 1):.0%}); called pass {len(passed)}; >= 2x caught "
+            f"{sum(i['status'] == 'regression' for i in doubled)}/{len(doubled)}"
+        )
+        for i in due:
+            if i["status"] != "regression":
+                print(
+                    f"    missed {i['model']} {i['kind']}: true x{i['true']:.3f}, read {i['status']} "
+                    f"x{i['ratio'] or float('nan'):.3f} noise ±{(i['noise'] or 0):.1%} "
+                    f"load {i['pressure']:.2f}"
+                )
+        neutral = [i for i in items if i["kind"] == "neutral"]
+        flat = [i for i in neutral if abs((i.get("true") or 1) - 1) <= 0.02]
+        print(
+            f"  neutral rewrites (true within ±2 %): {len(flat)}, called regression "
+            f"{sum(i['status'] == 'regression' for i in flat)}"
+            f" (all neutral: {sum(i['status'] == 'regression' for i in neutral)}/{len(neutral)})"
+        )
+        seconds = [i["seconds"] for i in changed + neutral]
+        if seconds:
+            print(
+                f"  a changed model decided in: median {np.median(seconds):.1f} s, max {max(seconds):.1f} s"
+            )
+        for i in aa:
+            if i["status"] == "regression":
+                worst.setdefault(condition, (i["ratio"], i["model"]))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--record", help="record verdicts into this folder (records.jsonl, appended)")
+    parser.add_argument(
+        "--runs", default="benchmarks/data/gate-under-load", help="the recorded folder to read"
+    )
+    parser.add_argument("--refit", action="store_true", help="fit the noise model from --runs and write it")
+    parser.add_argument("--models", default="fast", help="small | fast | zoo | a,b,c (zoo names)")
+    parser.add_argument("--conditions", default=",".join(CONDITIONS))
+    parser.add_argument("--aa", type=int, default=3, help="A/A verdicts per model, mode and condition (3)")
+    args = parser.parse_args(argv)
+    if args.record:
+        return record(args)
+    if args.refit:
+        return refit(args)
+    return report(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

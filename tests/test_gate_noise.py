@@ -1,0 +1,113 @@
+"""The gate's noise model: load widens the interval by fitted floors (pure: no timing)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from pytest_roofline.device.load import MachineLoad
+from pytest_roofline.gate.noise import (
+    NOISE_MODEL_FILE,
+    QUIET_FLOORS,
+    NoiseModel,
+    NoiseRecord,
+    fit_floors,
+    noise_model,
+    pressure,
+)
+
+
+def test_pressure_is_the_share_others_and_the_hypervisor_took():
+    assert pressure(MachineLoad(1.0, 0.4, 0.1, 1.0, 2)) == pytest.approx(0.5)
+    assert pressure(MachineLoad(1.0, 0.9, 0.3, 3.0, 2)) == 1.0  # clipped
+    assert pressure(MachineLoad(1.0, 0.5, 0.0, 1.0, 2, available=False)) == 0.0  # unknown: no widening
+    assert pressure(None) == 0.0
+
+
+def test_floors_interpolate_between_knots_and_hold_past_the_ends():
+    model = NoiseModel({"paired": ((0.1, 0.004), (0.5, 0.012))})
+    assert model.floor("paired", 0.0) == 0.004
+    assert model.floor("paired", 0.3) == pytest.approx(0.008)
+    assert model.floor("paired", 0.9) == 0.012
+    assert model.floor("stored", 0.5) == QUIET_FLOORS["stored"]  # a mode without knots: its quiet floor
+
+
+def test_a_model_read_from_json_never_goes_below_the_quiet_floors_and_refuses_nonsense():
+    data = {"modes": {"paired": [[0.5, 0.001], [0.0, 0.0]]}}
+    model = NoiseModel.from_dict(data)
+    assert model.knots["paired"] == ((0.0, QUIET_FLOORS["paired"]), (0.5, QUIET_FLOORS["paired"]))
+    with pytest.raises(ValueError, match="out of range"):
+        NoiseModel.from_dict({"modes": {"paired": [[2.0, 0.01]]}})
+    assert NoiseModel.from_dict(json.loads(json.dumps(model.to_dict()))).knots == model.knots
+
+
+def test_the_packaged_model_loads_and_never_narrows_with_load():
+    model = noise_model()
+    assert NOISE_MODEL_FILE.is_file() and model.source
+    for mode in ("paired", "stored", "layer"):
+        floors = [model.floor(mode, x) for x in np.linspace(0, 1, 11)]
+        assert floors[0] >= QUIET_FLOORS[mode]
+        assert all(b >= a for a, b in zip(floors, floors[1:], strict=False)), (mode, floors)
+
+
+def _records(mode: str, at: float, spread: float, count: int, seed: int) -> list[NoiseRecord]:
+    rng = np.random.default_rng(seed)
+    return [NoiseRecord(mode, at, float(x), 0.002) for x in rng.normal(0.0, spread, count)]
+
+
+def test_the_fit_keeps_all_but_one_percent_of_each_bins_aa_ratios_inside_their_99_percent_interval():
+    quiet = _records("paired", 0.02, 0.004, 300, 1)
+    busy = _records("paired", 0.5, 0.02, 300, 2)
+    thin = _records("paired", 0.9, 0.5, 5, 3)  # too few to fit: left out, not trusted
+    model = fit_floors([*quiet, *busy, *thin], source="test")
+    knots = model.knots["paired"]
+    assert len(knots) == 3 and knots[0][0] == 0.0  # the quiet bin's knot is carried to zero load
+    for records in (quiet, busy):
+        at = records[0].pressure
+        floor = model.floor("paired", at)
+        outside = sum(abs(r.log_ratio) > 2.5758 * math.hypot(r.sigma, floor) for r in records)
+        assert outside <= 3, (at, floor, outside)
+    assert model.floor("paired", 0.5) > 3 * model.floor("paired", 0.02)  # load widens
+    assert model.floor("paired", 1.0) == model.floor("paired", 0.5)  # held flat past the last fitted bin
+    assert model.knots["stored"] == ((0.0, QUIET_FLOORS["stored"]),)  # no records: the quiet floor
+
+
+def test_a_baseline_entry_keeps_the_load_it_was_measured_under():
+    from _baselines import make_entry
+
+    from pytest_roofline.gate.baseline import BaselineEntry
+    from pytest_roofline.schema import SchemaError
+
+    busy = MachineLoad(2.0, 0.45, 0.02, 1.8, 2)
+    entry = make_entry()
+    entry = type(entry)(**{**entry.__dict__, "load": busy})
+    again = BaselineEntry.from_dict(json.loads(json.dumps(entry.to_dict())))
+    assert again.load == busy and again.pressure == pytest.approx(0.47)
+    assert BaselineEntry.from_dict({**entry.to_dict(), "load": None}).pressure == 0.0  # older entries
+    with pytest.raises(SchemaError, match="within"):
+        BaselineEntry.from_dict({**entry.to_dict(), "load": {**busy.to_dict(), "other": 1e308}})
+
+
+def test_a_history_pairing_is_judged_with_the_floor_of_the_load_it_ran_under(monkeypatch):
+    from pytest_roofline.gate import noise
+    from pytest_roofline.history.points import Paired
+
+    model = NoiseModel({"paired": ((0.0, 0.003), (1.0, 0.03))})
+    monkeypatch.setattr(noise, "noise_model", lambda: model)
+    figures = (1.031, 1.029, 1.030, 1.032, 1.028, 1.030)
+    quiet, busy = Paired(figures, "before"), Paired(figures, "before", pressure=0.8)
+    (ql, _), (bl, bh) = quiet.ci(), busy.ci()
+    assert ql > 1.0 and bl < 1.0 < bh  # the same 3 % reads as a step only on a quiet machine
+    assert Paired.from_dict(busy.to_dict()) == busy
+    assert Paired.from_dict({**busy.to_dict(), "pressure": "x"}).pressure == 0.0  # a bad value: no widening
+
+
+def test_load_limit_off_says_other_processes_do_not_disturb(monkeypatch):
+    load = MachineLoad(1.0, 0.5, 0.02, 1.0, 2)
+    monkeypatch.setenv("ROOFLINE_LOAD_LIMIT", "off")
+    assert pressure(load) == pytest.approx(0.02)  # steal still counts
+    monkeypatch.setenv("ROOFLINE_LOAD_LIMIT", "0.3")
+    assert pressure(load) == pytest.approx(0.52)
