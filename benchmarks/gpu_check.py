@@ -12,7 +12,11 @@
 5. the dispatch (launch) floor (issue 33): the marginal time of one kernel in a chain of 32 of the
    cheapest kernels through the CUDA EP, buffers on the device, beside what the recorded H200 data
    shows (the least host time onnxruntime spent around a node's launch, profiler on: 7.0 µs), and
-   the chain's CUPTI kernel times (the least device time of one kernel).
+   the chain's CUPTI kernel times (the least device time of one kernel);
+6. memory per inference from the CUDA EP's arena (issue 34): ``prof.memory`` read from the
+   profiler's arena counters, the same peak in 3 fresh sessions, weights at least the model's fp32
+   parameters, and the static estimate beside the measured peak (ResNet-50 batch 1; ``--memory``
+   runs this step alone).
 
 Prints ``FAIL`` beside each figure that misses its target (and ``NOT MEASURED`` where a part is
 missing, e.g. cupti-python); exits 1 if any did.  ``--skip-examples`` and ``--runs N`` trim step 4.
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -313,6 +318,62 @@ def layer_times(report: Report, roof: Any) -> None:
         )
 
 
+def memory_per_inference(report: Report) -> None:
+    """Step 5: the CUDA arena's figures through the profile, three fresh sessions."""
+    from pytest_roofline.api import profile_model
+    from pytest_roofline.backends.base import get_backend
+    from pytest_roofline.zoo import resnet50
+
+    engine = get_backend("onnxruntime", OPTIONS)
+    model = resnet50(weights="random")
+    params = sum(math.prod(init.dims) for init in model.graph.initializer)
+    memories = [
+        profile_model(model, backend=engine, batch=1, sessions=1, rounds=3, profile_iterations=3).memory
+        for _ in range(3)
+    ]
+    first = memories[0]
+    if first is None:
+        report.line("ResNet-50 b1: prof.memory from the CUDA arena", "none", "present", False)
+        return
+    report.note(
+        f"ResNet-50 b1: peak {first.peak / 1e6:.1f} MB, weights {first.weights / 1e6:.1f} MB, arena held "
+        f"{first.arena_held / 1e6:.1f} MB, static estimate {first.predicted_peak / 1e6:.1f} MB; "
+        f"source {first.source}"
+    )
+    expected = "onnxruntime profiler (CUDA arena)" if not QUICK else "onnxruntime profiler"
+    report.line("ResNet-50 b1: memory source", first.source[:16], expected[:22], first.source == expected)
+    peaks = [m.peak if m is not None else 0 for m in memories]
+    spread = (max(peaks) - min(peaks)) / max(peaks) if max(peaks) else float("inf")
+    report.line(
+        "ResNet-50 b1: peak over 3 fresh sessions",
+        f"{spread:.3%} spread",
+        "<= 0.1%",
+        spread <= 0.001,
+        "memory_spread",
+        spread,
+    )
+    # the CUDA EP places the initializers in its arena (recorded H200: 114 MB before the first node,
+    # ResNet-50's weights 102 MB); the CPU EP pre-packs Conv/MatMul weights outside its arena
+    held = first.weights / (4 * params)
+    report.line(
+        "ResNet-50 b1: weights held >= fp32 parameters",
+        f"{held:.2f}x",
+        ">= 1.00x",
+        None if QUICK else held >= 1.0,
+        "memory_weights",
+        first.weights,
+    )
+    error = first.predicted_error
+    report.line(
+        "ResNet-50 b1: static estimate vs measured peak",
+        f"{(error or 0):+.1%}",
+        "within 10%",
+        error is not None and abs(error) <= 0.10,
+        "memory_estimate_error",
+        error,
+    )
+
+
 RECORDED_DATA = "data/onnxruntime-1.31-cuda-h200"  # under the checkout's shared/, or the machine's
 RECORDED = next(
     (
@@ -460,6 +521,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5, help="unchanged example-suite runs (default 5)")
     parser.add_argument("--skip-examples", action="store_true", help="leave out step 4")
     parser.add_argument("--cpu", action="store_true", help="smoke-test this script on the CPU provider")
+    parser.add_argument("--memory", action="store_true", help="run step 5 (memory per inference) alone")
     args = parser.parse_args()
     if args.cpu:
         global OPTIONS, SUITE_OPTION, QUICK
@@ -475,6 +537,10 @@ def main() -> int:
     if "CUDAExecutionProvider" not in providers and not args.cpu:
         report.line("onnxruntime CUDA execution provider", "absent", "present", False)
         return 1
+    if args.memory:
+        step("6. memory per inference (CUDA arena)")
+        memory_per_inference(report)
+        return _summary(report, started)
     info = identity(report)
     step("2. roofs: calibration through the CUDA EP vs torch on the same GPU")
     ref = torch_reference(report)
@@ -486,6 +552,13 @@ def main() -> int:
         example_suite(report, args.runs, started, cache_dir)
     step("5. the dispatch (launch) floor")
     dispatch_floor(report)
+    step("6. memory per inference (CUDA arena)")
+    memory_per_inference(report)
+    return _summary(report, started)
+
+
+def _summary(report: Report, started: float) -> int:
+    """Print what missed its target, write $OUT/gpu_check.json; the exit status."""
     wall = time.perf_counter() - started
     step(f"summary ({wall:.0f} s)")
     for failure in report.failed:

@@ -15,7 +15,15 @@ from pytest_roofline.fmt import fmt_seconds_fixed as format_seconds
 from pytest_roofline.measure.stats import LatencyStats
 from pytest_roofline.profile import Layer, ModelProfile, NoFraction, known_fraction
 
-__all__ = ["assert_efficiency", "assert_fraction", "assert_latency", "describe", "explain_compare"]
+__all__ = [
+    "MEMORY_FIGURES",
+    "assert_efficiency",
+    "assert_fraction",
+    "assert_latency",
+    "assert_memory",
+    "describe",
+    "explain_compare",
+]
 
 STATS = ("median", "mean", "min", "max", "p25", "p75", "p90", "p99")
 
@@ -105,6 +113,40 @@ def assert_latency(prof: ModelProfile, below: float, stat: str = "median") -> No
             f"latency {stat} of {_who(prof)} is {format_seconds(value)}, not below "
             f"{format_seconds(below)} (median {format_seconds(prof.latency.median)}, "
             f"p90 {format_seconds(prof.latency.p90)}, n={prof.latency.n}); {_roof(prof)}"
+        )
+
+
+#: What :func:`assert_memory` may bound: fields of :class:`~pytest_roofline.memory.MemoryProfile`.
+MEMORY_FIGURES = ("peak", "peak_activations", "weights", "arena_held")
+
+
+def assert_memory(prof: ModelProfile, below: int, figure: str = "peak") -> None:
+    """Assert that one inference's memory ``figure`` (bytes; default the peak in use) is below ``below``.
+
+    Fails (never passes silently) when the backend reported no memory for the profile.
+    """
+    __tracebackhide__ = True
+    from pytest_roofline.fmt import fmt_bytes
+
+    if figure not in MEMORY_FIGURES:
+        raise ValueError(f"figure must be one of {', '.join(MEMORY_FIGURES)}, got {figure!r}")
+    memory = prof.memory
+    if memory is None:
+        _fail(f"{_who(prof)} has no memory figures: the {prof.backend} backend reported none")
+        return
+    value = getattr(memory, figure)
+    if not value < below:
+        allocations = sorted(
+            ((la.name, la.memory.allocated) for la in prof.layers if la.memory is not None),
+            key=lambda x: -x[1],
+        )
+        where = ", ".join(f"{name} +{fmt_bytes(size)}" for name, size in allocations[:3] if size > 0)
+        _fail(
+            f"memory {figure} of {_who(prof)} is {fmt_bytes(value)} ({value} B), "
+            f"not below {fmt_bytes(below)} "
+            f"(peak {fmt_bytes(memory.peak)}: weights {fmt_bytes(memory.weights)}, activations "
+            f"{fmt_bytes(memory.peak_activations)}; from the {memory.source})"
+            + (f"; largest allocations: {where}" if where else "")
         )
 
 

@@ -19,7 +19,7 @@ calls the steps itself and takes the latency from its own samples.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Union
 
 from pytest_roofline.errors import OptionError
@@ -256,12 +256,17 @@ def assemble(
     prepared: PreparedModel, run: LayerRun, latency: LatencyStats, extra: Mapping[str, Any] | None = None
 ) -> ModelProfile:
     """The :class:`ModelProfile` of a profiled run and the model's end-to-end latency."""
+    from pytest_roofline.memory.measure import profiled_memory
     from pytest_roofline.model import model_hash
     from pytest_roofline.profile import ModelProfile, build_layers, profiler_scale, profiler_scales
 
     scale = profiler_scale(run.kernels, latency.median)
     scales = profiler_scales(run.kernels, latency.median)  # per kernel: a profiler's cost is per event
     layers, fraction = build_layers(run.analysis, run.kernels, run.roofline, time_scale=scales)
+    memory, layer_memory = profiled_memory(run.kernels, run.analysis)
+    layers = [
+        replace(la, memory=layer_memory.get(la.name)) if la.name in layer_memory else la for la in layers
+    ]
     total = run.analysis.total
     first_shape = next(iter(prepared.shapes.values()), ())
     spec, engine = prepared.spec, prepared.engine
@@ -296,6 +301,7 @@ def assemble(
             **dict(extra or {}),
         },
         layer_timing=run.kernels.timing,
+        memory=memory,
     )
 
 

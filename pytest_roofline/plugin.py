@@ -30,8 +30,8 @@ __all__ = ["device_roofline", "model_load", "model_profile", "roofline_span"]
 
 MARKER = (
     "roofline(tolerance=None, metrics=['latency'], budget=None, retime=False): per-test gate settings; "
-    "tolerance in percent, metrics 'latency' or 'layer:<name>', budget in seconds, retime=True times "
-    "and compares even when nothing that runs changed"
+    "tolerance in percent, metrics 'latency', 'memory' or 'layer:<name>', budget in seconds, "
+    "retime=True times and compares even when nothing that runs changed"
 )
 LIST_OPTIONS = ("option", "report")
 BENCHMARK_STORAGE = pytest.StashKey["Path | None"]()

@@ -308,6 +308,19 @@ def results_to_2(document: dict[str, Any]) -> dict[str, Any]:
     return document
 
 
+@migration(RESULTS, 3)
+def results_to_3(document: dict[str, Any]) -> dict[str, Any]:
+    """Results schema 2 → 3: profiles and their layers say ``memory: null`` (none was measured)."""
+    for item in document.get("results") or []:
+        profile = item.get("profile") if isinstance(item, Mapping) else None
+        if isinstance(profile, dict):
+            profile.setdefault("memory", None)
+            for layer in profile.get("layers") or []:
+                if isinstance(layer, dict):
+                    layer.setdefault("memory", None)
+    return document
+
+
 def load_results(path: str | Path) -> RunResults:
     """Read a run-results JSON file of any schema this version knows.
 

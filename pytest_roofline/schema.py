@@ -65,7 +65,8 @@ Migration = Callable[[dict[str, Any]], dict[str, Any]]
 #: Baseline files (gate/store.py; entries typed by gate/baseline.py).
 BASELINE_FILE_SCHEMA = 2
 #: Run-results documents (results.py; ``--roofline-report=PATH.json``, ``roofline report``).
-RESULTS_SCHEMA = 2
+#: 3: each result's profile and its layers carry ``memory`` (null where the backend reports none).
+RESULTS_SCHEMA = 3
 #: A ModelProfile's dictionary (``profile.ModelProfile.to_dict``, ``roofline profile --json``).
 PROFILE_SCHEMA = 1
 #: The structural model summary a baseline keeps (diff/summary.py).

@@ -139,7 +139,7 @@ def test_update_results_hook_replaces_the_reported_results(project):
     )
     project.runpytest(*FAKE, "--roofline-report=r.json", "--roofline-report=r.md").assert_outcomes(passed=2)
     data = json.loads((project.path / "r.json").read_text())
-    assert data["project"] == "demo" and data["schema_version"] == 2
+    assert data["project"] == "demo" and data["schema_version"] == 3
     assert "https://ci/report.html" in (project.path / "r.md").read_text()
 
 

@@ -6,7 +6,8 @@ cached) at default efficiencies.  ``--profile`` calibrates if needed, profiles t
 its per-layer efficiencies, measures both models paired and interleaved, and reports the
 measured change beside the prediction.  ``--format json`` keys: ``added``, ``removed``,
 ``changed``, ``flops_change``, ``bytes_change``, ``predicted_time_change`` (fractions of the old
-model), ``assumptions``, ``prediction``, ``measured``, ``explanation`` (docs/diff.md).
+model), ``assumptions``, ``prediction``, ``measured``, ``explanation``, ``memory`` (the static peaks
+and the buffers kept alive longer; docs/diff.md).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pytest_roofline.report.tables import diff_table
 if TYPE_CHECKING:
     from pytest_roofline.diff import Explanation, GraphDiff, Prediction
     from pytest_roofline.gate.verdict import Verdict
+    from pytest_roofline.memory.change import MemoryChange
     from pytest_roofline.roofline import DeviceRoofline
 
 __all__ = ["add_parser", "run"]
@@ -119,11 +121,30 @@ def run(args: argparse.Namespace) -> int:
         ci=verdict.ci if verdict is not None else None,
         status=verdict.status if verdict is not None else "not-compared",
     )
+    memory = _memory_change(args.old, args.new, batch, dims)
     if args.format == "json":
-        sys.stdout.write(json.dumps(document(diff, prediction, verdict, explanation), indent=2) + "\n")
+        data = document(diff, prediction, verdict, explanation)
+        data["memory"] = memory.to_dict() if memory is not None else None
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:
         sys.stdout.write(diff_table(diff, prediction, verdict, explanation, args.top))
+        if memory is not None:
+            sys.stdout.write("\n".join(["", *memory.lines()]) + "\n")
     return 0
+
+
+def _memory_change(old: str, new: str, batch: int | None, dims: dict[str, int]) -> MemoryChange | None:
+    """The static memory of both models and the buffers the new one keeps alive longer."""
+    from pytest_roofline.analysis import analyze
+    from pytest_roofline.errors import RooflineError
+    from pytest_roofline.memory.change import memory_change
+
+    try:
+        return memory_change(
+            analyze(old, batch=batch, dims=dims or None), analyze(new, batch=batch, dims=dims or None)
+        )
+    except RooflineError:  # the diff above stands without it
+        return None
 
 
 def _roofline(args: argparse.Namespace, say: Any) -> tuple[DeviceRoofline | None, str, Any]:

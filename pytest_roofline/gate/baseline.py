@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_roofline.device.load import MachineLoad
 from pytest_roofline.gate.conditions import Conditions, settings_of
 from pytest_roofline.gate.identity import RunIdentity
+from pytest_roofline.memory import MemoryRecord
 from pytest_roofline.schema import (
     BASELINE_FILE,
     SchemaError,
@@ -266,6 +267,9 @@ class BaselineEntry:
     structure: dict[str, Any] | None = field(default=None, hash=False)
     configured: FigureRecord | None = None  # the configured threads' figure beside a one-thread one
     identity: RunIdentity | None = None  # what ran (optional block: entries before it have none)
+    memory: MemoryRecord | None = (
+        None  # one inference's memory (optional block: where the backend reports it)
+    )
     load: MachineLoad | None = None  # the machine's load while the figures were measured
     #: serving scenarios' LoadGen figures (docs/serving.md; optional: older entries have none)
     scenarios: tuple[ScenarioResult, ...] = ()
@@ -303,6 +307,7 @@ class BaselineEntry:
             "structure": self.structure,
             "configured": self.configured.to_dict() if self.configured else None,
             "identity": self.identity.to_dict() if self.identity else None,
+            **({"memory": self.memory.to_dict()} if self.memory is not None else {}),
             "load": self.load.to_dict() if self.load else None,
             **({"scenarios": [r.to_dict() for r in self.scenarios]} if self.scenarios else {}),
         }
@@ -356,6 +361,7 @@ class BaselineEntry:
             structure=dict(structure) if structure is not None else None,
             configured=FigureRecord.from_dict(as_mapping(configured, "'configured'")) if configured else None,
             identity=RunIdentity.from_dict(as_mapping(identity, "'identity'")) if identity else None,
+            memory=MemoryRecord.from_dict(data["memory"]) if data.get("memory") is not None else None,
             load=_load(as_mapping(load, "'load'")) if load else None,
             scenarios=_scenarios(read_list(data, "scenarios")),
         )

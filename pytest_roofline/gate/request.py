@@ -21,6 +21,7 @@ from pytest_roofline.errors import BaselineError, ModelError, OptionError
 
 if TYPE_CHECKING:
     from pytest_roofline.backends.base import Backend
+    from pytest_roofline.gate.memory import MemoryTolerance
     from pytest_roofline.gate.order import MeasuredIdentities
     from pytest_roofline.gate.store import BaselineStore
     from pytest_roofline.gate.types import GateOutcome, GateRequest, ModelStoreLike
@@ -40,7 +41,7 @@ __all__ = [
     "run_request",
 ]
 
-METRICS_HELP = "latency, layer:<name>"
+METRICS_HELP = "latency, memory, layer:<name>"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +53,7 @@ class GateSettings:
     metrics: tuple[str, ...] = ("latency",)
     retime: bool = False
     timed: bool = False  # a figure timed every run (the history), the verdict still the identity's
+    memory_tolerance: MemoryTolerance | None = None  # the memory verdict's (None: gate.memory's default)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,10 +89,10 @@ def gate_settings(
     if isinstance(metrics, str):
         metrics = [metrics]
     for metric in metrics:
-        if metric != "latency" and not str(metric).startswith("layer:"):
+        if metric not in ("latency", "memory") and not str(metric).startswith("layer:"):
             raise OptionError(f"roofline marker: unknown metric {metric!r} ({METRICS_HELP})")
     timed = defaults.timed and kwargs.get("retime") is not False  # retime=False: the identity shortcut
-    return GateSettings(tolerance, budget, tuple(metrics), retime, timed)
+    return GateSettings(tolerance, budget, tuple(metrics), retime, timed, defaults.memory_tolerance)
 
 
 def resolve_model_path(path: str | os.PathLike[str], test_dir: Path, rootdir: Path) -> Path:
@@ -192,6 +194,7 @@ def build_request(
         timed=settings.timed,
         models=models() if not mode.disable else None,
         other_device=other_device,
+        memory_tolerance=settings.memory_tolerance,
     )
 
 

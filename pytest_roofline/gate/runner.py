@@ -226,6 +226,7 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
     profile = assemble(
         prepared, layer_run, latency, {"gate": _gate_figures(run, configured_run, blocks, request.reference)}
     )
+    profile = _with_rss_memory(request, prepared, layer_run, profile)
     verdict = run.verdict or new_verdict(run.figures, tolerance=tolerance)
     if differences:
         verdict = incomparable(differences, run.figures, tolerance)
@@ -246,6 +247,7 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
         load=timing_run.load,
         baseline_pressure=comparable.pressure if comparable is not None else 0.0,
     )
+    extra.extend(_memory_verdicts(request, profile, current))
     summary = _summary(prepared, layer_run)
     change = None
     if not differences and (comparable is not None or request.reference is not None) and summary is not None:
@@ -297,7 +299,70 @@ def _timed_unchanged(
     raw = {"baseline": timed.raw.get("baseline"), "current": timed.raw.get("current"), "drift": ratio}
     busy = (f"measured while busy: {load.describe()}",) if load.disturbed else ()
     verdict, extra = unchanged_verdict(request.metrics, request.tolerance, raw, (*way.reasons, *busy))
-    return verdict, list(extra)
+    return verdict, [*extra, *_memory_unchanged(request, way)]
+
+
+def _memory_verdicts(request: GateRequest, profile: ModelProfile, current: Conditions) -> list[Verdict]:
+    """The memory verdict beside latency (gate.memory): on whenever the backend reports memory.
+
+    Decided against the stored baseline's memory on one run, in paired mode too (the timings are
+    paired; the bytes need no pairing)."""
+    from pytest_roofline.gate.judge import incomparable
+    from pytest_roofline.gate.memory import MemoryTolerance, memory_verdict
+
+    tolerance = request.memory_tolerance or MemoryTolerance()
+    explicit = "memory" in request.metrics
+    baseline = request.baseline
+    differences = baseline.conditions.differences(current) if baseline is not None else []
+    verdict = memory_verdict(profile, baseline.memory if baseline else None, tolerance, explicit)
+    if verdict is None:
+        return []
+    if baseline is not None and baseline.memory is None and verdict.status == "new":
+        # an entry recorded before memory was measured: nothing to compare, yet no missing baseline
+        why = "memory: the baseline entry holds no memory figures (recorded before they were measured)"
+        return [
+            dataclasses.replace(verdict, status="not-compared", message=f"{why}; --roofline-update adds them")
+        ]
+    if differences and verdict.status != "new":
+        verdict = dataclasses.replace(
+            incomparable(differences, [verdict.current], tolerance.share), metric="memory"
+        )
+    return [verdict]
+
+
+def _with_rss_memory(
+    request: GateRequest, prepared: PreparedModel, layer_run: LayerRun, profile: ModelProfile
+) -> ModelProfile:
+    """``profile`` with its memory from a helper's peak RSS (memory.rss) where the test asks for the
+    memory metric and the backend's profile reported none (OpenVINO): a process and a model load
+    more, so only when asked for."""
+    if profile.memory is not None or "memory" not in request.metrics or prepared.spec.path is None:
+        return profile
+    from pytest_roofline.memory.estimate import static_memory
+    from pytest_roofline.memory.rss import peak_rss_memory
+
+    engine = request.backend
+    memory = peak_rss_memory(
+        str(prepared.spec.path),
+        engine.name,
+        engine.options,
+        prepared.arrays,
+        prepared.batch,
+        prepared.dims,
+        weights=static_memory(layer_run.analysis).weights,
+    )
+    return dataclasses.replace(profile, memory=memory)
+
+
+def _memory_unchanged(request: GateRequest, way: Route) -> list[Verdict]:
+    """Nothing that runs changed: the memory verdict is ``unchanged`` too, nothing measured."""
+    from pytest_roofline.gate.order import unchanged_verdict
+
+    baseline = request.baseline
+    if baseline is None or baseline.memory is None or "memory" in request.metrics:
+        return []  # none kept, or unchanged_verdict gave it already
+    raw: dict[str, float | None] = {"current": float(baseline.memory.memory.peak)}
+    return list(unchanged_verdict(("memory",), request.tolerance, raw, way.reasons)[1])
 
 
 def _routed(verdict: Verdict, way: Route, other_device: str | None, device_class: str) -> Verdict:
@@ -334,6 +399,7 @@ def _unchanged(request: GateRequest, prepared: PreparedModel, layer_run: LayerRu
     profile = assemble(prepared, layer_run, latency, {"gate": {"mode": "identity", "drift": drift}})
     verdict, extra = unchanged_verdict(request.metrics, request.tolerance, raw, way.reasons)
     history = (*baseline.history, baseline.history_point())
+    extra = (*extra, *_memory_unchanged(request, way))
     return GateOutcome(profile, verdict, extra, None, history, None)
 
 
@@ -484,6 +550,7 @@ def _entry(
         LayerRecord,
     )
     from pytest_roofline.gate.identity import graph_hash
+    from pytest_roofline.gate.memory import memory_record
     from pytest_roofline.stamp import now
 
     lat = profile.latency
@@ -532,5 +599,6 @@ def _entry(
             else None
         ),
         identity=dataclasses.replace(identity, graph=graph) if identity is not None else None,
+        memory=memory_record(profile),
         load=run.load if run.load.available else None,
     )

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from pytest_roofline.backends.base import Backend
     from pytest_roofline.gate.baseline import BaselineEntry, HistoryPoint
     from pytest_roofline.gate.change import ChangeReport
+    from pytest_roofline.gate.memory import MemoryTolerance
     from pytest_roofline.gate.verdict import Verdict
     from pytest_roofline.model import ModelSpec
     from pytest_roofline.pipeline import PreparedModel
@@ -65,6 +66,7 @@ class GateRequest:
     other_device: str | None = None  # no baseline here, but one of another device class
     # control-probe blocks when no comparable baseline fixes them (the history series' own fit)
     probe: Mapping[str, int] | None = field(default=None, hash=False)
+    memory_tolerance: MemoryTolerance | None = None  # the memory verdict's (None: gate.memory's default)
 
 
 @dataclass(frozen=True)

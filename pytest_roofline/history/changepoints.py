@@ -131,6 +131,7 @@ class SeriesChanges:
     changes: tuple[ChangePoint, ...]
     machine_steps: tuple[int, ...] = ()
     layer_changes: dict[str, tuple[ChangePoint, ...]] = field(default_factory=dict, hash=False)
+    memory_changes: tuple[ChangePoint, ...] = ()  # steps of the peak memory (memory_changes)
 
 
 def robust_noise(values: Sequence[float] | np.ndarray, skip: Sequence[int] = ()) -> float:
@@ -328,7 +329,50 @@ def find_changes(
             if steps:
                 layer_changes[name] = tuple(_change_point(present, step) for step in steps)
     series_name = points[0].series if points else ""
-    return SeriesChanges(series_name, points, tuple(changes), tuple(machine), layer_changes)
+    return SeriesChanges(
+        series_name, points, tuple(changes), tuple(machine), layer_changes, memory_changes(points)
+    )
+
+
+#: A peak that moves less than this between runs is the same peak (an allocator reads the same
+#: bytes; a peak RSS moves by pages): the issue's repeatability bound.
+MEMORY_SAME = 0.001
+
+
+def memory_changes(points: Sequence[HistoryPoint]) -> tuple[ChangePoint, ...]:
+    """Steps of the peak memory: memory is decided on one run, so a step is any point whose peak
+    differs from the previous measured one by more than :data:`MEMORY_SAME`; the layers whose
+    allocations moved across it are named (bytes before and after)."""
+    measured = [p for p in points if p.memory is not None and p.memory > 0]
+    found = []
+    for index in range(1, len(measured)):
+        before, after = measured[index - 1], measured[index]
+        assert before.memory is not None and after.memory is not None
+        change = after.memory / before.memory - 1
+        if abs(change) <= MEMORY_SAME:
+            continue
+        names = sorted(set(before.layer_memory) | set(after.layer_memory))
+        moves = [
+            LayerMove(name, float(was), float(now), now / was - 1 if was > 0 and now >= 0 else None)
+            for name in names
+            for was, now in [(before.layer_memory.get(name, 0), after.layer_memory.get(name, 0))]
+            if was != now
+        ]
+        moves.sort(key=lambda move: -abs(move.after - move.before))
+        found.append(
+            ChangePoint(
+                index=points.index(after),
+                commit=after.commit,
+                previous_commit=before.commit,
+                before=float(before.memory),
+                after=float(after.memory),
+                change=change,
+                ci=(change, change),  # one run decides: the bytes are the bytes
+                runs_after=len(measured) - index,
+                layers=tuple(moves[:5]),
+            )
+        )
+    return tuple(found)
 
 
 def with_explanation(change: ChangePoint, explanation: str) -> ChangePoint:

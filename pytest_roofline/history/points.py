@@ -18,7 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_roofline.schema import SchemaError, read_float, read_floats, read_optional_float, read_str
+from pytest_roofline.schema import (
+    SchemaError,
+    read_float,
+    read_floats,
+    read_int,
+    read_optional_float,
+    read_str,
+)
 
 if TYPE_CHECKING:
     from pytest_roofline.results import ProfileRecord, RunResults
@@ -201,6 +208,8 @@ class HistoryPoint:
     paired: Paired | None = None  # the model timed beside the previous point's, where it changed
     probe: dict[str, int] = field(default_factory=dict, hash=False)  # control-probe blocks of ``value``
     unpaired: str = ""  # why the model changed since the previous point but was not timed beside it
+    memory: int | None = None  # one inference's peak bytes (prof.memory), where the backend reports it
+    layer_memory: dict[str, int] = field(default_factory=dict, hash=False)  # bytes each layer allocated
 
     @property
     def runs(self) -> str:
@@ -254,6 +263,11 @@ class HistoryPoint:
             "paired": self.paired.to_dict() if self.paired else None,
             "probe": dict(self.probe),
             "unpaired": self.unpaired,
+            **(
+                {"memory": self.memory, "layer_memory": dict(self.layer_memory)}
+                if self.memory is not None
+                else {}
+            ),
         }
 
     @classmethod
@@ -303,6 +317,8 @@ class HistoryPoint:
             paired=Paired.from_dict(data.get("paired")),
             probe=_blocks(data.get("probe")),
             unpaired=read_str(data, "unpaired", ""),
+            memory=read_int(data, "memory") if data.get("memory") is not None else None,
+            layer_memory=_layer_memory(data.get("layer_memory")),
         )
 
 
@@ -405,7 +421,20 @@ def point_of(
         paired=Paired.from_dict(ran.get("paired")),
         probe=_blocks((gate or {}).get("probe")),
         unpaired=str(ran.get("unpaired") or ""),
+        memory=prof.memory.peak if prof.memory is not None else None,
+        layer_memory={la.name: la.memory.allocated for la in prof.layers if la.memory is not None},
     )
+
+
+def _layer_memory(data: Any) -> dict[str, int]:
+    """A point's ``layer_memory`` (layer -> bytes allocated, may be negative), strictly read."""
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping) or not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in data.values()
+    ):
+        raise SchemaError("'layer_memory' must map layer names to whole bytes")
+    return {str(k): int(v) for k, v in data.items()}
 
 
 def _relative(path: str, rootdir: Path | None) -> str:

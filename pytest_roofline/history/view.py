@@ -100,6 +100,7 @@ def build_view(points: Sequence[HistoryPoint], rootdir: Path | None, explain: bo
                 "layer_changes": {
                     layer: [c.to_dict() for c in changes] for layer, changes in found.layer_changes.items()
                 },
+                "memory_changes": [c.to_dict() for c in found.memory_changes],
             }
         )
     return {"series": series}

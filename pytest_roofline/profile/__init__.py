@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from pytest_roofline.analysis.types import ModelAnalysis
     from pytest_roofline.backends.base import KernelProfile, KernelRecord
+    from pytest_roofline.memory import LayerMemory, MemoryProfile
     from pytest_roofline.profile.sanity import RooflineCheck
 
 __all__ = [
@@ -115,6 +116,7 @@ class Layer:
     # where its bytes live: "L2", "L3", "DRAM" (DeviceRoofline.memory_roof), and that roof's byte/s
     memory_level: str | None = None
     memory_bandwidth: float | None = None
+    memory: LayerMemory | None = None  # bytes it allocates and live at its end (pytest_roofline.memory)
 
     def __repr__(self) -> str:
         """Short form for assertion messages: name, op, time, roofline fraction, bound."""
@@ -168,6 +170,7 @@ class Layer:
             "memory_level": self.memory_level,
             "memory_bandwidth": self.memory_bandwidth,
             "times": list(self.times) if include_times else [],
+            "memory": self.memory.to_dict() if self.memory is not None else None,
         }
 
     @classmethod
@@ -189,7 +192,20 @@ class Layer:
             times=tuple(data.get("times", ())),
             memory_level=data.get("memory_level"),
             memory_bandwidth=data.get("memory_bandwidth"),
+            memory=_layer_memory(data.get("memory")),
         )
+
+
+def _layer_memory(data: dict[str, Any] | None) -> LayerMemory | None:
+    from pytest_roofline.memory import LayerMemory
+
+    return LayerMemory.from_dict(data) if data else None
+
+
+def _model_memory(data: dict[str, Any] | None) -> MemoryProfile | None:
+    from pytest_roofline.memory import MemoryProfile
+
+    return MemoryProfile.from_dict(data) if data else None
 
 
 @dataclass(frozen=True)
@@ -506,6 +522,7 @@ class ModelProfile:
     spans: dict[str, LatencyStats] = field(default_factory=dict, hash=False)
     extra: dict[str, Any] = field(default_factory=dict, hash=False)
     layer_timing: str = "device"  # "device" (the device's own kernel times) | "host" (launch times)
+    memory: MemoryProfile | None = None  # one inference's memory, where the backend reports it
 
     def __repr__(self) -> str:
         """Short form for assertion messages: model, batch, backend, median, efficiency."""
@@ -713,6 +730,7 @@ class ModelProfile:
             "fingerprint": dict(self.fingerprint),
             "spans": {k: v.to_dict(include_samples) for k, v in self.spans.items()},
             "extra": dict(self.extra),
+            "memory": self.memory.to_dict() if self.memory is not None else None,
         }
 
     @classmethod
@@ -741,4 +759,5 @@ class ModelProfile:
             spans={k: LatencyStats.from_dict(v) for k, v in data.get("spans", {}).items()},
             extra=dict(data.get("extra", {})),
             layer_timing=str(data.get("layer_timing") or "device"),
+            memory=_model_memory(data.get("memory")),
         )

@@ -29,6 +29,7 @@ __all__ = [
     "parse_option",
     "parse_percent",
     "parse_timeout",
+    "parse_byte_count",
     "settings_from_config",
 ]
 
@@ -45,6 +46,19 @@ def parse_percent(text: str | float) -> float:
     if not math.isfinite(value) or value < 0 or value >= 100:
         raise argparse.ArgumentTypeError(f"tolerance must be between 0 and 100 percent, got {text!r}")
     return value / 100.0
+
+
+def parse_byte_count(text: str | int) -> int:
+    """A number of bytes: ``"65536"``, ``"64k"``, ``"1.5M"``, ``"2G"`` (binary multiples)."""
+    value = str(text).strip().upper().removesuffix("B").removesuffix("I")
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(value[-1:], 1)
+    try:
+        count = float(value[:-1] if scale > 1 else value) * scale
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected bytes such as 65536, 64k or 2M, got {text!r}") from None
+    if not math.isfinite(count) or count < 0 or count > 1 << 50:
+        raise argparse.ArgumentTypeError(f"bytes must be between 0 and 1P, got {text!r}")
+    return round(count)
 
 
 #: The longest budget or timeout accepted (a week): beyond it a wait cannot even be scheduled.
@@ -135,6 +149,8 @@ class Settings:
     timeout: float = 900.0
     retime: bool = False
     history: str | None = None  # None: no history; "": the embedded store; else its URL or folder
+    memory_tolerance: float = 0.01  # the memory verdict's allowed growth of the peak, a share ...
+    memory_tolerance_bytes: int = 0  # ... or bytes, whichever is larger
 
 
 #: option name → (ini key, parser, default, help)
@@ -148,6 +164,16 @@ OPTIONS: dict[str, tuple[Callable[[Any], Any], Any, str]] = {
     ),
     "update": (parse_bool, False, "accept this run's figures as the new baselines of the tests that ran"),
     "tolerance": (parse_percent, 0.05, "allowed slowdown in percent before a regression (default 5)"),
+    "memory_tolerance": (
+        parse_percent,
+        0.01,
+        "allowed growth of the memory peak in percent before a memory regression (default 1)",
+    ),
+    "memory_tolerance_bytes": (
+        parse_byte_count,
+        0,
+        "allowed growth of the memory peak in bytes (64k, 2M); the larger tolerance applies (default 0)",
+    ),
     "budget": (
         parse_budget,
         10.0,
@@ -259,6 +285,8 @@ def settings_from_config(config: pytest.Config) -> Settings:
         strict=bool(values["strict"]),
         timeout=float(values["timeout"]),
         retime=bool(values["retime"]),
+        memory_tolerance=float(values["memory_tolerance"]),
+        memory_tolerance_bytes=int(values["memory_tolerance_bytes"]),
         history=history_setting(
             history_option(config),
             config.getini("roofline_history"),

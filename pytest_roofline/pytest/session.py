@@ -113,8 +113,15 @@ class RooflineSession:
         """The session's gate settings overridden by the test's ``roofline`` marker."""
         # a history needs the same figure every run: timed even where identity says nothing changed
         timed = self.settings.history is not None
+        from pytest_roofline.gate.memory import MemoryTolerance
+
+        memory = MemoryTolerance(self.settings.memory_tolerance, self.settings.memory_tolerance_bytes)
         defaults = GateSettings(
-            self.settings.tolerance, self.settings.budget, retime=self.settings.retime, timed=timed
+            self.settings.tolerance,
+            self.settings.budget,
+            retime=self.settings.retime,
+            timed=timed,
+            memory_tolerance=memory,
         )
         return gate_settings(dict(marker.kwargs) if marker else {}, defaults, parse_percent, parse_budget)
 

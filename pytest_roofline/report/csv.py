@@ -42,6 +42,9 @@ COLUMNS = (
     "headroom_s",
     "verdict",
     "memory_level",
+    "memory_allocated_bytes",
+    "memory_live_bytes",
+    "model_peak_memory_bytes",
 )
 
 
@@ -75,6 +78,9 @@ def rows(results: RunResults) -> list[dict[str, Any]]:
                     "headroom_s": layer_headroom(layer),
                     "verdict": record.verdict.status,
                     "memory_level": layer.memory_level,
+                    "memory_allocated_bytes": layer.memory.allocated if layer.memory is not None else None,
+                    "memory_live_bytes": layer.memory.live if layer.memory is not None else None,
+                    "model_peak_memory_bytes": profile.memory.peak if profile.memory is not None else None,
                 }
             )
     return out

@@ -196,9 +196,51 @@ def _result_view(index: int, record: ProfileRecord, session_roof: DeviceRoofline
         "history": record.history,
         "extra_verdicts": record.extra_verdicts,
         "change": _change_view(record),
+        "memory": _memory_view(profile),
         "roofline_warning": roofline_warning,
         "headroom": headroom,
         "compared": verdict.status not in ("", "not-compared") or verdict.ratio is not None,
+    }
+
+
+#: The live-memory timeline's drawing box (SVG user units).
+TIMELINE_WIDTH, TIMELINE_HEIGHT = 800, 160
+
+
+def _memory_view(profile: ModelProfile) -> dict[str, Any] | None:
+    """The "Memory per inference" section: the figures and a per-layer live-memory timeline (an
+    SVG drawn here, readable without JavaScript: one bar per layer in execution order, its height
+    the bytes live at the layer's end, the peak a line, each bar titled with its figures)."""
+    memory = profile.memory
+    if memory is None:
+        return None
+    layers = [la for la in profile.layers if la.memory is not None]
+    # 5 % headroom above the highest figure, so that the peak's line is drawn inside the box
+    top = (
+        1.05 * max([memory.peak, *(la.memory.live for la in layers if la.memory is not None)], default=0) or 1
+    )
+    width = TIMELINE_WIDTH / max(len(layers), 1)
+    bars = []
+    for position, la in enumerate(layers):
+        assert la.memory is not None
+        height = TIMELINE_HEIGHT * la.memory.live / top
+        bars.append(
+            {
+                "name": la.name,
+                "live": la.memory.live,
+                "allocated": la.memory.allocated,
+                "x": round(position * width, 2),
+                "y": round(TIMELINE_HEIGHT - height, 2),
+                "width": round(max(width - 1, 0.5), 2),
+                "height": round(height, 2),
+            }
+        )
+    return {
+        "memory": memory,
+        "bars": bars,
+        "peak_y": round(TIMELINE_HEIGHT * (1 - memory.peak / top), 2),
+        "width": TIMELINE_WIDTH,
+        "height": TIMELINE_HEIGHT,
     }
 
 

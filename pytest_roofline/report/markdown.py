@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.fmt import fmt_pct, fmt_ratio, fmt_seconds
 from pytest_roofline.profile.sanity import warning_line
-from pytest_roofline.report.view import accepted_message, status_word, was_accepted, worst_layers
+from pytest_roofline.report.view import accepted_message, peak_memory, status_word, was_accepted, worst_layers
 
 if TYPE_CHECKING:
     from pytest_roofline.gate.verdict import Verdict
@@ -87,8 +87,9 @@ def render(results: RunResults, artifact: str | None = None, worst: int = 5) -> 
         lines.append("")
     if records:
         lines += [
-            "| Status | Test | Outcome | Model | Batch | Median | Ratio | Ratio 95% CI | Efficiency |",
-            "| --- | --- | --- | --- | ---: | ---: | ---: | --- | ---: |",
+            "| Status | Test | Outcome | Model | Batch | Median | Ratio | Ratio 95% CI | Efficiency "
+            "| Peak memory |",
+            "| --- | --- | --- | --- | ---: | ---: | ---: | --- | ---: | ---: |",
         ]
         for record in sorted(records, key=_row_order):
             profile, verdict = record.profile, record.verdict
@@ -102,6 +103,7 @@ def render(results: RunResults, artifact: str | None = None, worst: int = 5) -> 
                 fmt_ratio(verdict.ratio),
                 _ci(verdict),
                 fmt_pct(profile.efficiency),
+                peak_memory(profile),
             )
             lines.append("| " + " | ".join(str(c) for c in cells) + " |")
         lines.append("")

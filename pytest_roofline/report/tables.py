@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from pytest_roofline.check import CheckResult
     from pytest_roofline.diff import Explanation, GraphDiff, Prediction
     from pytest_roofline.gate.verdict import Verdict
+    from pytest_roofline.memory import MemoryProfile
     from pytest_roofline.profile import Layer, ModelProfile
     from pytest_roofline.roofline import DeviceRoofline
 
@@ -369,6 +370,24 @@ def _sorted_layers(profile: ModelProfile, key: str) -> list[Layer]:
     return sorted(layers, key=lambda la: -la.time)
 
 
+def memory_line(memory: MemoryProfile) -> str:
+    """``memory: peak ... (weights ..., activations ...), requested ..., static estimate ... (±x %)``."""
+    from pytest_roofline.fmt import fmt_bytes
+
+    text = (
+        f"memory: peak {fmt_bytes(memory.peak)} (weights {fmt_bytes(memory.weights)}, activations "
+        f"{fmt_bytes(memory.peak_activations)})"
+    )
+    if memory.requested_peak:
+        text += f", requested {fmt_bytes(memory.requested_peak)}"
+    if memory.arena_held:
+        text += f", arena held {fmt_bytes(memory.arena_held)}"
+    error = memory.predicted_error
+    if error is not None:
+        text += f"; static estimate {fmt_bytes(memory.predicted_peak)} ({error * 100:+.1f} %)"
+    return text + f"; from the {memory.source}"
+
+
 def profile_table(profile: ModelProfile, top: int = 15, sort: str = "time", by_type: bool = False) -> str:
     """End-to-end statistics, then the top layers (or op types) with roofline figures."""
     lat = profile.latency
@@ -411,6 +430,8 @@ def profile_table(profile: ModelProfile, top: int = 15, sort: str = "time", by_t
         + (f", {len(unattributed)} unattributed" if unattributed else "")
         + f"; {len(folded)} ONNX nodes folded at load ({sum(la.flops for la in folded) / 1e6:.2f} MFLOPs)"
     )
+    if profile.memory is not None:
+        lines.append(memory_line(profile.memory))
     lines.append("")
     if by_type:
         type_rows = [

@@ -70,6 +70,8 @@ def verdict_reason(verdict: Verdict, profile: ModelProfile | None = None) -> str
 
 
 def _row(record: ProfileRecord) -> tuple[str, ...]:
+    from pytest_roofline.report.view import peak_memory
+
     prof, verdict = record.profile, record.verdict
     return (
         record.test,
@@ -78,6 +80,7 @@ def _row(record: ProfileRecord) -> tuple[str, ...]:
         fmt_pct(prof.efficiency, missing="invalid" if prof.roofline_check.status == "invalid" else "-"),
         verdict.status,
         f"x{verdict.ratio:.3f}" if verdict.ratio is not None else "-",
+        peak_memory(prof),
     )
 
 
@@ -93,7 +96,7 @@ def summary_lines(
     from pytest_roofline.report.view import accepted_message, was_accepted
 
     lines: list[str] = []
-    header = ("test", "model", "median", "efficiency", "verdict", "vs baseline")
+    header = ("test", "model", "median", "efficiency", "verdict", "vs baseline", "peak memory")
     rows = [_row(record) for record in results.records]
     reasons: list[str] = []
     spans: list[str] = []

@@ -22,6 +22,7 @@ __all__ = [
     "accepted_message",
     "layer_headroom",
     "overhead_line",
+    "peak_memory",
     "result_label",
     "status_word",
     "sweeps",
@@ -30,6 +31,13 @@ __all__ = [
 ]
 
 FLOP_CONVENTION = "FLOPs count 2 per multiply-accumulate (MAC); MACs are reported alongside."
+
+
+def peak_memory(prof: ModelProfile) -> str:
+    """One inference's peak memory (the backend's figure), ``-`` where it reports none."""
+    from pytest_roofline.fmt import fmt_bytes
+
+    return fmt_bytes(prof.memory.peak) if prof.memory is not None else "-"
 
 
 def status_word(record: ProfileRecord) -> str:

@@ -510,6 +510,7 @@ class OnnxRuntimeSession(BackendSession):
                     values = self._run(session, feeds)
                     if index == 0:
                         produced = [_shape_of(v) for v in values]
+                    del values  # one run's outputs freed before the next: prof.memory is one inference's
                 path = session.end_profiling()
                 events = load_trace(path) if path and os.path.exists(path) else []
             del session

@@ -1,0 +1,33 @@
+"""A profiled run's memory: the backend's own figures beside the static estimate."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from pytest_roofline.memory.estimate import static_memory
+from pytest_roofline.memory.trace import trace_memory
+
+if TYPE_CHECKING:
+    from pytest_roofline.analysis.types import ModelAnalysis
+    from pytest_roofline.backends.base import KernelProfile
+    from pytest_roofline.memory import LayerMemory, MemoryProfile
+
+__all__ = ["profiled_memory"]
+
+
+def profiled_memory(
+    kernels: KernelProfile, analysis: ModelAnalysis
+) -> tuple[MemoryProfile | None, dict[str, LayerMemory]]:
+    """The memory of one inference (None where the backend's trace reports none) and per kernel.
+
+    The measured peak carries the static estimate as ``predicted_peak``: the weights the backend
+    holds (the bytes requested before the first node, measured) plus the peak of live activations
+    over the graph's schedule; it is compared with the requested peak (no allocator rounding).
+    """
+    measured = trace_memory(kernels.trace_events) if kernels.trace_events else None
+    if measured is None:
+        return None, {}
+    memory, layers, asked_before = measured
+    static = static_memory(analysis)
+    return replace(memory, predicted_peak=asked_before + static.peak_activations), layers

@@ -1,0 +1,240 @@
+"""Memory per inference: onnxruntime's arena counters, the static estimate, the peak-RSS helper."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from pytest_roofline.analysis import analyze
+from pytest_roofline.api import profile_model
+from pytest_roofline.memory import LayerMemory, MemoryProfile
+from pytest_roofline.memory.estimate import static_memory
+from pytest_roofline.memory.trace import has_memory_fields, trace_memory
+from pytest_roofline.profile import ModelProfile
+
+DATA = Path("/work/shared/data/onnxruntime-1.32-cpu")
+CUDA_DATA = Path("/work/shared/data/onnxruntime-1.31-cuda-h200")
+WIDTH, ROWS = 256, 64
+ACTIVATION = WIDTH * ROWS * 4  # one fp32 intermediate of the chain
+WEIGHT = WIDTH * WIDTH * 4
+
+
+def matmul_chain(keep_alive: bool = False) -> onnx.ModelProto:
+    """MatMul-Relu-MatMul-Relu-MatMul sharing one 256x256 weight; ``keep_alive`` also outputs the
+    first MatMul's result, so it lives to the end instead of being freed after ``relu1``."""
+    weight = numpy_helper.from_array(np.random.default_rng(0).random((WIDTH, WIDTH), np.float32), "W")
+    nodes = [
+        helper.make_node("MatMul", ["x", "W"], ["a"], name="mm1"),
+        helper.make_node("Relu", ["a"], ["b"], name="relu1"),
+        helper.make_node("MatMul", ["b", "W"], ["c"], name="mm2"),
+        helper.make_node("Relu", ["c"], ["d"], name="relu2"),
+        helper.make_node("MatMul", ["d", "W"], ["y"], name="mm3"),
+    ]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [ROWS, WIDTH])]
+    if keep_alive:
+        outputs.append(helper.make_tensor_value_info("a", TensorProto.FLOAT, [ROWS, WIDTH]))
+    graph = helper.make_graph(
+        nodes,
+        "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [ROWS, WIDTH])],
+        outputs,
+        [weight],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _profile(model: onnx.ModelProto, tmp_path: Path, name: str, **options: str) -> ModelProfile:
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(model, path)
+    return profile_model(path, sessions=1, rounds=2, profile_iterations=3, options=options or None)
+
+
+@pytest.fixture(scope="module")
+def chain_profiles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ModelProfile]:
+    tmp = tmp_path_factory.mktemp("chain")
+    return {
+        "plain": _profile(matmul_chain(), tmp, "plain"),
+        "again": _profile(matmul_chain(), tmp, "again"),
+        "one_thread": _profile(matmul_chain(), tmp, "one", intra_op_threads="1"),
+        "keep": _profile(matmul_chain(keep_alive=True), tmp, "keep"),
+    }
+
+
+def test_onnxruntime_memory_reads_the_arena_exactly(chain_profiles: dict[str, ModelProfile]) -> None:
+    memory = chain_profiles["plain"].memory
+    assert memory is not None and memory.source == "onnxruntime profiler" and memory.exact
+    assert memory.weights == WEIGHT  # the one initializer, held in the same arena
+    # two intermediates planned into one block for the run, and the output beside it
+    assert memory.peak == WEIGHT + 3 * ACTIVATION
+    assert memory.peak_activations == 3 * ACTIVATION
+    assert memory.arena_held >= memory.peak
+    assert memory.predicted_peak == memory.peak  # the static estimate, to the byte on this chain
+    assert memory.requested_peak == memory.peak  # 64 KiB tensors: nothing for the arena to round
+
+
+def test_repeated_sessions_and_threads_read_the_same_bytes(chain_profiles: dict[str, ModelProfile]) -> None:
+    plain, again, one = (chain_profiles[k] for k in ("plain", "again", "one_thread"))
+    assert plain.memory == again.memory == one.memory
+    layers = [{la.name: la.memory for la in prof.layers} for prof in (plain, again, one)]
+    assert layers[0] == layers[1] == layers[2]
+
+
+def test_per_layer_memory_names_the_buffer_kept_alive(chain_profiles: dict[str, ModelProfile]) -> None:
+    plain, keep = chain_profiles["plain"], chain_profiles["keep"]
+    assert plain.memory is not None and keep.memory is not None
+    assert keep.memory.peak - plain.memory.peak == ACTIVATION
+    # the first run allocates node by node: mm1 writes ``a``; relu1 frees it in the plain chain
+    assert plain.layer("mm1").memory == LayerMemory(allocated=ACTIVATION, live=WEIGHT + ACTIVATION)
+    assert plain.layer("relu1").memory == LayerMemory(allocated=0, live=WEIGHT + ACTIVATION)
+    grew = {
+        la.name: keep.layer(la.name).memory.allocated - la.memory.allocated  # type: ignore[union-attr]
+        for la in plain.layers
+        if la.memory is not None
+    }
+    assert max(grew, key=lambda name: grew[name]) == "relu1" and grew["relu1"] == ACTIVATION
+
+
+def test_memory_round_trips_through_json(chain_profiles: dict[str, ModelProfile]) -> None:
+    prof = chain_profiles["plain"]
+    data = json.loads(json.dumps(prof.to_dict()))
+    assert data["memory"]["peak"] == WEIGHT + 3 * ACTIVATION
+    assert data["layers"][0]["memory"] == {"allocated": ACTIVATION, "live": WEIGHT + ACTIVATION}
+    back = ModelProfile.from_dict(data)
+    assert back.memory == prof.memory
+    assert [la.memory for la in back.layers] == [la.memory for la in prof.layers]
+
+
+def test_recorded_onnxruntime_132_cpu_trace_has_the_fields() -> None:
+    from pytest_roofline.backends.onnxruntime.attribution import load_trace
+
+    events = load_trace(str(next(DATA.glob("prof_all_*.json"))))
+    measured = trace_memory(events)
+    assert measured is not None
+    memory, layers, _ = measured
+    first = next(e for e in events if str(e.get("name", "")).endswith("_kernel_time"))
+    args = first["args"]
+    assert memory.weights == int(args["mem_bytes_in_use"]) - int(args["mem_in_use_delta"])
+    in_use = [int(e["args"]["mem_bytes_in_use"]) for e in events if "mem_bytes_in_use" in e.get("args", {})]
+    assert memory.peak == max(in_use)
+    asked = [
+        int(e["args"]["mem_bytes_requested_in_use"])
+        for e in events
+        if "mem_bytes_in_use" in e.get("args", {})
+    ]
+    assert memory.requested_peak == max(asked) <= memory.peak  # the arena rounds requests up
+    assert set(layers) >= {"r1_nchwc", "c2_nchwc", "MatMul_7/MatMulAddFusion"}
+
+
+def test_recorded_cuda_trace_reads_the_cuda_arena() -> None:
+    from pytest_roofline.backends.onnxruntime.attribution import load_trace
+
+    events = load_trace(str(CUDA_DATA / "ort-cuda-resnet50_b1.json"))
+    assert has_memory_fields(events)
+    measured = trace_memory(events)
+    assert measured is not None
+    memory, layers, _ = measured
+    assert memory.source == "onnxruntime profiler (CUDA arena)"
+    assert memory.weights >= 25_557_032 * 4  # torchvision ResNet-50's parameters, fp32, on the device
+    assert memory.weights < memory.peak <= memory.arena_held
+    assert "/conv1/Conv" in layers and layers["/conv1/Conv"].allocated == 3_211_264  # 64x112x112 fp32
+
+
+def test_a_trace_without_the_counters_has_no_memory() -> None:
+    events = [{"cat": "Node", "name": "n_kernel_time", "ts": 1, "args": {"op_name": "Relu"}}]
+    assert not has_memory_fields(events) and trace_memory(events) is None
+
+
+def test_static_estimate_liveness_frees_after_the_last_reader() -> None:
+    plain = static_memory(analyze(matmul_chain()))
+    keep = static_memory(analyze(matmul_chain(keep_alive=True)))
+    assert plain.weights == WEIGHT
+    assert plain.peak_activations == 3 * ACTIVATION  # two live intermediates + the output
+    assert keep.peak_activations - plain.peak_activations == ACTIVATION
+    # relu1 writes in place into a's buffer (onnxruntime's planner: relu1's allocation reads 0), so
+    # the peak falls at mm2, with b and c live at once
+    assert dict(plain.live_after)["relu1"] == ACTIVATION
+    assert plain.peak_node == "mm2"
+    with_inputs = static_memory(analyze(matmul_chain()), count_inputs=True)
+    assert with_inputs.peak_node == "mm1"  # the caller's x beside a, freed after its last reader
+    assert with_inputs.peak_activations == plain.peak_activations
+
+
+def test_memory_profile_refuses_an_unknown_source() -> None:
+    with pytest.raises(ValueError, match="unknown memory source"):
+        MemoryProfile(peak=1, arena_held=0, weights=0, peak_activations=1, source="guess")
+
+
+def test_openvino_memory_from_the_helpers_peak_rss(tmp_path: Path) -> None:
+    pytest.importorskip("openvino")
+    from pytest_roofline.memory.rss import peak_rss_memory
+
+    path = tmp_path / "chain.onnx"
+    onnx.save(matmul_chain(), path)
+    inputs = {"x": np.ones((ROWS, WIDTH), np.float32)}
+    memory = peak_rss_memory(str(path), "openvino", {}, inputs, None, {}, weights=WEIGHT)
+    assert memory.source == "peak RSS" and not memory.exact
+    assert memory.peak > 0 and memory.peak_activations == max(memory.peak - WEIGHT, 0)
+
+
+def test_roofline_diff_names_the_buffer_now_kept_alive(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_roofline.cli import main
+
+    onnx.save(matmul_chain(), tmp_path / "old.onnx")
+    onnx.save(matmul_chain(keep_alive=True), tmp_path / "new.onnx")
+    old, new = str(tmp_path / "old.onnx"), str(tmp_path / "new.onnx")
+    assert main(["diff", old, new, "--format", "json", "--quiet"]) == 0
+    memory = json.loads(capsys.readouterr().out)["memory"]
+    assert memory["peak_change"] == ACTIVATION
+    assert memory["kept_alive"] == [
+        {"tensor": "a", "producer": "mm1", "last_reader": None, "bytes": ACTIVATION, "shape": [ROWS, WIDTH]}
+    ]
+    assert main(["diff", old, new, "--quiet"]) == 0
+    assert "+65.5 kB at mm1: a 64x256 buffer now kept alive to the end" in capsys.readouterr().out
+    assert main(["diff", old, old, "--format", "json", "--quiet"]) == 0
+    assert json.loads(capsys.readouterr().out)["memory"]["kept_alive"] == []
+
+
+def test_the_profile_table_shows_predicted_beside_measured(chain_profiles: dict[str, ModelProfile]) -> None:
+    from pytest_roofline.report.tables import profile_table
+
+    line = next(x for x in profile_table(chain_profiles["plain"]).splitlines() if x.startswith("memory:"))
+    peak = f"{(WEIGHT + 3 * ACTIVATION) / 1000:.3g} kB"
+    assert line.startswith(f"memory: peak {peak} (weights {WEIGHT / 1000:.3g} kB, activations")
+    assert f"static estimate {peak} (+0.0 %); from the onnxruntime profiler" in line
+
+
+def gap_model() -> onnx.ModelProto:
+    """a (400 B) and b (200 B) live; d (40 B) read from a frees a; c (480 B) then fits no gap; e
+    (200 B) does."""
+    rng = np.random.default_rng(0)
+    shapes = {"Wa": (64, 100), "Wb": (64, 50), "Wd": (100, 10), "Wc": (10, 120), "Wy": (120, 50)}
+    weights = [numpy_helper.from_array(rng.random(s, np.float32), n) for n, s in shapes.items()]
+    nodes = [
+        helper.make_node("MatMul", ["x", "Wa"], ["a"], name="n1"),
+        helper.make_node("MatMul", ["x", "Wb"], ["b"], name="n2"),
+        helper.make_node("MatMul", ["a", "Wd"], ["d"], name="n3"),
+        helper.make_node("MatMul", ["d", "Wc"], ["c"], name="n4"),
+        helper.make_node("MatMul", ["c", "Wy"], ["e"], name="n5"),
+        helper.make_node("Add", ["e", "b"], ["y"], name="n6"),
+    ]
+    source = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])
+    output = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 50])
+    graph = helper.make_graph(nodes, "gap", [source], [output], weights)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_static_estimate_packs_buffers_as_the_memory_pattern_does() -> None:
+    static = static_memory(analyze(gap_model()))
+    output = 50 * 4
+    # live at once at most: b, c and e at n5 (200 + 480 + 200 B)
+    assert static.live_peak - output == 880 and static.peak_node == "n5"
+    # packed: a at 0, b at 400, d at 600; a freed leaves a 400 B gap, too small for c: c at 640;
+    # e then takes the gap (0-200)
+    assert static.peak_activations - output == 640 + 480
