@@ -78,6 +78,14 @@ def _open(args: argparse.Namespace) -> Any:
     return open_store(url, DEFAULT_DIR)
 
 
+def _print_notes(store: Any) -> None:
+    """The store's skipped points and files, one line each on stderr."""
+    from pytest_roofline.fmt import printable
+
+    for note in store.notes:
+        sys.stderr.write(f"roofline history: {printable(note)}\n")
+
+
 def _commits_since(ref: str) -> set[str]:
     """Full SHAs from ``ref`` (included) to HEAD in the repository of the current directory."""
     from pytest_roofline.model.gitref import _git
@@ -99,6 +107,7 @@ def _view(args: argparse.Namespace) -> dict[str, Any]:
         points = store.points(device_class=args.device_class)
     finally:
         store.close()
+    _print_notes(store)
     commits = _commits_since(args.since) if args.since else None
     chosen = filter_points(points, test=args.test, commits=commits)
     return build_view(chosen, Path.cwd(), explain=not args.no_explain)
@@ -151,6 +160,7 @@ def _import(args: argparse.Namespace) -> int:
         added = store.append(points)
     finally:
         store.close()
+    _print_notes(store)
     sys.stdout.write(f"{added} of {len(points)} points added to {store.location}\n")
     return 0
 
@@ -163,6 +173,7 @@ def _export(args: argparse.Namespace) -> int:
         points = store.points()
     finally:
         store.close()
+    _print_notes(store)
     text = "".join(line + "\n" for line in iter_lines(points))
     if args.output:
         from pytest_roofline.files import atomic_write_text

@@ -12,11 +12,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import tempfile
+import os
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_roofline.files import machine_temp_dir
 from pytest_roofline.gate.conditions import Conditions, settings_of
 from pytest_roofline.gate.sampling import GateDesign
 from pytest_roofline.gate.types import GateOutcome, GateRequest
@@ -37,7 +37,11 @@ if TYPE_CHECKING:
 
 __all__ = ["measure_lock", "run_model_gate", "static_outcome"]
 
-MEASURE_LOCK = Path(tempfile.gettempdir()) / "pytest-roofline-measure.lock"
+MEASURE_LOCK = machine_temp_dir() / "pytest-roofline-measure.lock"
+#: Seconds a run waits on a measure lock whose file is another user's before it measures anyway.
+FOREIGN_LOCK_WAIT = 60.0
+#: Seconds a run waits on its own user's measure lock (each measurement is bounded by its timeout).
+MEASURE_LOCK_WAIT = 3600.0
 
 #: One batch of the configured threads beside a one-thread figure: its latency, and a second check.
 CONFIGURED_DESIGN = GateDesign(sessions=3, rounds=10, max_batches=1)
@@ -47,11 +51,37 @@ PROFILE_ITERATIONS = 5
 
 @contextlib.contextmanager
 def measure_lock() -> Iterator[None]:
-    """One measurement per machine at a time (xdist workers, concurrent pytest processes)."""
+    """One measurement per machine at a time (xdist workers, concurrent pytest processes, every
+    user, whatever its ``$TMPDIR``).  No other user can block or crash a run through it: a lock
+    file that is another user's is waited on for :data:`FOREIGN_LOCK_WAIT` seconds at most, and a
+    lock that cannot be taken (refused file, timeout) is measured without, with a warning."""
+    import warnings
+
+    import filelock
+
     from pytest_roofline.files import file_lock
 
-    with file_lock(MEASURE_LOCK, 3600):
+    try:
+        foreign = os.lstat(MEASURE_LOCK).st_uid != os.geteuid()
+    except OSError:
+        foreign = False
+    lock = file_lock(MEASURE_LOCK, FOREIGN_LOCK_WAIT if foreign else MEASURE_LOCK_WAIT)
+    try:
+        lock.__enter__()
+    except (OSError, filelock.Timeout) as exc:
+        why = f"held past {lock.timeout:g} s" if isinstance(exc, filelock.Timeout) else str(exc)
+        warnings.warn(
+            f"pytest-roofline: measured without the machine's measure lock {MEASURE_LOCK} ({why}); "
+            "another measurement may have run beside this one",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         yield
+        return
+    try:
+        yield
+    finally:
+        lock.__exit__(None, None, None)
 
 
 def current_conditions(backend: Backend, control: str, figure: str = "configured") -> Conditions:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_roofline.errors import BaselineError, RooflineError
-from pytest_roofline.files import atomic_write_text, file_lock, lock_path, read_document
+from pytest_roofline.files import atomic_write_text, file_lock, read_document
 from pytest_roofline.gate.baseline import BaselineEntry, module_of
 from pytest_roofline.schema import (
     BASELINE_FILE,
@@ -208,7 +208,7 @@ class BaselineStore:
         self.check_directory()
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            with file_lock(lock_path(self.directory, "baselines"), LOCK_TIMEOUT):
+            with file_lock(self.directory, LOCK_TIMEOUT):  # the folder itself: every user, no file
                 yield
         except filelock.Timeout:
             raise BaselineError(

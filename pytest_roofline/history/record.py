@@ -88,6 +88,7 @@ def record_run(results: RunResults, url: str | None, default_dir: Path, rootdir:
     finally:
         store.close()
     lines = [f"history: {added} point{'s' if added != 1 else ''} added to {store.location}"]
+    lines += [f"history: {note}" for note in store.notes]
     lines += [
         f"history: {p.test}: the model changed and was not timed beside the previous one ({p.unpaired}); "
         "its step is judged on the absolute figures"

@@ -1,0 +1,380 @@
+"""Hostile round four (issue 36): the history stores, locks, bisect, reports and baselines under
+attack and faults.  One test (or more) per probe H1..H21 that failed, and the held probes kept held.
+
+Real parts: a real tmpfs (mounted when the tests run as root) for a full disk, real processes of
+other users (``runuser``) and other ``$TMPDIR``s for the locks, a real PostgreSQL server on a Unix
+socket, a real TCP server that never answers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _history_data import point, postgres_url  # noqa: F401 - the session fixture
+
+from pytest_roofline.errors import RooflineError
+from pytest_roofline.gate.store import BaselineStore
+from pytest_roofline.history.store import JsonLinesStore, PostgresStore
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run_as(user: str, code: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """``python -c code args`` as ``user`` (root runs it through runuser), with this tree importable."""
+    command = [sys.executable, "-c", code, *args]
+    if os.geteuid() == 0:
+        runuser = shutil.which("runuser")
+        if runuser is None:
+            pytest.skip("runuser is missing")
+        command = [runuser, "-u", user, "--", *command]
+    elif user != "root":
+        pytest.skip("another user's process needs root to start")
+    full = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    return subprocess.Popen(command, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@contextlib.contextmanager
+def tmpfs(size: str) -> Iterator[Path]:
+    """A real, small tmpfs (root only), unmounted after."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a tmpfs needs root")
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="roofline-full-"))
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], check=False)
+    if done.returncode != 0:
+        folder.rmdir()
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+        folder.rmdir()
+
+
+# --- H1: a store write is complete or reported failed -----------------------------------------
+
+
+def test_h1_history_on_a_disk_that_fills_is_never_added_when_not(tmp_path: Path) -> None:
+    """A real 64 KiB tmpfs filled up mid-append: the append raises and says how many points were
+    added; every point it counts is readable, and no torn line is left behind."""
+    with tmpfs("64k") as disk:
+        store = JsonLinesStore(disk / "history")
+        store.append([point(0, 1.0, commit="a" * 40)])
+        (disk / "filler").write_bytes(b"x" * (60 * 1024 - 4096))  # what is left: a few KiB
+        layers = {f"layer{j}": 0.1 for j in range(40)}
+        big = [point(i, 1.0, layers=layers, commit="a" * 40) for i in range(1, 40)]
+        with pytest.raises(RooflineError, match=r"cannot be written .*0 of 39 points added"):
+            store.append(big)
+        text = (disk / "history").joinpath(store.file_for(big[0]).relative_to(disk / "history")).read_text()
+        assert text.endswith("\n") and len(text.splitlines()) == 1
+        reread = JsonLinesStore(disk / "history")
+        assert [p.id for p in reread.points()] == [point(0, 1.0).id] and reread.notes == []
+
+
+def test_h1_a_short_write_is_written_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``os.write`` may write part of the buffer: the rest is written, not dropped."""
+    real = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: real(fd, bytes(data[:7])))
+    store = JsonLinesStore(tmp_path)
+    assert store.append([point(i, 1.0) for i in range(5)]) == 5
+    monkeypatch.undo()
+    assert len(JsonLinesStore(tmp_path).points()) == 5
+
+
+# --- H2 / H10: locks across users and TMPDIRs ----------------------------------------------------
+
+WRITE_ENTRY = """
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[3])
+from _baselines import make_entry
+from pytest_roofline.gate.store import BaselineStore
+store = BaselineStore(Path(sys.argv[1]))
+for i in range(int(sys.argv[4])):
+    store.write([make_entry(f"tests/test_m.py::test_{sys.argv[2]}_{i}")])
+"""
+
+
+def test_h2_baseline_writers_with_their_own_tmpdir_lose_no_entry(tmp_path: Path) -> None:
+    """8 processes, each its own ``$TMPDIR``, merge entries into one module file: all are kept."""
+    directory = tmp_path / ".roofline"
+    tests_dir = str(Path(__file__).parent)
+    procs = []
+    for writer in range(8):
+        temp = tmp_path / f"tmp{writer}"
+        temp.mkdir()
+        env = {"TMPDIR": str(temp)}
+        procs.append(_run_as("root", WRITE_ENTRY, str(directory), f"w{writer}", tests_dir, "5", env=env))
+    for proc in procs:
+        _, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, err
+    entries = BaselineStore(directory).all_entries()
+    assert len(entries) == 8 * 5
+
+
+def _as_user(name: str) -> None:
+    """Become user ``name`` (a forked child of a root test: the interpreter is already loaded, so
+    a folder only root reads, like ``/root``'s pyenv, does not matter)."""
+    import pwd
+
+    entry = pwd.getpwnam(name)
+    os.setgroups([])
+    os.setgid(entry.pw_gid)
+    os.setuid(entry.pw_uid)
+
+
+def _hold(path: str, ready: Any, seconds: float) -> None:
+    import fcntl
+
+    _as_user("nobody")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)  # private: no other user may even open it
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    ready.set()
+    time.sleep(seconds)
+
+
+def _measure(path: str, results: Any) -> None:
+    import warnings
+
+    from pytest_roofline.gate import runner
+
+    _as_user("daemon")
+    runner.MEASURE_LOCK, runner.FOREIGN_LOCK_WAIT = Path(path), 1.0
+    start = time.monotonic()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with runner.measure_lock():
+                pass
+        results.put((time.monotonic() - start, [str(w.message) for w in caught]))
+    except BaseException as exc:  # noqa: BLE001 - the failure the test reports
+        results.put((time.monotonic() - start, [f"raised {exc!r}"]))
+
+
+def test_h10_another_users_measure_lock_neither_crashes_nor_blocks() -> None:
+    """User ``nobody`` holds a private (0600) measure lock file in a shared sticky folder for a
+    minute; user ``daemon`` measures after a bounded wait, with a warning: no traceback."""
+    import multiprocessing
+    import tempfile
+
+    if os.geteuid() != 0:
+        pytest.skip("processes of two other users need root to start")
+    context = multiprocessing.get_context("fork")
+    shared = Path(tempfile.mkdtemp(prefix="roofline-shared-", dir="/tmp"))  # noqa: S108 - like /tmp
+    shared.chmod(0o1777)
+    lock = str(shared / "pytest-roofline-measure.lock")
+    ready, results = context.Event(), context.Queue()
+    holder = context.Process(target=_hold, args=(lock, ready, 60.0))
+    holder.start()
+    try:
+        assert ready.wait(30)
+        waiter = context.Process(target=_measure, args=(lock, results))
+        waiter.start()
+        waited, messages = results.get(timeout=60)
+        waiter.join(30)
+        assert waiter.exitcode == 0
+        assert len(messages) == 1 and "measured without the machine's measure lock" in messages[0], messages
+        assert waited < 10
+    finally:
+        holder.kill()
+        holder.join()
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_h10_a_symlink_or_fifo_planted_as_the_measure_lock_is_refused_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_roofline.gate import runner
+
+    target = tmp_path / "victim"
+    target.write_text("keep")
+    lock = tmp_path / "measure.lock"
+    lock.symlink_to(target)
+    monkeypatch.setattr(runner, "MEASURE_LOCK", lock)
+    with pytest.warns(RuntimeWarning, match="measured without"), runner.measure_lock():
+        pass
+    assert target.read_text() == "keep" and lock.is_symlink()
+
+
+def test_h2_the_measure_lock_ignores_tmpdir() -> None:
+    from pytest_roofline.gate import runner
+
+    assert runner.MEASURE_LOCK.parent == Path("/tmp")  # noqa: S108 - the machine's, not $TMPDIR
+
+
+# --- H5 / H19: hostile files in the history store ------------------------------------------------
+
+READ_STORE = """
+import sys
+from pathlib import Path
+from pytest_roofline.history.store import JsonLinesStore
+store = JsonLinesStore(Path(sys.argv[1]))
+print(len(store.points()), store.notes)
+"""
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_h5_a_fifo_or_device_in_the_store_is_skipped_not_read(tmp_path: Path, kind: str) -> None:
+    JsonLinesStore(tmp_path).append([point(0, 1.0)])
+    bad = tmp_path / "CPU_x2" / "evil.jsonl"
+    if kind == "fifo":
+        os.mkfifo(bad)
+    else:
+        bad.symlink_to("/dev/zero")
+    done = subprocess.run(
+        [sys.executable, "-c", READ_STORE, str(tmp_path)],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("1 ") and "evil.jsonl cannot be read" in done.stdout
+
+
+def test_h19_a_history_file_symlinked_outside_is_never_written_through(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not yours\n")
+    store = JsonLinesStore(tmp_path / "store")
+    target = store.file_for(point(0, 1.0))
+    target.parent.mkdir(parents=True)
+    target.symlink_to(outside)
+    with pytest.raises(RooflineError, match=r"\(a symlink, never written through\); 0 of 1 points added"):
+        store.append([point(0, 1.0)])
+    assert outside.read_text() == "not yours\n"
+
+
+def test_h19_a_device_folder_symlinked_outside_is_refused(tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    store = JsonLinesStore(tmp_path / "store")
+    store.root.mkdir()
+    store.file_for(point(0, 1.0)).parent.symlink_to(outside)
+    with pytest.raises(RooflineError, match="a symlink"):
+        store.append([point(0, 1.0)])
+    assert list(outside.iterdir()) == []
+
+
+# --- H9: one bad point named and skipped ---------------------------------------------------------
+
+
+def _newer(data: dict[str, object]) -> dict[str, object]:
+    return {**data, "v": 999}
+
+
+def test_h9_a_bad_line_in_another_commits_file_costs_only_that_line(tmp_path: Path) -> None:
+    store = JsonLinesStore(tmp_path)
+    store.append([point(0, 1.0, commit="a" * 40)])
+    other = store.file_for(point(0, 1.0, commit="b" * 40))
+    newer = _newer(point(1, 1.0, commit="b" * 40).to_dict())
+    other.write_text("{broken\n" + json.dumps(newer) + "\n")
+    assert store.append([point(2, 1.0, commit="c" * 40)]) == 1
+    ids = [p.id for p in store.points()]
+    assert ids == [point(0, 1.0).id, point(2, 1.0).id]
+    assert sum("skipped" in note for note in store.notes) == 2
+
+
+def test_h9_a_bad_row_in_postgres_costs_only_that_row(postgres_url: str) -> None:  # noqa: F811
+    store = PostgresStore(postgres_url)
+    try:
+        good = point(0, 1.0, test="tests/test_h9.py::t")
+        store.append([good])
+        bad = _newer(point(1, 1.0, test="tests/test_h9.py::t").to_dict())
+        store._conn.execute(
+            "INSERT INTO roofline_points (id, test, key, device_class, series, time, value, data) "
+            "VALUES ('h9-bad', 'tests/test_h9.py::t', 'k', 'd', 's', '2026', 1.0, %s)",
+            (json.dumps(bad),),
+        )
+        store._conn.commit()
+        assert [p.id for p in store.points(test="tests/test_h9.py::t")] == [good.id]
+        assert len(store.notes) == 1 and "skipped" in store.notes[0]
+    finally:
+        store.close()
+
+
+# --- H4 / H6: PostgreSQL URLs: secrets and a server that never answers ---------------------------
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://u:s3cret@host/db",
+        "postgresql:///db?host=/tmp&user=u&password=s3cret",
+        "postgresql:///db?PASSWORD=s3cret&host=/tmp",
+        "postgresql:///db?passfile=/home/u/s3cret&host=/tmp",
+        "postgres://u:s3cret@h/db?sslpassword=s3cret",
+    ],
+)
+def test_h4_every_url_form_is_masked(url: str) -> None:
+    from pytest_roofline.history.store import mask_url
+
+    assert "s3cret" not in mask_url(url)
+
+
+def test_h4_a_query_password_is_never_printed_on_a_connection_error(tmp_path: Path) -> None:
+    pytest.importorskip("psycopg")
+    with pytest.raises(RooflineError) as caught:
+        PostgresStore(f"postgresql:///db?host={tmp_path}&user=u&password=s3cret")
+    assert "s3cret" not in str(caught.value) and "password=***" in str(caught.value)
+
+
+@pytest.fixture
+def silent_server() -> Iterator[int]:
+    """A TCP server that accepts connections and never answers."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                accepted.append(server.accept()[0])
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    thread.join()
+    for conn in accepted:
+        conn.close()
+    server.close()
+
+
+def test_h6_a_server_that_never_answers_costs_at_most_5_s_in_all(silent_server: int) -> None:
+    """Two opens (a test's pairing read, then the session end's append): one wait, one line each."""
+    pytest.importorskip("psycopg")
+    url = f"postgresql://u@127.0.0.1:{silent_server}/db?sslmode=disable"
+    start = time.monotonic()
+    messages = []
+    for _ in range(3):
+        with pytest.raises(RooflineError, match="cannot connect") as caught:
+            PostgresStore(url)
+        messages.append(str(caught.value))
+    assert time.monotonic() - start <= 5.0
+    assert all("\n" not in m for m in messages)
+
+
+def test_held_fs_sanity(tmp_path: Path) -> None:
+    """Held: a plain store round-trips with no note (the hardened reader reads regular files)."""
+    store = JsonLinesStore(tmp_path)
+    store.append([point(i, 1.0) for i in range(3)])
+    assert len(store.points()) == 3 and store.notes == []
+    assert stat.S_ISREG(next(tmp_path.rglob("*.jsonl")).lstat().st_mode)
