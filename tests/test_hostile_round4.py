@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _baselines import make_entry
 from _history_data import point, postgres_url  # noqa: F401 - the session fixture
 
 from pytest_roofline.errors import RooflineError
@@ -378,3 +379,93 @@ def test_held_fs_sanity(tmp_path: Path) -> None:
     store.append([point(i, 1.0) for i in range(3)])
     assert len(store.points()) == 3 and store.notes == []
     assert stat.S_ISREG(next(tmp_path.rglob("*.jsonl")).lstat().st_mode)
+
+
+# --- H11: numbers from baseline files range-checked where they are read --------------------------
+
+
+@pytest.mark.parametrize(
+    ("where", "value"),
+    [
+        ("sessions", 1e308),
+        ("sessions", 1e-308),
+        ("control_p25", 1e308),
+        ("control_p25", 1e-308),
+        ("figure", 1e300),
+    ],
+)
+def test_h11_an_absurd_stored_number_is_one_line_where_it_is_read(
+    tmp_path: Path, where: str, value: float
+) -> None:
+    from pytest_roofline.errors import BaselineError
+
+    store = BaselineStore(tmp_path)
+    entry = make_entry()
+    store.write([entry])
+    path = store.file_for(entry.test)
+    data = json.loads(path.read_text())
+    raw = data["entries"][entry.key]
+    if where == "sessions":
+        raw["sessions"] = [value, value]
+    elif where == "control_p25":
+        raw["control"]["p25"] = value
+    else:
+        raw[where] = value
+    path.write_text(json.dumps(data))
+    with pytest.raises(BaselineError, match="outside the") as caught:
+        BaselineStore(tmp_path).get(entry.key, entry.test)
+    assert "\n" not in str(caught.value)
+
+
+def test_h11_ordinary_stored_numbers_still_read(tmp_path: Path) -> None:
+    """Held: the range leaves every real figure alone (a 20 us model, a 10 minute one)."""
+    store = BaselineStore(tmp_path)
+    for figure in (2e-5, 600.0):
+        entry = make_entry(f"tests/test_m.py::test_{int(figure * 1e6)}", figure=figure)
+        store.write([entry])
+        assert BaselineStore(tmp_path).get(entry.key, entry.test) == entry
+
+
+# --- H12: a baseline beside an entry with 40k layers is written in linear time -------------------
+
+
+def test_h12_one_line_layers_is_one_pass_and_names_cannot_spell_a_placeholder() -> None:
+    from pytest_roofline.gate.store import _one_line_layers
+
+    hostile = "\x00layer 0\x00"
+    data = {"entries": {"k": {"layers": {hostile: {"time": 1.0}, "b": {"time": 2.0}}}}}
+    text = _one_line_layers(data)
+    assert json.loads(text) == data
+    big = {"entries": {"k": {"layers": {f"layer{i}": {"time": i * 1e-6} for i in range(40_000)}}}}
+    start = time.process_time()
+    text = _one_line_layers(big)
+    assert time.process_time() - start < 2.0  # CPU time (quadratic: 38.9 s)
+    assert json.loads(text) == big
+
+
+# --- H14: history analysis linear in points x layers ---------------------------------------------
+
+
+def test_h14_pelt_on_prefix_sums_finds_ruptures_breaks() -> None:
+    """The O(1)-cost PELT gives the breaks ruptures' own (a variance per segment) gives."""
+    np = pytest.importorskip("numpy")
+    ruptures = pytest.importorskip("ruptures")
+    from pytest_roofline.history.changepoints import pelt_l2
+
+    rng = np.random.default_rng(36)
+    compared = 0
+    for _ in range(120):
+        n = int(rng.integers(6, 120))
+        data = rng.normal(0.0, 0.01, n)
+        for _ in range(int(rng.integers(0, 4))):
+            data[int(rng.integers(0, n)) :] += rng.normal(0.0, 0.05)
+        min_size = int(rng.integers(1, 5))
+        if n < 2 * min_size:
+            continue
+        penalty = float(rng.uniform(1e-5, 1e-2))
+        expected = (
+            ruptures.Pelt(model="l2", min_size=min_size, jump=1).fit(data.reshape(-1, 1)).predict(pen=penalty)
+        )
+        assert pelt_l2(data, penalty, min_size) == expected
+        compared += 1
+    assert compared > 100

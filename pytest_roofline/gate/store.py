@@ -455,7 +455,11 @@ def _one_line_layers(data: dict[str, Any]) -> str:
     encoder's layers alone are 4 000 lines indented): one line each makes a re-recorded baseline's
     diff one line per layer that moved.  Any JSON reader reads it as before.
     """
-    lines: dict[str, str] = {}
+    import re
+    import secrets
+
+    nonce = secrets.token_hex(8)  # no stored name can spell a placeholder it does not know
+    lines: list[str] = []
     entries = dict(data.get("entries", {}))
     for key, entry in entries.items():
         layers = entry.get("layers") if isinstance(entry, dict) else None
@@ -463,10 +467,9 @@ def _one_line_layers(data: dict[str, Any]) -> str:
             continue  # a malformed entry is written as it was
         tokens = {}
         for name, record in layers.items():
-            tokens[name] = token = f"\x00layer {len(lines)}\x00"
-            lines[dumps(token)] = dumps(record, indent=None)
+            tokens[name] = f"\x00layer {nonce} {len(lines)}\x00"
+            lines.append(dumps(record, indent=None))
         entries[key] = {**entry, "layers": tokens}
     text = dumps({**data, "entries": entries})
-    for token, line in lines.items():
-        text = text.replace(token, line, 1)
-    return text
+    placeholder = re.compile(rf'(?<=: )"\\u0000layer {nonce} (\d+)\\u0000"')
+    return placeholder.sub(lambda match: lines[int(match[1])], text)  # one pass: linear in the file
