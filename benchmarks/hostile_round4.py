@@ -11,13 +11,10 @@ layer, so the analysis does its real work (PELT, bootstrap, layer moves).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -89,30 +86,19 @@ def time_silent_server(opens: int) -> tuple[float, str]:
     from pytest_roofline.errors import RooflineError
     from pytest_roofline.history.store import PostgresStore
 
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(16)
-    held: list[socket.socket] = []
-    stop = threading.Event()
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from _servers import silent_server
 
-    def accept() -> None:
-        server.settimeout(0.2)
-        while not stop.is_set():
-            with contextlib.suppress(OSError):
-                held.append(server.accept()[0])
-
-    threading.Thread(target=accept, daemon=True).start()
-    url = f"postgresql://u@127.0.0.1:{server.getsockname()[1]}/db?sslmode=disable"
     message = ""
-    start = time.perf_counter()
-    for _ in range(opens):
-        try:
-            PostgresStore(url)
-        except RooflineError as exc:
-            message = str(exc)
-    took = time.perf_counter() - start
-    stop.set()
-    server.close()
+    with silent_server() as port:
+        url = f"postgresql://u@127.0.0.1:{port}/db?sslmode=disable"
+        start = time.perf_counter()
+        for _ in range(opens):
+            try:
+                PostgresStore(url)
+            except RooflineError as exc:
+                message = str(exc)
+        took = time.perf_counter() - start
     return took, message
 
 

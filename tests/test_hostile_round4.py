@@ -12,11 +12,9 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import stat
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +23,7 @@ from typing import Any
 import pytest
 from _baselines import make_entry
 from _history_data import point, postgres_url  # noqa: F401 - the session fixture
+from _servers import silent_server
 
 from pytest_roofline.errors import RooflineError
 from pytest_roofline.gate.store import BaselineStore
@@ -334,42 +333,18 @@ def test_h4_a_query_password_is_never_printed_on_a_connection_error(tmp_path: Pa
     assert "s3cret" not in str(caught.value) and "password=***" in str(caught.value)
 
 
-@pytest.fixture
-def silent_server() -> Iterator[int]:
-    """A TCP server that accepts connections and never answers."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(16)
-    accepted: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        server.settimeout(0.2)
-        while not stop.is_set():
-            with contextlib.suppress(OSError):
-                accepted.append(server.accept()[0])
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield server.getsockname()[1]
-    stop.set()
-    thread.join()
-    for conn in accepted:
-        conn.close()
-    server.close()
-
-
-def test_h6_a_server_that_never_answers_costs_at_most_5_s_in_all(silent_server: int) -> None:
-    """Two opens (a test's pairing read, then the session end's append): one wait, one line each."""
+def test_h6_a_server_that_never_answers_costs_at_most_5_s_in_all() -> None:
+    """Three opens (tests' pairing reads, then the session end's append): one wait, one line each."""
     pytest.importorskip("psycopg")
-    url = f"postgresql://u@127.0.0.1:{silent_server}/db?sslmode=disable"
-    start = time.monotonic()
     messages = []
-    for _ in range(3):
-        with pytest.raises(RooflineError, match="cannot connect") as caught:
-            PostgresStore(url)
-        messages.append(str(caught.value))
-    assert time.monotonic() - start <= 5.0
+    with silent_server() as port:
+        url = f"postgresql://u@127.0.0.1:{port}/db?sslmode=disable"
+        start = time.monotonic()
+        for _ in range(3):
+            with pytest.raises(RooflineError, match="cannot connect") as caught:
+                PostgresStore(url)
+            messages.append(str(caught.value))
+        assert time.monotonic() - start <= 5.0
     assert all("\n" not in m for m in messages)
 
 
