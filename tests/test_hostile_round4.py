@@ -444,3 +444,84 @@ def test_h14_pelt_on_prefix_sums_finds_ruptures_breaks() -> None:
         assert pelt_l2(data, penalty, min_size) == expected
         compared += 1
     assert compared > 100
+
+
+# --- H13 / H17 / H18: one escape per medium wherever stored names are printed --------------------
+
+
+def test_h13_a_carriage_return_in_a_node_name_never_splits_a_csv_row(tmp_path: Path) -> None:
+    """``roofline analyze --format csv`` on a real model whose node is named ``"\\r=1+1"``."""
+    import csv
+    import io
+
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [
+            helper.make_node("Relu", ["x"], ["y"], name="\r=1+1"),
+            helper.make_node("Relu", ["y"], ["z"], name="ok"),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 8])],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "m.onnx")
+    cli = "import sys; from pytest_roofline.cli import main; sys.exit(main())"
+    done = subprocess.run(
+        [sys.executable, "-c", cli, "analyze", str(tmp_path / "m.onnx"), "--format", "csv"],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = list(csv.reader(io.StringIO(done.stdout, newline="")))
+    assert len(rows) == 3  # header + two nodes: the CR split nothing
+    assert all(not cell.startswith(("=", "+", "@")) for row in rows for cell in row)
+    assert "\r" not in done.stdout
+
+
+def test_h13_csv_cell_is_the_one_csv_escape() -> None:
+    from pytest_roofline.fmt import csv_cell
+
+    assert csv_cell("\r=1+1") == "\\x0d=1+1"
+    assert csv_cell("a\nb") == "a\\x0ab"
+    assert csv_cell("=SUM(A1)") == "'=SUM(A1)" and csv_cell("-0.5") == "-0.5" and csv_cell(3) == 3
+
+
+def test_h17_escape_sequences_in_stored_names_never_reach_the_terminal() -> None:
+    """The change-point line of ``roofline history`` (the table was already escaped)."""
+    from pytest_roofline.cli.history import _table
+
+    hostile = "tests/t.py::test_\x1b]0;pwned\x07\x1b[31mred"
+    change = {"change": 0.08, "ci": [0.05, 0.1], "commit": "a" * 40, "runs_after": 4}
+    change |= {"layers": ["\x1b[2Jconv +30 %"], "explanation": "\x1b]8;;http://x\x07link"}
+    series = {"test": hostile, "device_class": "CPU", "points": [{"value": 1.0, "verdict": "pass"}]}
+    series["change_points"] = [change]
+    text = _table({"series": [series]})
+    assert "\x1b" not in text and "\x07" not in text
+    assert "\\x1b]0;pwned" in text
+
+
+def test_h18_a_parametrize_id_never_renders_as_an_image_in_markdown() -> None:
+    from _report_data import model_profile, result, results_of, run_results
+
+    from pytest_roofline.report import markdown
+
+    hostile = "tests/test_m.py::test_a[![x](http://127.0.0.1:9/x.png)]"
+    profile = model_profile(4, name="![y](http://127.0.0.1:9/y.png)", layer_prefix="[l](http://127.0.0.1:9/)")
+    text = markdown.render(results_of(run_results(result(profile, test=hostile))))
+    outside_code = "\n".join(line for line in text.splitlines() if not line.startswith("- "))
+    assert "](" not in outside_code and "\\]\\(http" in outside_code  # every link/image escaped
+    assert "\\!\\[y\\]\\(http://127.0.0.1:9/y.png\\)" in text
+    assert "![x](http://127.0.0.1:9/x.png)" in text  # the failed-tests list: inside a code span, inert
+    listed = next(line for line in text.splitlines() if line.startswith("- "))
+    assert listed.startswith("- `tests/test_m.py::test_a[![x](http://127.0.0.1:9/x.png)]`")
+
+
+def test_held_markdown_code_spans_cannot_be_closed_from_inside() -> None:
+    from pytest_roofline.fmt import markdown_code
+
+    assert markdown_code("a`b") == "``a`b``"
+    assert markdown_code("`x") == "`` `x ``"

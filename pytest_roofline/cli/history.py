@@ -114,7 +114,7 @@ def _view(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _table(view: dict[str, Any]) -> str:
-    from pytest_roofline.fmt import text_table
+    from pytest_roofline.fmt import printable, text_table
 
     rows = []
     for series in view["series"]:
@@ -142,7 +142,7 @@ def _table(view: dict[str, Any]) -> str:
                 f"at {(change['commit'] or '?')[:12]}, "
                 f"{change['runs_after']} runs after{layers}; {change['explanation'] or 'not explained'}"
             )
-    return "\n".join(out)
+    return "\n".join(printable(line) for line in out)  # stored names: no escape sequence reaches the terminal
 
 
 def _import(args: argparse.Namespace) -> int:
