@@ -25,11 +25,12 @@ from _baselines import make_entry
 from _history_data import point, postgres_url  # noqa: F401 - the session fixture
 from _servers import silent_server
 
+import pytest_roofline  # noqa: E402 - the tree under test, for the processes the tests start
 from pytest_roofline.errors import RooflineError
 from pytest_roofline.gate.store import BaselineStore
 from pytest_roofline.history.store import JsonLinesStore, PostgresStore
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(pytest_roofline.__file__).resolve().parent.parent
 
 
 def _run_as(user: str, code: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
@@ -126,6 +127,34 @@ def test_h2_baseline_writers_with_their_own_tmpdir_lose_no_entry(tmp_path: Path)
     assert len(entries) == 8 * 5
 
 
+APPEND_POINTS = """
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[3])
+from _history_data import point
+from pytest_roofline.history.store import JsonLinesStore
+store = JsonLinesStore(Path(sys.argv[1]))
+for i in range(int(sys.argv[4])):
+    store.append([point(i, 1.0, writer=sys.argv[2], commit=f"{i % 3:040x}")])
+"""
+
+
+def test_h2_history_writers_with_their_own_tmpdir_lose_and_double_nothing(tmp_path: Path) -> None:
+    """8 processes x 40 points into the same files, each with its own ``$TMPDIR``."""
+    tests_dir = str(Path(__file__).parent)
+    procs = []
+    for writer in range(8):
+        temp = tmp_path / f"tmp{writer}"
+        temp.mkdir()
+        args = (str(tmp_path / "h"), f"w{writer}-", tests_dir, "40")
+        procs.append(_run_as("root", APPEND_POINTS, *args, env={"TMPDIR": str(temp)}))
+    for proc in procs:
+        _, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, err
+    lines = sum(len(f.read_text().splitlines()) for f in (tmp_path / "h").rglob("*.jsonl"))
+    assert lines == 8 * 40 and len(JsonLinesStore(tmp_path / "h").points()) == 8 * 40
+
+
 def _as_user(name: str) -> None:
     """Become user ``name`` (a forked child of a root test: the interpreter is already loaded, so
     a folder only root reads, like ``/root``'s pyenv, does not matter)."""
@@ -210,10 +239,11 @@ def test_h10_a_symlink_or_fifo_planted_as_the_measure_lock_is_refused_not_follow
     assert target.read_text() == "keep" and lock.is_symlink()
 
 
-def test_h2_the_measure_lock_ignores_tmpdir() -> None:
-    from pytest_roofline.gate import runner
-
-    assert runner.MEASURE_LOCK.parent == Path("/tmp")  # noqa: S108 - the machine's, not $TMPDIR
+def test_h2_the_measure_lock_ignores_tmpdir(tmp_path: Path) -> None:
+    code = "from pytest_roofline.gate import runner; print(runner.MEASURE_LOCK.parent)"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "/tmp"  # the machine's, not $TMPDIR
 
 
 # --- H5 / H19: hostile files in the history store ------------------------------------------------
@@ -525,3 +555,213 @@ def test_held_markdown_code_spans_cannot_be_closed_from_inside() -> None:
 
     assert markdown_code("a`b") == "``a`b``"
     assert markdown_code("`x") == "`` `x ``"
+
+
+# --- H15 / H16: output paths and --build strings, one line and exit 2 ---------------------------
+
+
+@pytest.mark.parametrize("where", ["under-a-file", "a-folder", "proc", "full-disk"])
+@pytest.mark.parametrize("action", ["export", "html"])
+def test_h15_an_output_path_that_cannot_be_written_is_one_line(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    where: str,
+    action: str,
+) -> None:
+    from pytest_roofline.cli import main
+
+    JsonLinesStore(tmp_path / "h").append([point(i, 1.0) for i in range(3)])
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "folder").mkdir()
+    disk = contextlib.nullcontext(tmp_path)
+    if where == "full-disk":
+        disk = tmpfs("8k")  # type: ignore[assignment]
+    monkeypatch.chdir(tmp_path)
+    with disk as root:
+        if where == "full-disk":
+            (root / "filler").write_bytes(b"x" * 8192)
+        output = {
+            "under-a-file": tmp_path / "file" / "out.html",
+            "a-folder": tmp_path / "folder",
+            "proc": Path("/proc/roofline-out.html"),
+            "full-disk": root / "out.html",
+        }[where]
+        argv = [
+            "history",
+            action,
+            *(["-o"] if action == "export" else []),
+            str(output),
+            "--store",
+            str(tmp_path / "h"),
+        ]
+        if action == "html":
+            argv.append("--no-explain")
+        assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot be written" in err and "Traceback" not in err
+
+
+def test_h16_an_unsplittable_build_string_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_roofline.cli import main
+
+    argv = ["bisect", "HEAD~1", "HEAD", "--test", "t", "--model", "m.onnx", "--build", 'echo "unterminated']
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot be split" in err and "No closing quotation" in err
+
+
+# --- H8 / H20 / H7: bisect --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def bisect_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, list[str]]:
+    from test_history_bisect import _repo
+
+    root = tmp_path / "repo"
+    shas = _repo(root, [3, 3, 6])
+    monkeypatch.chdir(root)
+    return root, shas
+
+
+@pytest.mark.parametrize("model", ["../outside.onnx", "ABSOLUTE", "link.onnx"])
+def test_h8_a_model_outside_the_repository_is_refused(
+    bisect_repo: tuple[Path, list[str]], capsys: pytest.CaptureFixture[str], model: str
+) -> None:
+    from _plugin_helpers import matmul_chain
+
+    from pytest_roofline.cli import main
+
+    root, shas = bisect_repo
+    outside = root.parent / "outside.onnx"
+    matmul_chain(outside, 3, size=96)
+    if model == "ABSOLUTE":
+        model = str(outside)
+    if model == "link.onnx":  # a symlink committed in the repository, pointing out of it
+        (root / "link.onnx").symlink_to(outside)
+        subprocess.run(["git", "add", "link.onnx"], cwd=root, check=True)
+        subprocess.run(["git", "commit", "-qm", "link"], cwd=root, check=True)
+        shas = [
+            *shas,
+            subprocess.run(
+                ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True
+            ).stdout.strip(),
+        ]
+    assert main(["bisect", shas[0], shas[-1], "--test", "t", "--model", model]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and ("leaves the repository" in err or "inside the repository" in err), err
+
+
+def test_h20_the_repro_line_keeps_backend_and_batch(
+    bisect_repo: tuple[Path, list[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_roofline.cli import main
+
+    root, shas = bisect_repo
+    argv = [
+        "bisect",
+        shas[0],
+        shas[1],
+        "--test",
+        "t",
+        "--model",
+        "model.onnx",
+        "--batch",
+        "2",
+        "--format",
+        "json",
+    ]
+    assert main([*argv, "--backend", "onnxruntime"]) == 0  # same bytes: nothing timed
+    repro = json.loads(capsys.readouterr().out)["repro"]
+    assert "--backend onnxruntime" in repro and "--batch 2" in repro
+
+
+BUILD_THAT_HANGS = """
+import os, subprocess, sys, time
+from pathlib import Path
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+Path(sys.argv[1]).write_text(f"{os.getpid()} {child.pid}")
+time.sleep(300)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with contextlib.suppress(OSError):  # a zombie is gone for our purpose
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    return True
+
+
+def test_h7_sigterm_during_bisect_cleans_worktrees_temp_dir_and_build(
+    bisect_repo: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    import signal
+
+    root, shas = bisect_repo
+    (tmp_path / "hang.py").write_text(BUILD_THAT_HANGS)
+    pids, temp = tmp_path / "pids", tmp_path / "tmp"
+    temp.mkdir()
+    cli = "import sys; from pytest_roofline.cli import main; sys.exit(main())"
+    build = f"{sys.executable} {tmp_path / 'hang.py'} {pids}"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            cli,
+            "bisect",
+            shas[0],
+            shas[-1],
+            "--test",
+            "t",
+            "--model",
+            "model.onnx",
+            "--build",
+            build,
+        ],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(temp)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not (pids.exists() and len(pids.read_text().split()) == 2) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    build_pid, grandchild = (int(p) for p in pids.read_text().split())
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err
+    assert not list(temp.glob("roofline-bisect-*"))
+    listed = subprocess.run(["git", "worktree", "list"], cwd=root, capture_output=True, text=True).stdout
+    assert listed.count("\n") == 1, listed
+    time.sleep(0.2)
+    assert not _alive(build_pid) and not _alive(grandchild)
+
+
+# --- H21: a model-store entry tampered in place in the process that hashed it -------------------
+
+
+def test_h21_a_tampered_entry_is_caught_in_the_same_process(tmp_path: Path) -> None:
+    from _plugin_helpers import matmul_chain
+
+    from pytest_roofline.gate.model_store import ModelStore
+
+    model = tmp_path / "m.onnx"
+    matmul_chain(model, 3, size=32)
+    store = ModelStore(tmp_path / "store")
+    digest = store.put(model)
+    stored = store.get(digest)
+    assert stored is not None
+    before = stored.stat()
+    data = bytearray(stored.read_bytes())
+    data[-1] ^= 0xFF  # same size
+    stored.write_bytes(bytes(data))
+    os.utime(stored, ns=(before.st_atime_ns, before.st_mtime_ns))  # mtime restored
+    assert store.get(digest) is None
+    assert any("failed its hash check" in note for note in store.notes)

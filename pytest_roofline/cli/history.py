@@ -18,6 +18,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -76,6 +77,16 @@ def _open(args: argparse.Namespace) -> Any:
 
     url = getattr(args, "store", None) or os.environ.get(ENV) or None
     return open_store(url, DEFAULT_DIR)
+
+
+def _write_output(output: str, write: Callable[[Path], None]) -> None:
+    """``write(Path(output))``; a path that cannot be written (under a file, a folder, a full disk,
+    ``/proc``) is one line (exit 2), never a traceback."""
+    try:
+        write(Path(output))
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename and str(exc.filename) != output else ""
+        raise RooflineError(f"{output} cannot be written: {exc.strerror or exc}{where}") from None
 
 
 def _print_notes(store: Any) -> None:
@@ -178,7 +189,7 @@ def _export(args: argparse.Namespace) -> int:
     if args.output:
         from pytest_roofline.files import atomic_write_text
 
-        atomic_write_text(Path(args.output), text)
+        _write_output(args.output, lambda path: atomic_write_text(path, text))
         sys.stdout.write(f"{len(points)} points written to {args.output}\n")
     else:
         sys.stdout.write(text)
@@ -196,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
         from pytest_roofline.history.dashboard import write
 
         view["generated"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        write(view, Path(args.output))
+        _write_output(args.output, lambda path: write(view, path))
         sys.stdout.write(f"dashboard of {len(view['series'])} series written to {args.output}\n")
         return 0
     if args.format == "json":

@@ -67,25 +67,27 @@ class _Content:
         return sum(size for _, size in self.files)
 
 
-def content_hash(path: str | os.PathLike[str]) -> str:
+def content_hash(path: str | os.PathLike[str], *, cached: bool = True) -> str:
     """SHA-256 (hex) of the model file's bytes, then of each external-data file it references
     (sorted by ``location``; each as ``\\0location\\0`` and its bytes).
 
     Streams every file; the proto is parsed (without external data) only when the file mentions
     external data at all.  A model without external data hashes like the file alone, the same as
-    :func:`pytest_roofline.model.model_hash`.  Cached per process while no file's size or
-    modification time changes (the identity check and :meth:`ModelStore.put` hash the same file).
+    :func:`pytest_roofline.model.model_hash`.  Cached per process while no file's inode, size,
+    modification or change time changes (the identity check and :meth:`ModelStore.put` hash the
+    same file; a tampered file, its mtime restored, is hashed again); ``cached=False`` always reads
+    the bytes (a validity check: a file's timestamps tick coarser than a write can follow a read).
 
     Raises:
         ModelError: the model or a data file is missing or unreadable, a Git LFS pointer, not ONNX,
             or a data location that leaves the model's folder.  One line each.
     """
     model = Path(path).resolve()
-    cached = _HASHES.get(model)
-    if cached is not None:
+    known = _HASHES.get(model) if cached else None
+    if known is not None:
         with contextlib.suppress(OSError):
-            if _stats(cached[0]) == cached[1]:
-                return cached[2]
+            if _stats(known[0]) == known[1]:
+                return known[2]
     before = _stats([model]) if model.is_file() else None
     content = _scan(model)
     files = tuple(model.parent / name for name, _ in content.files)
@@ -96,13 +98,15 @@ def content_hash(path: str | os.PathLike[str]) -> str:
     return content.digest
 
 
-#: Per-process cache of :func:`content_hash`: path → (files, their size and mtime, digest).
-_HASHES: dict[Path, tuple[tuple[Path, ...], tuple[tuple[int, int], ...], str]] = {}
+#: Per-process cache of :func:`content_hash`: path → (files, their stat key, digest).
+_HASHES: dict[Path, tuple[tuple[Path, ...], tuple[tuple[int, ...], ...], str]] = {}
 
 
-def _stats(files: tuple[Path, ...] | list[Path]) -> tuple[tuple[int, int], ...]:
-    """Size and modification time of each file (raises OSError when one is missing)."""
-    return tuple((s.st_size, s.st_mtime_ns) for s in (f.stat() for f in files))
+def _stats(files: tuple[Path, ...] | list[Path]) -> tuple[tuple[int, ...], ...]:
+    """Each file's stat key: inode, size, modification and change time (raises OSError when one is
+    missing).  The change time is set by the kernel on every write and every ``utime``: a file
+    rewritten in place with its size and modification time restored still misses the cache."""
+    return tuple((s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns) for s in (f.stat() for f in files))
 
 
 def _scan(path: Path, copy_to: Path | None = None) -> _Content:
@@ -323,7 +327,7 @@ class ModelStore:
             return None
         model = self.root / digest / manifest["model"]
         try:
-            actual: str | None = content_hash(model)
+            actual: str | None = content_hash(model, cached=False)  # validity: never a stat cache
         except ModelError:
             if not (self.root / digest).exists():
                 return None  # evicted by another process meanwhile
