@@ -134,25 +134,32 @@ sys.path.insert(0, sys.argv[3])
 from _history_data import point
 from pytest_roofline.history.store import JsonLinesStore
 store = JsonLinesStore(Path(sys.argv[1]))
+layers = {f"layer_{j}": 1e-4 for j in range(300)}  # lines of ~8 KB: a write takes a while
 for i in range(int(sys.argv[4])):
-    store.append([point(i, 1.0, writer=sys.argv[2], commit=f"{i % 3:040x}")])
+    shared = point(0, 1.0, writer="shared", commit="d" * 40)
+    store.append([point(i, 1.0, writer=sys.argv[2], commit="d" * 40, layers=layers), shared])
 """
 
 
 def test_h2_history_writers_with_their_own_tmpdir_lose_and_double_nothing(tmp_path: Path) -> None:
-    """8 processes x 40 points into the same files, each with its own ``$TMPDIR``."""
+    """8 processes x 60 points (and one point all of them send) into one file, each process with
+    its own ``$TMPDIR``: every point once."""
     tests_dir = str(Path(__file__).parent)
     procs = []
     for writer in range(8):
         temp = tmp_path / f"tmp{writer}"
         temp.mkdir()
-        args = (str(tmp_path / "h"), f"w{writer}-", tests_dir, "40")
+        args = (str(tmp_path / "h"), f"w{writer}-", tests_dir, "60")
         procs.append(_run_as("root", APPEND_POINTS, *args, env={"TMPDIR": str(temp)}))
     for proc in procs:
         _, err = proc.communicate(timeout=240)
         assert proc.returncode == 0, err
-    lines = sum(len(f.read_text().splitlines()) for f in (tmp_path / "h").rglob("*.jsonl"))
-    assert lines == 8 * 40 and len(JsonLinesStore(tmp_path / "h").points()) == 8 * 40
+    ids = [
+        json.loads(line)["id"]
+        for f in (tmp_path / "h").rglob("*.jsonl")
+        for line in f.read_text().splitlines()
+    ]
+    assert len(ids) == len(set(ids)) == 8 * 60 + 1
 
 
 def _as_user(name: str) -> None:
