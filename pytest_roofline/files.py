@@ -239,14 +239,14 @@ def _open_lock(path: Path, keep: bool) -> tuple[int, bool]:
         return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), False
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | flags, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | flags, 0o666 if keep else 0o644)  # a kept file: umask
     except PermissionError:
         fd = os.open(path, os.O_RDONLY | flags)  # another user's lock file: flock needs no write
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
         kind = _KINDS.get(stat.S_IFMT(info.st_mode), "an unknown kind of file")
-        raise UnreadableFile(errno.EINVAL, f"{kind}, not a lock file; remove it", str(path))
+        raise UnreadableFile(errno.EINVAL, f"{kind}, not a regular file; remove it", str(path))
     return fd, True
 
 

@@ -455,10 +455,12 @@ def _one_line_layers(data: dict[str, Any]) -> str:
     encoder's layers alone are 4 000 lines indented): one line each makes a re-recorded baseline's
     diff one line per layer that moved.  Any JSON reader reads it as before.
     """
+    import json
     import re
     import secrets
 
     nonce = secrets.token_hex(8)  # no stored name can spell a placeholder it does not know
+    one_line = json.JSONEncoder(sort_keys=True, allow_nan=False).encode  # dumps(indent=None), built once
     lines: list[str] = []
     entries = dict(data.get("entries", {}))
     for key, entry in entries.items():
@@ -468,7 +470,7 @@ def _one_line_layers(data: dict[str, Any]) -> str:
         tokens = {}
         for name, record in layers.items():
             tokens[name] = f"\x00layer {nonce} {len(lines)}\x00"
-            lines.append(dumps(record, indent=None))
+            lines.append(one_line(record))
         entries[key] = {**entry, "layers": tokens}
     text = dumps({**data, "entries": entries})
     placeholder = re.compile(rf'(?<=: )"\\u0000layer {nonce} (\d+)\\u0000"')
