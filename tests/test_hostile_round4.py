@@ -772,3 +772,91 @@ def test_h21_a_tampered_entry_is_caught_in_the_same_process(tmp_path: Path) -> N
     os.utime(stored, ns=(before.st_atime_ns, before.st_mtime_ns))  # mtime restored
     assert store.get(digest) is None
     assert any("failed its hash check" in note for note in store.notes)
+
+
+# --- through the plugin: the run's own point reported truly (H9), an unanswering server (H6) -----
+
+PLUGIN_TEST = """
+def test_model(model_profile):
+    model_profile("model.onnx")
+"""
+
+
+@pytest.fixture
+def project(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> pytest.Pytester:
+    from _plugin_helpers import relu_chain
+
+    monkeypatch.setenv("ROOFLINE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    monkeypatch.delenv("ROOFLINE_HISTORY", raising=False)
+    pytester.makepyfile(test_model=PLUGIN_TEST)
+    relu_chain(pytester.path / "model.onnx", 3)
+    return pytester
+
+
+def test_h9_a_bad_point_in_the_store_costs_neither_the_run_nor_its_point(project: pytest.Pytester) -> None:
+    pytest.importorskip("ruptures")
+    from _plugin_helpers import FAKE
+
+    store = project.path / "hist"
+    other = store / "elsewhere" / f"{'b' * 40}.jsonl"
+    other.parent.mkdir(parents=True)
+    other.write_text("{broken\n" + json.dumps({"v": 999, "id": "x"}) + "\n")
+    result = project.runpytest(*FAKE, f"--roofline-history={store}")
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*history: 1 point added to*", "*line 1: not JSON; skipped*"])
+    assert "history not written" not in result.stdout.str()
+
+
+def test_h6_h4_a_silent_server_costs_one_wait_and_one_masked_line(project: pytest.Pytester) -> None:
+    pytest.importorskip("psycopg")
+    from _plugin_helpers import FAKE
+
+    project.makepyfile(
+        test_more="\n".join(
+            f"def test_{i}(model_profile):\n    model_profile('model.onnx')\n" for i in range(3)
+        )
+    )
+    with silent_server() as port:
+        url = f"postgresql://u@127.0.0.1:{port}/db?sslmode=disable&password=s3cret"
+        start = time.monotonic()
+        result = project.runpytest(*FAKE, f"--roofline-history={url}")
+        took = time.monotonic() - start
+    text = result.stdout.str() + result.stderr.str()
+    assert "s3cret" not in text
+    assert text.count("cannot connect") == 1, text
+    assert took < 30  # the landed code: 30 s per test and 30 s at the end (4 tests: 150 s)
+
+
+# --- held probes (issue 36's "held" list), kept held ---------------------------------------------
+
+
+def test_held_dashboard_payload_cannot_close_its_script() -> None:
+    from pytest_roofline.history.dashboard import render
+
+    hostile = "</script><script>alert(1)</script><!--\u2028"
+    page = render({"series": [{"test": hostile, "points": [], "change_points": []}]})
+    assert "alert(1)</script>" not in page and "<!--\u2028" not in page
+
+
+def test_held_commit_and_device_class_cannot_leave_the_store(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    store = JsonLinesStore(tmp_path / "store")
+    hostile = replace(point(0, 1.0), device_class="../../../etc", commit="../../x/../y")
+    store.append([hostile])
+    (written,) = list((tmp_path / "store").rglob("*.jsonl"))
+    assert written.resolve().is_relative_to((tmp_path / "store").resolve())
+    assert not (tmp_path / "etc").exists()
+
+
+def test_held_sql_is_parameterised(postgres_url: str) -> None:  # noqa: F811
+    store = PostgresStore(postgres_url)
+    try:
+        hostile = "tests/t.py::test_'; DROP TABLE roofline_points; --"
+        store.append([point(0, 1.0, test=hostile)])
+        assert [p.test for p in store.points(test=hostile)] == [hostile]
+    finally:
+        store.close()
