@@ -190,15 +190,19 @@ def _measure(path: str, results: Any) -> None:
 
     _as_user("daemon")
     runner.MEASURE_LOCK, runner.FOREIGN_LOCK_WAIT = Path(path), 1.0
-    start = time.monotonic()
+    waits, messages = [], []
     try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            with runner.measure_lock():
-                pass
-        results.put((time.monotonic() - start, [str(w.message) for w in caught]))
+        for _ in range(2):  # the second measurement of the run does not wait again
+            start = time.monotonic()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                with runner.measure_lock():
+                    pass
+            waits.append(time.monotonic() - start)
+            messages += [str(w.message) for w in caught]
     except BaseException as exc:  # noqa: BLE001 - the failure the test reports
-        results.put((time.monotonic() - start, [f"raised {exc!r}"]))
+        messages.append(f"raised {exc!r}")
+    results.put((waits, messages))
 
 
 def test_h10_another_users_measure_lock_neither_crashes_nor_blocks() -> None:
@@ -209,6 +213,11 @@ def test_h10_another_users_measure_lock_neither_crashes_nor_blocks() -> None:
 
     if os.geteuid() != 0:
         pytest.skip("processes of two other users need root to start")
+    import filelock
+
+    from pytest_roofline.gate import runner  # noqa: F401 - loaded before the fork: the other users
+
+    _ = filelock.Timeout  # cannot read /root's library, and filelock loads (secrets) on first use
     context = multiprocessing.get_context("fork")
     shared = Path(tempfile.mkdtemp(prefix="roofline-shared-", dir="/tmp"))  # noqa: S108 - like /tmp
     shared.chmod(0o1777)
@@ -220,11 +229,12 @@ def test_h10_another_users_measure_lock_neither_crashes_nor_blocks() -> None:
         assert ready.wait(30)
         waiter = context.Process(target=_measure, args=(lock, results))
         waiter.start()
-        waited, messages = results.get(timeout=60)
+        waits, messages = results.get(timeout=60)
         waiter.join(30)
         assert waiter.exitcode == 0
-        assert len(messages) == 1 and "measured without the machine's measure lock" in messages[0], messages
-        assert waited < 10
+        assert len(messages) == 2, messages
+        assert all("measured without the machine's measure lock" in m for m in messages), messages
+        assert waits[0] < 10 and waits[1] < 0.5, waits
     finally:
         holder.kill()
         holder.join()

@@ -42,6 +42,8 @@ MEASURE_LOCK = machine_temp_dir() / "pytest-roofline-measure.lock"
 FOREIGN_LOCK_WAIT = 60.0
 #: Seconds a run waits on its own user's measure lock (each measurement is bounded by its timeout).
 MEASURE_LOCK_WAIT = 3600.0
+#: Another user's measure lock files (device, inode) that this process found held past the wait.
+_FOREIGN_HELD: set[tuple[int, int]] = set()
 
 #: One batch of the configured threads beside a one-thread figure: its latency, and a second check.
 CONFIGURED_DESIGN = GateDesign(sessions=3, rounds=10, max_batches=1)
@@ -53,8 +55,9 @@ PROFILE_ITERATIONS = 5
 def measure_lock() -> Iterator[None]:
     """One measurement per machine at a time (xdist workers, concurrent pytest processes, every
     user, whatever its ``$TMPDIR``).  No other user can block or crash a run through it: a lock
-    file that is another user's is waited on for :data:`FOREIGN_LOCK_WAIT` seconds at most, and a
-    lock that cannot be taken (refused file, timeout) is measured without, with a warning."""
+    file that is another user's is waited on for :data:`FOREIGN_LOCK_WAIT` seconds at most (once per
+    process and file: the same file still held later is not waited on again), and a lock that cannot
+    be taken (refused file, timeout) is measured without, with a warning."""
     import warnings
 
     import filelock
@@ -62,13 +65,17 @@ def measure_lock() -> Iterator[None]:
     from pytest_roofline.files import file_lock
 
     try:
-        foreign = os.lstat(MEASURE_LOCK).st_uid != os.geteuid()
+        info = os.lstat(MEASURE_LOCK)
+        foreign = (info.st_dev, info.st_ino) if info.st_uid != os.geteuid() else None
     except OSError:
-        foreign = False
-    lock = file_lock(MEASURE_LOCK, FOREIGN_LOCK_WAIT if foreign else MEASURE_LOCK_WAIT)
+        foreign = None
+    wait = MEASURE_LOCK_WAIT if foreign is None else FOREIGN_LOCK_WAIT
+    lock = file_lock(MEASURE_LOCK, 0.0 if foreign in _FOREIGN_HELD else wait)
     try:
         lock.__enter__()
     except (OSError, filelock.Timeout) as exc:
+        if foreign is not None and isinstance(exc, filelock.Timeout):
+            _FOREIGN_HELD.add(foreign)  # the same file still held later: measured without at once
         why = f"held past {lock.timeout:g} s" if isinstance(exc, filelock.Timeout) else str(exc)
         warnings.warn(
             f"pytest-roofline: measured without the machine's measure lock {MEASURE_LOCK} ({why}); "
