@@ -870,3 +870,36 @@ def test_held_sql_is_parameterised(postgres_url: str) -> None:  # noqa: F811
         assert [p.test for p in store.points(test=hostile)] == [hostile]
     finally:
         store.close()
+
+
+# --- H5 beyond the history: the model store and a model that is a FIFO ---------------------------
+
+
+def test_h5_a_fifo_as_a_model_or_a_manifest_is_refused_not_read(tmp_path: Path) -> None:
+    code = """
+import os, sys
+from pathlib import Path
+from pytest_roofline.errors import ModelError
+from pytest_roofline.gate.model_store import MANIFEST, ModelStore, content_hash
+root = Path(sys.argv[1])
+os.mkfifo(root / "model.onnx")
+try:
+    content_hash(root / "model.onnx")
+except ModelError as exc:
+    print("model:", exc)
+entry = root / "store" / ("a" * 64)
+entry.mkdir(parents=True)
+os.mkfifo(entry / MANIFEST)
+print("manifest:", ModelStore(root / "store").get("a" * 64))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "model: " in done.stdout and "not a regular file" in done.stdout
+    assert "manifest: None" in done.stdout

@@ -24,6 +24,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import IO
 
 from pytest_roofline.errors import ModelError, OptionError
+from pytest_roofline.files import read_document
 from pytest_roofline.fmt import fmt_bytes
 from pytest_roofline.model.gitref import LFS_HINT, LFS_POINTER, external_data_locations, is_safe_location
 
@@ -134,7 +136,12 @@ def _scan(path: Path, copy_to: Path | None = None) -> _Content:
 @contextlib.contextmanager
 def _open(path: Path, what: str) -> Iterator[IO[bytes]]:
     try:
-        handle = open(path, "rb")  # noqa: SIM115 - closed below; errors become one line
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device would hang or never end
+            os.close(fd)
+            raise ModelError(f"{what}: not a regular file; pass the path of an .onnx model file")
+        os.set_blocking(fd, True)
+        handle = os.fdopen(fd, "rb")
     except FileNotFoundError:
         raise ModelError(f"{what}: no such file; pass the path of an .onnx model with its data") from None
     except OSError as exc:
@@ -382,7 +389,8 @@ class ModelStore:
         if not _DIGEST.fullmatch(digest):
             return None
         try:
-            data = json.loads((self.root / digest / MANIFEST).read_text(encoding="utf-8"))
+            text = read_document(self.root / digest / MANIFEST, follow_symlinks=False)  # bounded, regular
+            data = json.loads(text)
             name, size = data["model"], int(data["bytes"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
