@@ -47,6 +47,15 @@ def _run_as(user: str, code: str, *args: str, env: dict[str, str] | None = None)
     return subprocess.Popen(command, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def _python(code: str, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    """``python -c code args`` on this tree; it must exit 0 within ``timeout`` (a hang fails)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-c", code, *args]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 @contextlib.contextmanager
 def tmpfs(size: str) -> Iterator[Path]:
     """A real, small tmpfs (root only), unmounted after."""
@@ -257,9 +266,8 @@ def test_h10_a_symlink_or_fifo_planted_as_the_measure_lock_is_refused_not_follow
 
 
 def test_h2_the_measure_lock_ignores_tmpdir(tmp_path: Path) -> None:
-    code = "from pytest_roofline.gate import runner; print(runner.MEASURE_LOCK.parent)"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    code = "import os, sys; os.environ['TMPDIR'] = sys.argv[1]; from pytest_roofline.gate import runner; "
+    done = _python(code + "print(runner.MEASURE_LOCK.parent)", str(tmp_path))
     assert done.stdout.strip() == "/tmp"  # the machine's, not $TMPDIR
 
 
@@ -282,15 +290,7 @@ def test_h5_a_fifo_or_device_in_the_store_is_skipped_not_read(tmp_path: Path, ki
         os.mkfifo(bad)
     else:
         bad.symlink_to("/dev/zero")
-    done = subprocess.run(
-        [sys.executable, "-c", READ_STORE, str(tmp_path)],
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = _python(READ_STORE, str(tmp_path))
     assert done.stdout.startswith("1 ") and "evil.jsonl cannot be read" in done.stdout
 
 
@@ -515,14 +515,7 @@ def test_h13_a_carriage_return_in_a_node_name_never_splits_a_csv_row(tmp_path: P
     )
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "m.onnx")
     cli = "import sys; from pytest_roofline.cli import main; sys.exit(main())"
-    done = subprocess.run(
-        [sys.executable, "-c", cli, "analyze", str(tmp_path / "m.onnx"), "--format", "csv"],
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = _python(cli, "analyze", str(tmp_path / "m.onnx"), "--format", "csv", timeout=120)
     rows = list(csv.reader(io.StringIO(done.stdout, newline="")))
     assert len(rows) == 3  # header + two nodes: the CR split nothing
     assert all(not cell.startswith(("=", "+", "@")) for row in rows for cell in row)
@@ -892,14 +885,6 @@ entry.mkdir(parents=True)
 os.mkfifo(entry / MANIFEST)
 print("manifest:", ModelStore(root / "store").get("a" * 64))
 """
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path)],
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = _python(code, str(tmp_path))
     assert "model: " in done.stdout and "not a regular file" in done.stdout
     assert "manifest: None" in done.stdout
