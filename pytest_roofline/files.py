@@ -173,8 +173,11 @@ class FileLock:
             import filelock
 
             wait = -1 if self.timeout is None else self.timeout
-            self._fallback = filelock.FileLock(str(self.path), timeout=wait)
+            beside = self.path.with_name(self.path.name + ".lock") if self.keep else self.path
+            self._fallback = filelock.FileLock(str(beside), timeout=wait)  # never the kept file itself
             self._fallback.acquire()
+            if self.keep:
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o666)
             return self
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         pause = 0.005
@@ -201,6 +204,9 @@ class FileLock:
 
     def __exit__(self, *exc: object) -> None:
         if self._fallback is not None:  # pragma: no cover - Windows
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
             self._fallback.release()
             self._fallback = None
             return
