@@ -255,7 +255,7 @@ def _psycopg() -> Any:
 
 
 #: Seconds a connection may take (the server that never answers: the whole run waits this once).
-CONNECT_TIMEOUT = 3
+CONNECT_TIMEOUT = 2
 #: Milliseconds one statement may run on the server.
 STATEMENT_TIMEOUT_MS = 30_000
 #: URLs that could not be connected to in this process, with the one line that said why.
