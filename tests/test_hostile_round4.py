@@ -888,3 +888,14 @@ print("manifest:", ModelStore(root / "store").get("a" * 64))
     done = _python(code, str(tmp_path))
     assert "model: " in done.stdout and "not a regular file" in done.stdout
     assert "manifest: None" in done.stdout
+
+
+def test_h6_every_statement_is_bounded_on_the_server(postgres_url: str) -> None:  # noqa: F811
+    from pytest_roofline.history.store import STATEMENT_TIMEOUT_MS
+
+    store = PostgresStore(postgres_url)
+    try:
+        (value,) = store._conn.execute("SHOW statement_timeout").fetchone()
+        assert value == f"{STATEMENT_TIMEOUT_MS // 1000}s"
+    finally:
+        store.close()

@@ -298,11 +298,13 @@ class PostgresStore:
         if url in _UNREACHABLE:
             raise RooflineError(_UNREACHABLE[url])
         psycopg = _psycopg()
-        settings: dict[str, Any] = {"options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}"}
-        if "connect_timeout=" not in url:
-            settings["connect_timeout"] = CONNECT_TIMEOUT
+        settings: dict[str, Any] = {} if "connect_timeout=" in url else {"connect_timeout": CONNECT_TIMEOUT}
         try:
             self._conn: Any = psycopg.connect(url, **settings)
+            # a session setting, not a startup option: a pooler such as PgBouncer refuses those
+            timeout = f"{STATEMENT_TIMEOUT_MS}ms"
+            self._conn.execute("SELECT set_config('statement_timeout', %s, false)", (timeout,))
+            self._conn.commit()
         except Exception as exc:  # noqa: BLE001 - psycopg.Error, by module (see _is_psycopg)
             if not _is_psycopg(exc):
                 raise
