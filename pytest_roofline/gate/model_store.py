@@ -19,6 +19,7 @@ copy, with a one-line note.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -137,8 +138,11 @@ def _scan(path: Path, copy_to: Path | None = None) -> _Content:
 def _open(path: Path, what: str) -> Iterator[IO[bytes]]:
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device would hang or never end
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):  # a FIFO or device would hang or never end
             os.close(fd)
+            if stat.S_ISDIR(mode):
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
             raise ModelError(f"{what}: not a regular file; pass the path of an .onnx model file")
         os.set_blocking(fd, True)
         handle = os.fdopen(fd, "rb")
