@@ -458,6 +458,7 @@ def test_h12_one_line_layers_is_one_pass_and_names_cannot_spell_a_placeholder() 
     data = {"entries": {"k": {"layers": {hostile: {"time": 1.0}, "b": {"time": 2.0}}}}}
     text = _one_line_layers(data)
     assert json.loads(text) == data
+    assert '        "b": {"time": 2.0}' in text.splitlines()  # one line per layer, nested as before
     big = {"entries": {"k": {"layers": {f"layer{i}": {"time": i * 1e-6} for i in range(40_000)}}}}
     start = time.process_time()
     text = _one_line_layers(big)

@@ -461,17 +461,18 @@ def _one_line_layers(data: dict[str, Any]) -> str:
 
     nonce = secrets.token_hex(8)  # no stored name can spell a placeholder it does not know
     one_line = json.JSONEncoder(sort_keys=True, allow_nan=False).encode  # dumps(indent=None), built once
-    lines: list[str] = []
+    name_of = json.encoder.encode_basestring_ascii  # a key as dumps writes it
+    blocks: list[str] = []  # each entry's layers object, as dumps(indent=2) would nest it
     entries = dict(data.get("entries", {}))
     for key, entry in entries.items():
         layers = entry.get("layers") if isinstance(entry, dict) else None
         if not isinstance(layers, dict) or not all(isinstance(v, dict) for v in layers.values()):
             continue  # a malformed entry is written as it was
-        tokens = {}
-        for name, record in layers.items():
-            tokens[name] = f"\x00layer {nonce} {len(lines)}\x00"
-            lines.append(one_line(record))
-        entries[key] = {**entry, "layers": tokens}
+        if not layers:
+            continue  # "{}", as dumps writes it
+        rows = ",\n".join(f"        {name_of(name)}: {one_line(layers[name])}" for name in sorted(layers))
+        blocks.append("{\n" + rows + "\n      }")
+        entries[key] = {**entry, "layers": f"\x00layers {nonce} {len(blocks) - 1}\x00"}
     text = dumps({**data, "entries": entries})
-    placeholder = re.compile(rf'(?<=: )"\\u0000layer {nonce} (\d+)\\u0000"')
-    return placeholder.sub(lambda match: lines[int(match[1])], text)  # one pass: linear in the file
+    placeholder = re.compile(rf'(?<=: )"\\u0000layers {nonce} (\d+)\\u0000"')
+    return placeholder.sub(lambda match: blocks[int(match[1])], text)  # one pass: linear in the file
