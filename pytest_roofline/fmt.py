@@ -157,10 +157,12 @@ def csv_cell(value: Any) -> Any:
 
 
 _FORMULA_START = frozenset("=+-@\t\r")
-# Characters that make inline Markdown structure: links and images ``![x](url)``, emphasis (``*``;
-# an underscore inside a name emphasizes nothing), code spans, tables' pipes, raw HTML and
-# entities.  Each gets a backslash (``<``, ``>`` and ``&`` their entity).
-_MARKDOWN_ESCAPE = {c: "\\" + c for c in "\\`*[]()!|"}
+# Characters that make inline Markdown structure: links and images ``![x](url)`` (both need a
+# bracket, so the brackets are escaped and messages keep their plain parentheses), emphasis (``*``;
+# an underscore inside a name emphasizes nothing), tables' pipes, raw HTML and entities.  Each gets a
+# backslash (``<``, ``>`` and ``&`` their entity).  Backticks stay: a code span renders nothing
+# inside it, and the project's messages quote commands in them (`roofline calibrate --force`).
+_MARKDOWN_ESCAPE = {c: "\\" + c for c in "\\*[]|"}  # no bracket, no link: "(" and "!" stay plain
 _MARKDOWN_ESCAPE.update({"<": "&lt;", ">": "&gt;", "&": "&amp;"})
 
 
@@ -168,8 +170,8 @@ def markdown_text(text: Any) -> str:
     """``text`` as inert inline Markdown (GitHub's): the one escape of names written to Markdown.
 
     Whitespace runs (newlines too) become one space, control characters visible escapes, and
-    every character that starts a link, image, emphasis, code span, table cell or HTML tag is
-    escaped, so a parametrize id ``![x](http://host/x.png)`` shows as text and fetches nothing.
+    every character that starts a link, image, emphasis, table cell or HTML tag is escaped, so a
+    parametrize id ``![x](http://host/x.png)`` shows as text and fetches nothing.
     """
     flat = printable(" ".join(str(text).split()))
     return "".join(_MARKDOWN_ESCAPE.get(c, c) for c in flat)
