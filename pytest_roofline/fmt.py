@@ -138,15 +138,15 @@ def csv_cell(value: Any) -> Any:
     """A CSV cell that a spreadsheet will not run as a formula (OWASP "CSV injection") and that
     no reader splits: the one escape of text written to CSV.
 
-    Control characters become visible escapes (:func:`printable`): a raw carriage return is not
-    quoted by a writer whose line terminator is ``\n``, and a reader would start a new row there,
-    one that could begin ``=1+1``.  Text starting with ``=``, ``+``, ``-``, ``@``, a tab or a
-    carriage return gets a leading single quote (the spreadsheet shows the text, not a formula's
-    result). Numbers, and text that is a plain number (``-0.5``, ``+3``), are returned unchanged.
+    The text is kept as data (the writer quotes a newline), except a carriage return, which
+    becomes the visible ``\\x0d``: a writer whose line terminator is ``\\n`` does not quote it, and a
+    reader would start a new row there, one that could begin ``=1+1``.  Text starting with ``=``,
+    ``+``, ``-``, ``@`` or a tab gets a leading single quote (the spreadsheet shows the text, not a
+    formula's result).  Numbers, and text that is a plain number (``-0.5``, ``+3``), are unchanged.
     """
     if not isinstance(value, str) or not value:
         return value
-    value = printable(value)
+    value = value.replace("\r", "\\x0d")
     if value[0] not in _FORMULA_START:
         return value
     try:
