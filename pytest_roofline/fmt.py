@@ -8,6 +8,7 @@ and :func:`fmt_seconds_fixed` (three decimals in ms/s, terminal and CLI tables).
 from __future__ import annotations
 
 import math
+import re
 import unicodedata
 from collections.abc import Sequence
 from typing import Any
@@ -140,13 +141,19 @@ def printable(text: Any) -> str:
 
 
 def csv_cell(value: Any) -> Any:
-    """A CSV cell that a spreadsheet will not run as a formula (OWASP "CSV injection").
+    """A CSV cell that a spreadsheet will not run as a formula (OWASP "CSV injection") and that
+    no reader splits: the one escape of text written to CSV.
 
-    Text starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return gets a leading single
-    quote (the spreadsheet shows the text, not a formula's result). Numbers, and text that is a
-    plain number (``-0.5``, ``+3``), are returned unchanged: they stay numbers.
+    The text is kept as data (the writer quotes a newline), except a carriage return, which
+    becomes the visible ``\\x0d``: a writer whose line terminator is ``\\n`` does not quote it, and a
+    reader would start a new row there, one that could begin ``=1+1``.  Text starting with ``=``,
+    ``+``, ``-``, ``@`` or a tab gets a leading single quote (the spreadsheet shows the text, not a
+    formula's result).  Numbers, and text that is a plain number (``-0.5``, ``+3``), are unchanged.
     """
-    if not isinstance(value, str) or not value or value[0] not in _FORMULA_START:
+    if not isinstance(value, str) or not value:
+        return value
+    value = value.replace("\r", "\\x0d")
+    if value[0] not in _FORMULA_START:
         return value
     try:
         float(value)
@@ -156,6 +163,37 @@ def csv_cell(value: Any) -> Any:
 
 
 _FORMULA_START = frozenset("=+-@\t\r")
+# Characters that make inline Markdown structure: links and images ``![x](url)`` (both need a
+# bracket, so the brackets are escaped and messages keep their plain parentheses), emphasis (``*``;
+# an underscore inside a name emphasizes nothing), tables' pipes, raw HTML and entities.  Each gets a
+# backslash (``<``, ``>`` and ``&`` their entity).  Backticks stay: a code span renders nothing
+# inside it, and the project's messages quote commands in them (`roofline calibrate --force`).
+_MARKDOWN_ESCAPE = {c: "\\" + c for c in "\\*[]|"}  # no bracket, no link: "(" and "!" stay plain
+_MARKDOWN_ESCAPE.update({"<": "&lt;", ">": "&gt;", "&": "&amp;"})
+
+
+def markdown_text(text: Any) -> str:
+    """``text`` as inert inline Markdown (GitHub's): the one escape of names written to Markdown.
+
+    Whitespace runs (newlines too) become one space, control characters visible escapes, and
+    every character that starts a link, image, emphasis, table cell or HTML tag is escaped, so a
+    parametrize id ``![x](http://host/x.png)`` shows as text and fetches nothing.
+    """
+    flat = printable(" ".join(str(text).split()))
+    return "".join(_MARKDOWN_ESCAPE.get(c, c) for c in flat)
+
+
+def markdown_code(text: Any) -> str:
+    """``text`` as a Markdown code span that nothing inside can end early: fenced by one more
+    backtick than its longest run of them (nothing renders inside a code span: no link, no HTML).
+    A pipe still splits a table row, so it is escaped (GitHub reads ``\\|`` as ``|`` there too), and
+    ``<``/``>`` are written as entities, as every Markdown cell of the project was (no renderer
+    that ignores code spans can then see a tag)."""
+    flat = printable(" ".join(str(text).split()))
+    flat = flat.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+    fence = "`" * (max((len(run) for run in re.findall("`+", flat)), default=0) + 1)
+    pad = " " if flat.startswith("`") or flat.endswith("`") else ""
+    return f"{fence}{pad}{flat}{pad}{fence}"
 
 
 def elide_names(names: Sequence[str], width: int = 60) -> list[str]:

@@ -7,7 +7,6 @@ import os
 import stat
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import filelock
 import onnx
 import pytest
 
-from pytest_roofline.files import atomic_write_json, file_lock, lock_dir, lock_path
+from pytest_roofline.files import atomic_write_json, file_lock
 from pytest_roofline.gate.store import BaselineStore
 
 
@@ -32,11 +31,14 @@ def test_atomic_write_has_umask_permissions_and_no_temp_left(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["b.json"]
 
 
-def test_baseline_lock_lives_outside_the_repository(tmp_path):
+def test_baseline_lock_is_the_folder_itself_and_leaves_no_file(tmp_path):
+    """The baseline directory is locked in place (issue 36 H2): no lock file in the repository."""
     store = BaselineStore(tmp_path / ".roofline")
     with store._lock():
-        assert lock_path(tmp_path / ".roofline", "baselines").exists()
-    assert not any(p.name.endswith(".lock") for p in (tmp_path / ".roofline").iterdir())
+        assert list((tmp_path / ".roofline").iterdir()) == []
+        with pytest.raises(filelock.Timeout), file_lock(tmp_path / ".roofline", timeout=0.2):
+            pass
+    assert list((tmp_path / ".roofline").iterdir()) == []
 
 
 # --- locks that clean up after themselves (issue 14 item 11) ------------------------------------
@@ -114,18 +116,6 @@ def test_file_lock_times_out_while_held(tmp_path):
             pass
         assert time.monotonic() - start < 5
         assert path.exists()  # the holder's file is untouched by the waiter that gave up
-
-
-def test_lock_dir_is_private_and_refused_when_others_can_write_it(tmp_path, monkeypatch):
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    path = lock_path(tmp_path / "repo" / ".roofline", "baselines")
-    assert path.parent == lock_dir() and lock_dir().parent == tmp_path
-    with file_lock(path, timeout=5):
-        assert stat.S_IMODE(lock_dir().stat().st_mode) == 0o700
-    assert list(lock_dir().iterdir()) == []
-    lock_dir().chmod(0o777)
-    with pytest.raises(PermissionError, match="not a private folder"), file_lock(path, timeout=5):
-        pass
 
 
 def test_a_roofline_profile_run_leaves_no_lock_file(tmp_path):

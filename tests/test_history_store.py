@@ -65,11 +65,14 @@ def test_embedded_skips_a_torn_last_line_and_keeps_appending(tmp_path: Path) -> 
     assert len(store.points()) == 2
 
 
-def test_embedded_corrupt_line_is_one_line_error(tmp_path: Path) -> None:
+def test_embedded_corrupt_line_is_named_and_skipped(tmp_path: Path) -> None:
+    """One bad line costs that line, never the store (issue 36 H9)."""
     (tmp_path / "CPU").mkdir()
     (tmp_path / "CPU" / "x.jsonl").write_text("not json\n{}\n")
-    with pytest.raises(RooflineError, match=r"x.jsonl, line 1: not JSON"):
-        JsonLinesStore(tmp_path).points()
+    store = JsonLinesStore(tmp_path)
+    assert store.points() == []
+    assert any("x.jsonl, line 1: not JSON; skipped" in note for note in store.notes)
+    assert any("x.jsonl, line 2:" in note for note in store.notes)
 
 
 def _write(url: str, writer: int) -> None:

@@ -74,9 +74,14 @@ def test_text_table_escapes_cells_and_keeps_columns_aligned() -> None:
 # --- CSV formulas ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text", ["=1+1", "+cmd", "-2+3+cmd|' /C calc'!A0", "@SUM(A1)", "\tx", "\rx"])
+@pytest.mark.parametrize("text", ["=1+1", "+cmd", "-2+3+cmd|' /C calc'!A0", "@SUM(A1)", "\tx"])
 def test_csv_cell_neutralizes_formula_text(text: str) -> None:
     assert csv_cell(text) == "'" + text
+
+
+def test_csv_cell_never_keeps_a_carriage_return() -> None:
+    """Issue 36 H13: a raw CR (unquoted under a ``\\n`` line terminator) split the row."""
+    assert csv_cell("\rx") == "\\x0dx" and csv_cell("a\r=1+1") == "a\\x0d=1+1"
 
 
 @pytest.mark.parametrize("value", [-0.5, 3, 0.0, "-0.5", "+3", "1e-3", "Conv_0", ""])

@@ -83,8 +83,9 @@ def _from_history(test: str, url: str | None, root: Path) -> tuple[str, dict[str
 
 def run(args: argparse.Namespace) -> int:
     """Bisect and print the culprit."""
-    from pytest_roofline.history.bisect import bisect, repository
+    from pytest_roofline.history.bisect import bisect, build_command, repository
 
+    build_command(args.build)  # a bad --build string: one line before the repository is looked at
     root = repository(Path.cwd())
     options, model = dict(args.option), args.model
     if model is None or not options:  # what the history recorded: the model, the threads

@@ -19,6 +19,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -79,6 +80,24 @@ def _open(args: argparse.Namespace) -> Any:
     return open_store(url, DEFAULT_DIR)
 
 
+def _write_output(output: str, write: Callable[[Path], None]) -> None:
+    """``write(Path(output))``; a path that cannot be written (under a file, a folder, a full disk,
+    ``/proc``) is one line (exit 2), never a traceback."""
+    try:
+        write(Path(output))
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename and str(exc.filename) != output else ""
+        raise RooflineError(f"{output} cannot be written: {exc.strerror or exc}{where}") from None
+
+
+def _print_notes(store: Any) -> None:
+    """The store's skipped points and files, one line each on stderr."""
+    from pytest_roofline.fmt import printable
+
+    for note in store.notes:
+        sys.stderr.write(f"roofline history: {printable(note)}\n")
+
+
 def _commits_since(ref: str) -> set[str]:
     """Full SHAs from ``ref`` (included) to HEAD in the repository of the current directory."""
     from pytest_roofline.model.gitref import _git
@@ -110,13 +129,14 @@ def _view(args: argparse.Namespace) -> dict[str, Any]:
         points = store.points(device_class=args.device_class)
     finally:
         store.close()
+    _print_notes(store)
     commits = _commits_since(args.since) if args.since else None
     chosen = filter_points(points, test=args.test, commits=commits)
     return build_view(chosen, Path.cwd(), explain=not args.no_explain)
 
 
 def _table(view: dict[str, Any]) -> str:
-    from pytest_roofline.fmt import text_table
+    from pytest_roofline.fmt import printable, text_table
 
     rows = []
     for series in view["series"]:
@@ -144,7 +164,7 @@ def _table(view: dict[str, Any]) -> str:
                 f"at {(change['commit'] or '?')[:12]}, "
                 f"{change['runs_after']} runs after{layers}; {change['explanation'] or 'not explained'}"
             )
-    return "\n".join(out)
+    return "\n".join(printable(line) for line in out)  # stored names: no escape sequence reaches the terminal
 
 
 def _import(args: argparse.Namespace) -> int:
@@ -162,6 +182,7 @@ def _import(args: argparse.Namespace) -> int:
         added = store.append(points)
     finally:
         store.close()
+    _print_notes(store)
     sys.stdout.write(f"{added} of {len(points)} points added to {store.location}\n")
     return 0
 
@@ -174,11 +195,12 @@ def _export(args: argparse.Namespace) -> int:
         points = store.points()
     finally:
         store.close()
+    _print_notes(store)
     text = "".join(line + "\n" for line in iter_lines(points))
     if args.output:
         from pytest_roofline.files import atomic_write_text
 
-        atomic_write_text(Path(args.output), text)
+        _write_output(args.output, lambda path: atomic_write_text(path, text))
         sys.stdout.write(f"{len(points)} points written to {args.output}\n")
     else:
         sys.stdout.write(text)
@@ -196,7 +218,7 @@ def run(args: argparse.Namespace) -> int:
         from pytest_roofline.history.dashboard import write
 
         view["generated"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        write(view, Path(args.output))
+        _write_output(args.output, lambda path: write(view, path))
         sys.stdout.write(f"dashboard of {len(view['series'])} series written to {args.output}\n")
         return 0
     if args.format == "json":

@@ -65,6 +65,43 @@ def module_of(test: str) -> str:
     return test.split("::", 1)[0]
 
 
+#: The range a stored time may take, in seconds (a picosecond to eleven days): a number beyond it
+#: is refused where it is read, before any arithmetic divides by it or raises it to a power.
+TIME_RANGE = (1e-12, 1e6)
+#: The range a stored probe-normalized figure (a ratio of two times) may take.
+RATIO_RANGE = (1e-12, 1e12)
+
+
+def _checked(value: float, key: str, bounds: tuple[float, float], what: str) -> float:
+    low, high = bounds
+    if value and not low <= value <= high:
+        raise SchemaError(f"{key!r} is {value:.3g}, outside the {low:g} to {high:g} a stored {what} can be")
+    return value
+
+
+def _seconds(data: Mapping[str, Any], key: str, *, positive: bool = False) -> float:
+    """``data[key]``: a finite time in seconds within :data:`TIME_RANGE` (or zero, unless ``positive``)."""
+    return _checked(read_float(data, key, positive=positive), key, TIME_RANGE, "time in seconds")
+
+
+def _optional_seconds(data: Mapping[str, Any], key: str) -> float | None:
+    value = read_optional_float(data, key)
+    return None if value is None else _checked(value, key, TIME_RANGE, "time in seconds")
+
+
+def _ratio(data: Mapping[str, Any], key: str) -> float:
+    """``data[key]``: a positive normalized figure within :data:`RATIO_RANGE`."""
+    return _checked(read_float(data, key, positive=True), key, RATIO_RANGE, "normalized figure")
+
+
+def _many(
+    data: Mapping[str, Any], key: str, bounds: tuple[float, float], *, positive: bool
+) -> tuple[float, ...]:
+    what = "normalized figure" if bounds is RATIO_RANGE else "time in seconds"
+    values = read_floats(data, key, positive=positive)
+    return tuple(_checked(v, f"{key}[{i}]", bounds, what) for i, v in enumerate(values))
+
+
 @dataclass(frozen=True)
 class ControlRecord:
     """The control probe the stored figures were normalized by: its name, shape and raw p25."""
@@ -83,7 +120,7 @@ class ControlRecord:
         blocks = read_mapping(data, "blocks", {})
         return cls(
             name=read_str(data, "name"),
-            p25=read_float(data, "p25", positive=True),
+            p25=_seconds(data, "p25", positive=True),
             blocks={str(k): read_int(blocks, k, maximum=1 << 16) for k in blocks},
         )
 
@@ -124,16 +161,16 @@ class LatencyRecord:
     def from_dict(cls, data: Mapping[str, Any]) -> LatencyRecord:
         """Strict inverse of :meth:`to_dict`."""
         return cls(
-            median=read_float(data, "median"),
-            mean=read_float(data, "mean"),
-            min=read_float(data, "min"),
-            p25=read_float(data, "p25"),
-            p75=read_float(data, "p75"),
-            p90=read_float(data, "p90"),
-            std=read_float(data, "std"),
-            gate_p25=read_float(data, "gate_p25", positive=True),
-            session_medians=read_floats(data, "session_medians"),
-            alone_p25=read_optional_float(data, "alone_p25"),
+            median=_seconds(data, "median"),
+            mean=_seconds(data, "mean"),
+            min=_seconds(data, "min"),
+            p25=_seconds(data, "p25"),
+            p75=_seconds(data, "p75"),
+            p90=_seconds(data, "p90"),
+            std=_seconds(data, "std"),
+            gate_p25=_seconds(data, "gate_p25", positive=True),
+            session_medians=_many(data, "session_medians", TIME_RANGE, positive=False),
+            alone_p25=_optional_seconds(data, "alone_p25"),
         )
 
 
@@ -173,7 +210,7 @@ class LayerRecord:
         """Strict inverse of :meth:`to_dict`."""
         serves = data.get("serves")
         return cls(
-            time=read_optional_float(data, "time"),
+            time=_optional_seconds(data, "time"),
             fraction=read_optional_float(data, "fraction"),
             op_type=read_str(data, "op_type", ""),
             nodes=tuple(str(n) for n in read_list(data, "nodes")),
@@ -202,9 +239,9 @@ class FigureRecord:
     def from_dict(cls, data: Mapping[str, Any]) -> FigureRecord:
         """Strict inverse of :meth:`to_dict`."""
         return cls(
-            sessions=read_floats(data, "sessions", positive=True),
-            control_p25=read_float(data, "control_p25", positive=True),
-            subject_p25=read_float(data, "subject_p25", positive=True),
+            sessions=_many(data, "sessions", RATIO_RANGE, positive=True),
+            control_p25=_seconds(data, "control_p25", positive=True),
+            subject_p25=_seconds(data, "subject_p25", positive=True),
         )
 
 
@@ -230,8 +267,8 @@ class HistoryPoint:
         return cls(
             commit=commit,
             time=read_str(data, "time", ""),
-            value=read_float(data, "value", positive=True),
-            median=read_optional_float(data, "median"),
+            value=_ratio(data, "value"),
+            median=_optional_seconds(data, "median"),
         )
 
 
@@ -321,7 +358,7 @@ class BaselineEntry:
         """
         if not isinstance(data, Mapping):
             raise SchemaError(f"an entry must be an object, got {type(data).__name__}")
-        sessions = read_floats(data, "sessions", positive=True)
+        sessions = _many(data, "sessions", RATIO_RANGE, positive=True)
         if not sessions:
             raise SchemaError("'sessions' is empty")
         dims = read_mapping(data, "dims", {})
@@ -342,7 +379,7 @@ class BaselineEntry:
             batch=read_int(data, "batch", minimum=1, maximum=MAX_BATCH),
             backend=read_str(data, "backend"),
             device_class=read_str(data, "device_class"),
-            figure=read_float(data, "figure", positive=True),
+            figure=_ratio(data, "figure"),
             sessions=sessions,
             control=ControlRecord.from_dict(read_mapping(data, "control")),
             latency=LatencyRecord.from_dict(read_mapping(data, "latency")),

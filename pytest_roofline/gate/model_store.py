@@ -19,11 +19,13 @@ copy, with a one-line note.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import IO
 
 from pytest_roofline.errors import ModelError, OptionError
+from pytest_roofline.files import read_document
 from pytest_roofline.fmt import fmt_bytes
 from pytest_roofline.model.gitref import LFS_HINT, LFS_POINTER, external_data_locations, is_safe_location
 
@@ -67,25 +70,27 @@ class _Content:
         return sum(size for _, size in self.files)
 
 
-def content_hash(path: str | os.PathLike[str]) -> str:
+def content_hash(path: str | os.PathLike[str], *, cached: bool = True) -> str:
     """SHA-256 (hex) of the model file's bytes, then of each external-data file it references
     (sorted by ``location``; each as ``\\0location\\0`` and its bytes).
 
     Streams every file; the proto is parsed (without external data) only when the file mentions
     external data at all.  A model without external data hashes like the file alone, the same as
-    :func:`pytest_roofline.model.model_hash`.  Cached per process while no file's size or
-    modification time changes (the identity check and :meth:`ModelStore.put` hash the same file).
+    :func:`pytest_roofline.model.model_hash`.  Cached per process while no file's inode, size,
+    modification or change time changes (the identity check and :meth:`ModelStore.put` hash the
+    same file; a tampered file, its mtime restored, is hashed again); ``cached=False`` always reads
+    the bytes (a validity check: a file's timestamps tick coarser than a write can follow a read).
 
     Raises:
         ModelError: the model or a data file is missing or unreadable, a Git LFS pointer, not ONNX,
             or a data location that leaves the model's folder.  One line each.
     """
     model = Path(path).resolve()
-    cached = _HASHES.get(model)
-    if cached is not None:
+    known = _HASHES.get(model) if cached else None
+    if known is not None:
         with contextlib.suppress(OSError):
-            if _stats(cached[0]) == cached[1]:
-                return cached[2]
+            if _stats(known[0]) == known[1]:
+                return known[2]
     before = _stats([model]) if model.is_file() else None
     content = _scan(model)
     files = tuple(model.parent / name for name, _ in content.files)
@@ -96,13 +101,15 @@ def content_hash(path: str | os.PathLike[str]) -> str:
     return content.digest
 
 
-#: Per-process cache of :func:`content_hash`: path → (files, their size and mtime, digest).
-_HASHES: dict[Path, tuple[tuple[Path, ...], tuple[tuple[int, int], ...], str]] = {}
+#: Per-process cache of :func:`content_hash`: path → (files, their stat key, digest).
+_HASHES: dict[Path, tuple[tuple[Path, ...], tuple[tuple[int, ...], ...], str]] = {}
 
 
-def _stats(files: tuple[Path, ...] | list[Path]) -> tuple[tuple[int, int], ...]:
-    """Size and modification time of each file (raises OSError when one is missing)."""
-    return tuple((s.st_size, s.st_mtime_ns) for s in (f.stat() for f in files))
+def _stats(files: tuple[Path, ...] | list[Path]) -> tuple[tuple[int, ...], ...]:
+    """Each file's stat key: inode, size, modification and change time (raises OSError when one is
+    missing).  The change time is set by the kernel on every write and every ``utime``: a file
+    rewritten in place with its size and modification time restored still misses the cache."""
+    return tuple((s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns) for s in (f.stat() for f in files))
 
 
 def _scan(path: Path, copy_to: Path | None = None) -> _Content:
@@ -130,7 +137,15 @@ def _scan(path: Path, copy_to: Path | None = None) -> _Content:
 @contextlib.contextmanager
 def _open(path: Path, what: str) -> Iterator[IO[bytes]]:
     try:
-        handle = open(path, "rb")  # noqa: SIM115 - closed below; errors become one line
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):  # a FIFO or device would hang or never end
+            os.close(fd)
+            if stat.S_ISDIR(mode):
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+            raise ModelError(f"{what}: not a regular file; pass the path of an .onnx model file")
+        os.set_blocking(fd, True)
+        handle = os.fdopen(fd, "rb")
     except FileNotFoundError:
         raise ModelError(f"{what}: no such file; pass the path of an .onnx model with its data") from None
     except OSError as exc:
@@ -323,7 +338,7 @@ class ModelStore:
             return None
         model = self.root / digest / manifest["model"]
         try:
-            actual: str | None = content_hash(model)
+            actual: str | None = content_hash(model, cached=False)  # validity: never a stat cache
         except ModelError:
             if not (self.root / digest).exists():
                 return None  # evicted by another process meanwhile
@@ -378,7 +393,8 @@ class ModelStore:
         if not _DIGEST.fullmatch(digest):
             return None
         try:
-            data = json.loads((self.root / digest / MANIFEST).read_text(encoding="utf-8"))
+            text = read_document(self.root / digest / MANIFEST, follow_symlinks=False)  # bounded, regular
+            data = json.loads(text)
             name, size = data["model"], int(data["bytes"])
         except (OSError, ValueError, KeyError, TypeError):
             return None

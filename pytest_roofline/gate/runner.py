@@ -12,12 +12,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import tempfile
+import os
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.device.load import between, snapshot
+from pytest_roofline.files import machine_temp_dir
 from pytest_roofline.gate.conditions import Conditions, settings_of
 from pytest_roofline.gate.sampling import GateDesign
 from pytest_roofline.gate.types import GateOutcome, GateRequest
@@ -39,7 +39,13 @@ if TYPE_CHECKING:
 
 __all__ = ["measure_lock", "paired_engine", "run_model_gate", "static_outcome"]
 
-MEASURE_LOCK = Path(tempfile.gettempdir()) / "pytest-roofline-measure.lock"
+MEASURE_LOCK = machine_temp_dir() / "pytest-roofline-measure.lock"
+#: Seconds a run waits on a measure lock whose file is another user's before it measures anyway.
+FOREIGN_LOCK_WAIT = 60.0
+#: Seconds a run waits on its own user's measure lock (each measurement is bounded by its timeout).
+MEASURE_LOCK_WAIT = 3600.0
+#: Another user's measure lock files (device, inode) that this process found held past the wait.
+_FOREIGN_HELD: set[tuple[int, int]] = set()
 
 #: One batch of the configured threads beside a one-thread figure: its latency, and a second check.
 CONFIGURED_DESIGN = GateDesign(sessions=3, rounds=10, max_batches=1)
@@ -49,11 +55,42 @@ PROFILE_ITERATIONS = 5
 
 @contextlib.contextmanager
 def measure_lock() -> Iterator[None]:
-    """One measurement per machine at a time (xdist workers, concurrent pytest processes)."""
+    """One measurement per machine at a time (xdist workers, concurrent pytest processes, every
+    user, whatever its ``$TMPDIR``).  No other user can block or crash a run through it: a lock
+    file that is another user's is waited on for :data:`FOREIGN_LOCK_WAIT` seconds at most (once per
+    process and file: the same file still held later is not waited on again), and a lock that cannot
+    be taken (refused file, timeout) is measured without, with a warning."""
+    import warnings
+
+    import filelock
+
     from pytest_roofline.files import file_lock
 
-    with file_lock(MEASURE_LOCK, 3600):
+    try:
+        info = os.lstat(MEASURE_LOCK)
+        foreign = (info.st_dev, info.st_ino) if info.st_uid != os.geteuid() else None
+    except OSError:
+        foreign = None
+    wait = MEASURE_LOCK_WAIT if foreign is None else FOREIGN_LOCK_WAIT
+    lock = file_lock(MEASURE_LOCK, 0.0 if foreign in _FOREIGN_HELD else wait)
+    try:
+        lock.__enter__()
+    except (OSError, filelock.Timeout) as exc:
+        if foreign is not None and isinstance(exc, filelock.Timeout):
+            _FOREIGN_HELD.add(foreign)  # the same file still held later: measured without at once
+        why = f"held past {lock.timeout:g} s" if isinstance(exc, filelock.Timeout) else str(exc)
+        warnings.warn(
+            f"pytest-roofline: measured without the machine's measure lock {MEASURE_LOCK} ({why}); "
+            "another measurement may have run beside this one",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         yield
+        return
+    try:
+        yield
+    finally:
+        lock.__exit__(None, None, None)
 
 
 def current_conditions(backend: Backend, control: str, figure: str = "configured") -> Conditions:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_roofline.errors import BaselineError, RooflineError
-from pytest_roofline.files import atomic_write_text, file_lock, lock_path, read_document
+from pytest_roofline.files import atomic_write_text, file_lock, read_document
 from pytest_roofline.gate.baseline import BaselineEntry, module_of
 from pytest_roofline.schema import (
     BASELINE_FILE,
@@ -208,7 +208,7 @@ class BaselineStore:
         self.check_directory()
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            with file_lock(lock_path(self.directory, "baselines"), LOCK_TIMEOUT):
+            with file_lock(self.directory, LOCK_TIMEOUT):  # the folder itself: every user, no file
                 yield
         except filelock.Timeout:
             raise BaselineError(
@@ -455,18 +455,24 @@ def _one_line_layers(data: dict[str, Any]) -> str:
     encoder's layers alone are 4 000 lines indented): one line each makes a re-recorded baseline's
     diff one line per layer that moved.  Any JSON reader reads it as before.
     """
-    lines: dict[str, str] = {}
+    import json
+    import re
+    import secrets
+
+    nonce = secrets.token_hex(8)  # no stored name can spell a placeholder it does not know
+    one_line = json.JSONEncoder(sort_keys=True, allow_nan=False).encode  # dumps(indent=None), built once
+    name_of = json.encoder.encode_basestring_ascii  # a key as dumps writes it
+    blocks: list[str] = []  # each entry's layers object, as dumps(indent=2) would nest it
     entries = dict(data.get("entries", {}))
     for key, entry in entries.items():
         layers = entry.get("layers") if isinstance(entry, dict) else None
         if not isinstance(layers, dict) or not all(isinstance(v, dict) for v in layers.values()):
             continue  # a malformed entry is written as it was
-        tokens = {}
-        for name, record in layers.items():
-            tokens[name] = token = f"\x00layer {len(lines)}\x00"
-            lines[dumps(token)] = dumps(record, indent=None)
-        entries[key] = {**entry, "layers": tokens}
+        if not layers:
+            continue  # "{}", as dumps writes it
+        rows = ",\n".join(f"        {name_of(name)}: {one_line(layers[name])}" for name in sorted(layers))
+        blocks.append("{\n" + rows + "\n      }")
+        entries[key] = {**entry, "layers": f"\x00layers {nonce} {len(blocks) - 1}\x00"}
     text = dumps({**data, "entries": entries})
-    for token, line in lines.items():
-        text = text.replace(token, line, 1)
-    return text
+    placeholder = re.compile(rf'(?<=: )"\\u0000layers {nonce} (\d+)\\u0000"')
+    return placeholder.sub(lambda match: blocks[int(match[1])], text)  # one pass: linear in the file

@@ -16,13 +16,14 @@ Commit names reach git only as arguments (``--end-of-options``), never through a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from typing import Any
 from pytest_roofline.errors import RooflineError
 from pytest_roofline.gate.model_store import content_hash
 
-__all__ = ["BisectResult", "CommitVerdict", "bisect"]
+__all__ = ["BisectResult", "CommitVerdict", "bisect", "build_command", "model_inside"]
 
 BUILD_TIMEOUT = 1800
 #: the paired gate's status → bisect's (an improvement is different, but not slower)
@@ -141,7 +142,7 @@ class _Worktrees:
 
     def __init__(self, root: Path, build: str | None, progress: Callable[[str], None]) -> None:
         self.root = root
-        self.build = shlex.split(build) if build else None
+        self.build = build_command(build)
         self.progress = progress
         self.folder = Path(tempfile.mkdtemp(prefix="roofline-bisect-"))
         self.made: list[Path] = []
@@ -154,20 +155,13 @@ class _Worktrees:
         self.made.append(tree)
         if self.build:
             self.progress(f"building at {sha[:12]}: {shlex.join(self.build)}")
+            env = {**os.environ, "ROOFLINE_BISECT_COMMIT": sha}
             try:
-                done = subprocess.run(
-                    self.build,
-                    cwd=tree,
-                    capture_output=True,
-                    text=True,
-                    timeout=BUILD_TIMEOUT,
-                    check=False,
-                    env={**os.environ, "ROOFLINE_BISECT_COMMIT": sha},
-                )
+                returncode, stderr = _run_build(self.build, tree, env)
             except (OSError, subprocess.TimeoutExpired) as exc:
                 raise RooflineError(f"--build at {sha[:12]} could not run ({exc})") from None
-            if done.returncode != 0:
-                tail = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+            if returncode != 0:
+                tail = (stderr.strip().splitlines() or [f"exit status {returncode}"])[-1]
                 raise RooflineError(f"--build failed at {sha[:12]}: {tail}")
         return tree
 
@@ -181,6 +175,87 @@ class _Worktrees:
             )
         shutil.rmtree(self.folder, ignore_errors=True)
         subprocess.run(["git", "worktree", "prune"], cwd=self.root, capture_output=True, check=False)
+
+
+def build_command(build: str | None) -> list[str] | None:
+    """The ``--build`` string as the argument list it runs (never through a shell).
+
+    Raises:
+        RooflineError: the string cannot be split (an unterminated quote, a trailing backslash).
+    """
+    if not build:
+        return None
+    try:
+        argv = shlex.split(build)
+    except ValueError as exc:
+        raise RooflineError(f"--build {build!r} cannot be split into a command ({exc})") from None
+    if not argv:
+        raise RooflineError("--build names no command")
+    return argv
+
+
+def _run_build(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str]:
+    """Run the build in its own process group; on a timeout, SIGTERM or any interruption the whole
+    group (the build and every child it started) is killed before the exception goes on."""
+    import signal
+
+    with subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    ) as process:
+        try:
+            _, stderr = process.communicate(timeout=BUILD_TIMEOUT)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            raise
+        return process.returncode, stderr
+
+
+def model_inside(tree: Path, model: str) -> Path:
+    """``tree / model``, refused unless it stays inside ``tree`` (symlinks resolved): bisect times
+    the repository's model at each commit, never a file outside it that would read the same at
+    every commit.
+
+    Raises:
+        RooflineError: an absolute path, or one that leaves the repository (``..``, a symlink).
+    """
+    if not model or Path(model).is_absolute():
+        raise RooflineError(f"--model {model!r}: give a path inside the repository, relative to its top")
+    path = tree / model
+    if not path.resolve().is_relative_to(tree.resolve()):
+        raise RooflineError(f"--model {model!r} leaves the repository; give a path inside it")
+    return path
+
+
+class _Terminated(SystemExit):
+    """SIGTERM during a bisect: raised in the main thread so that every ``finally`` (worktrees,
+    temp folder, the build's process group) runs before the process exits with 143."""
+
+
+@contextlib.contextmanager
+def _terminate_cleanly() -> Iterator[None]:
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum: int, _frame: object) -> None:
+        raise _Terminated(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def bisect(
@@ -203,13 +278,38 @@ def bisect(
 
     Raises:
         RooflineError: not a repository, a dirty tree, an unknown ref, GOOD not before BAD, a
-            failed build, a model missing at a commit.  One line each.
+            failed build, a model missing at a commit or outside the repository.  One line each.
+        SystemExit: 143 on SIGTERM, once the worktrees, the temp folder and the build are gone.
     """
+    settings: dict[str, Any] = {"threshold": threshold, "build": build, "backend": backend}
+    settings |= {"options": options, "batch": batch, "budget": budget, "sessions": sessions}
+    with _terminate_cleanly():
+        return _bisect(good, bad, test=test, model=model, cwd=cwd, progress=progress, **settings)
+
+
+def _bisect(
+    good: str,
+    bad: str,
+    *,
+    test: str,
+    model: str,
+    cwd: Path,
+    threshold: float,
+    build: str | None,
+    backend: str,
+    options: dict[str, str] | None,
+    batch: int | None,
+    budget: float,
+    sessions: int,
+    progress: Callable[[str], None],
+) -> BisectResult:
     from pytest_roofline.backends.base import get_backend
     from pytest_roofline.gate.paired import measure_change
 
     started = time.monotonic()
+    build_command(build)  # a bad --build string is one line before anything is checked out
     root = repository(cwd)
+    model_inside(root, model)
     good_sha, bad_sha = _resolve(root, good), _resolve(root, bad)
     commits = candidates(root, good_sha, bad_sha)
     if not commits:
@@ -218,7 +318,7 @@ def bisect(
     trees = _Worktrees(root, build, progress)
     verdicts: list[CommitVerdict] = []
     try:
-        good_model = trees.checkout(good_sha) / model
+        good_model = model_inside(trees.checkout(good_sha), model)
         if not good_model.is_file():
             raise RooflineError(
                 f"{model} does not exist at GOOD {good_sha[:12]} (pass --build CMD to make it)"
@@ -230,7 +330,7 @@ def bisect(
             batch = default_batch(load_model(str(good_model)), None)
 
         def judge(sha: str) -> CommitVerdict:
-            path = trees.checkout(sha) / model
+            path = model_inside(trees.checkout(sha), model)
             if not path.is_file():
                 raise RooflineError(f"{model} does not exist at {sha[:12]}")
             if content_hash(path) == good_hash:
@@ -269,6 +369,8 @@ def bisect(
                 len(commits),
                 before,
                 options,
+                backend,
+                batch,
             )
 
         last = judge(bad_sha)
@@ -285,7 +387,8 @@ def bisect(
                 low = middle
         culprit = commits[high]
         before = good_sha if high == 0 else commits[high - 1]
-        explanation = _explain(trees.checkout(before) / model, trees.checkout(culprit) / model, batch)
+        old, new = model_inside(trees.checkout(before), model), model_inside(trees.checkout(culprit), model)
+        explanation = _explain(old, new, batch)
         ratio = next(v.ratio for v in verdicts if v.commit == culprit)
         text = f"{culprit[:12]} is {(ratio - 1) * 100:+.1f} % against GOOD; {explanation}"
         return result(culprit, text, before)
@@ -316,6 +419,8 @@ def _result(
     count: int,
     before: str | None = None,
     options: dict[str, str] | None = None,
+    backend: str = "onnxruntime",
+    batch: int | None = None,
 ) -> BisectResult:
     args = [
         "roofline",
@@ -331,6 +436,9 @@ def _result(
     ]
     if build:
         args += ["--build", build]
+    args += ["--backend", backend]  # the setup it was timed on: the same backend and batch
+    if batch is not None:
+        args += ["--batch", str(batch)]
     for key, value in sorted((options or {}).items()):  # the threads it was timed at
         args += ["--option", f"{key}={value}"]
     return BisectResult(

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_roofline.errors import RooflineError
+from pytest_roofline.fmt import printable
 from pytest_roofline.history.changepoints import find_changes
 from pytest_roofline.history.points import HistoryPoint, points_of
 from pytest_roofline.history.store import open_store
@@ -88,6 +89,7 @@ def record_run(results: RunResults, url: str | None, default_dir: Path, rootdir:
     finally:
         store.close()
     lines = [f"history: {added} point{'s' if added != 1 else ''} added to {store.location}"]
+    lines += [f"history: {note}" for note in store.notes]
     lines += [
         f"history: {p.test}: the model changed and was not timed beside the previous one ({p.unpaired}); "
         "its step is judged on the absolute figures"
@@ -95,6 +97,7 @@ def record_run(results: RunResults, url: str | None, default_dir: Path, rootdir:
         if p.unpaired
     ]
     try:
-        return lines + confirmed_changes(stored, {p.id for p in points})
+        lines += confirmed_changes(stored, {p.id for p in points})
     except RooflineError as exc:  # ruptures missing: the points are stored all the same
-        return [*lines, f"history: change points not checked ({exc})"]
+        lines.append(f"history: change points not checked ({exc})")
+    return [printable(line) for line in lines]  # stored names: no escape sequence reaches the terminal

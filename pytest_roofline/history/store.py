@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import re
@@ -56,6 +58,11 @@ class HistoryStore(Protocol):
         """Release connections."""
         ...
 
+    @property
+    def notes(self) -> list[str]:
+        """One line per stored point or file that could not be read and was skipped."""
+        ...
+
 
 def open_store(url: str | None, default_dir: Path) -> HistoryStore:
     """The store ``url`` names: ``postgresql://``/``postgres://`` → PostgreSQL; ``file://PATH`` or a
@@ -75,11 +82,16 @@ def _slug(text: str) -> str:
 
 
 class JsonLinesStore:
-    """The embedded store: ``<root>/<device class>/<commit>.jsonl``, one point per line."""
+    """The embedded store: ``<root>/<device class>/<commit>.jsonl``, one point per line.
+
+    Every file is read bounded and only when it is a regular file inside the store (never through
+    a symlink); a line that cannot be read is skipped and named in :attr:`notes`.
+    """
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.location = str(self.root)
+        self.notes: list[str] = []
 
     def file_for(self, point: HistoryPoint) -> Path:
         """The file that holds ``point``."""
@@ -88,8 +100,11 @@ class JsonLinesStore:
         )
 
     def append(self, points: Sequence[HistoryPoint]) -> int:
-        """Append under the file's lock, skipping ids the file already holds (fsync'd)."""
-        from pytest_roofline.files import file_lock, lock_path
+        """Append under the file's own lock (every process of the machine), skipping ids the file
+        already holds; every byte is written and fsync'd, or the append raises."""
+        import filelock
+
+        from pytest_roofline.files import file_lock
 
         by_file: dict[Path, list[HistoryPoint]] = {}
         for point in points:
@@ -97,59 +112,95 @@ class JsonLinesStore:
         added = 0
         for path, items in sorted(by_file.items()):
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                with file_lock(lock_path(path, "history"), LOCK_TIMEOUT):
-                    known = {p.id for p in self._read(path)}
+                self._folder(path.parent)
+                with file_lock(path, LOCK_TIMEOUT, keep=True) as lock:
+                    known = {p.id for p in self._parse(path, self._text(lock.fd, path))}
                     lines = []
                     for point in items:
                         if point.id not in known:
                             known.add(point.id)
                             lines.append(json.dumps(point.to_dict(), sort_keys=True, allow_nan=False))
                     if lines:
-                        self._append_lines(path, lines)
+                        self._append_lines(lock.fd, lines)
                         added += len(lines)
+            except filelock.Timeout:
+                raise RooflineError(
+                    f"history {path} stayed locked for {LOCK_TIMEOUT:g} s by another process; "
+                    f"{added} of {len(points)} points added"
+                ) from None
             except OSError as exc:
-                raise RooflineError(f"history {path} cannot be written ({exc})") from None
+                why = "a symlink, never written through" if exc.errno == errno.ELOOP else exc.strerror or exc
+                raise RooflineError(
+                    f"history {path} cannot be written ({why}); {added} of {len(points)} points added"
+                ) from None
         return added
 
-    @staticmethod
-    def _append_lines(path: Path, lines: list[str]) -> None:
-        data = ("\n".join(lines) + "\n").encode()
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
-        try:
-            # a line torn by a crash mid-write ends without "\n": cut it (we hold the lock; the
-            # write it belonged to never completed, and its writer's retry appends it again)
-            size = os.fstat(fd).st_size
-            if size and os.pread(fd, 1, size - 1) != b"\n":
-                tail = os.pread(fd, min(size, 1 << 20), max(size - (1 << 20), 0))
-                cut = tail.rfind(b"\n")
-                os.ftruncate(fd, size - len(tail) + cut + 1)  # cut = -1: the whole tail
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    def _folder(self, folder: Path) -> None:
+        """Create a device class's folder; it must be a real folder inside the store."""
+        folder.mkdir(parents=True, exist_ok=True)
+        if folder.is_symlink() or not folder.resolve().is_relative_to(self.root.resolve()):
+            raise OSError(errno.ELOOP, "a symlink", str(folder))
 
     @staticmethod
-    def _read(path: Path) -> list[HistoryPoint]:
+    def _append_lines(fd: int, lines: list[str]) -> None:
+        from pytest_roofline.files import write_all
+
+        data = ("\n".join(lines) + "\n").encode()
+        # a line torn by a crash mid-write ends without "\n": cut it (we hold the lock; the
+        # write it belonged to never completed, and its writer's retry appends it again)
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            tail = os.pread(fd, min(size, 1 << 20), max(size - (1 << 20), 0))
+            cut = tail.rfind(b"\n")
+            size = size - len(tail) + cut + 1  # cut = -1: the whole tail
+            os.ftruncate(fd, size)
+        os.lseek(fd, size, os.SEEK_SET)
         try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return []
+            write_all(fd, data)
+            os.fsync(fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)  # the file as it was: no torn line left for a reader
+            raise
+
+    @staticmethod
+    def _text(fd: int, path: Path) -> str:
+        from pytest_roofline.files import read_descriptor
+
+        try:
+            return read_descriptor(fd).decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise RooflineError(f"history file {path} cannot be read ({exc})") from None
+
+    def _parse(self, path: Path, text: str) -> list[HistoryPoint]:
+        """The points of one file's ``text``; a line that is not a point is named in :attr:`notes`."""
         points = []
-        for number, line in enumerate(text.splitlines(), 1):
+        lines = text.splitlines()
+        for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
                 points.append(HistoryPoint.from_dict(json.loads(line)))
             except json.JSONDecodeError:
-                if number == len(text.splitlines()) and not text.endswith("\n"):
+                if number == len(lines) and not text.endswith("\n"):
                     continue  # a line torn by a crash: the write it belonged to never completed
-                raise RooflineError(f"history file {path}, line {number}: not JSON") from None
+                self.notes.append(f"history file {path}, line {number}: not JSON; skipped")
             except (SchemaError, KeyError, TypeError, ValueError) as exc:
-                raise RooflineError(f"history file {path}, line {number}: {exc}") from None
+                self.notes.append(f"history file {path}, line {number}: {exc}; skipped")
         return points
+
+    def _read(self, path: Path) -> list[HistoryPoint]:
+        """The points of ``path``; a file that is not a regular file of the store is named and skipped."""
+        from pytest_roofline.files import read_document
+
+        try:
+            return self._parse(path, read_document(path, follow_symlinks=False))
+        except FileNotFoundError:
+            return []
+        except (OSError, UnicodeDecodeError) as exc:
+            why = "a symlink" if isinstance(exc, OSError) and exc.errno == errno.ELOOP else exc
+            self.notes.append(f"history file {path} cannot be read ({why}); skipped")
+            return []
 
     def points(self, test: str | None = None, device_class: str | None = None) -> list[HistoryPoint]:
         """Every point in the folder (one device class's folder when asked), in time order."""
@@ -158,7 +209,9 @@ class JsonLinesStore:
         folders = [self.root / _slug(device_class)] if device_class else sorted(self.root.iterdir())
         found: dict[str, HistoryPoint] = {}
         for folder in folders:
-            if not folder.is_dir():
+            if folder.is_symlink() or not folder.is_dir():
+                if folder.is_symlink():
+                    self.notes.append(f"history folder {folder} is a symlink; skipped")
                 continue
             for path in sorted(folder.glob("*.jsonl")):
                 for point in self._read(path):
@@ -201,19 +254,70 @@ def _psycopg() -> Any:
     return psycopg
 
 
+#: Seconds a connection may take (the server that never answers: the whole run waits this once).
+CONNECT_TIMEOUT = 2
+#: Milliseconds one statement may run on the server.
+STATEMENT_TIMEOUT_MS = 30_000
+#: URLs that could not be connected to in this process, with the one line that said why.
+_UNREACHABLE: dict[str, str] = {}
+_SECRET_KEYS = ("password", "passfile", "sslpassword", "sslkey")
+
+
+def mask_url(url: str) -> str:
+    """``url`` with every secret masked: the userinfo password and the query's ``password=``,
+    ``passfile=``, ``sslpassword=`` and ``sslkey=`` values."""
+    masked = re.sub(r"(//[^:/@?#]*):[^@/?#]*@", r"\1:***@", url)
+    keys = "|".join(_SECRET_KEYS)
+    return re.sub(rf"(?i)([?&](?:{keys})=)[^&#]*", r"\1***", masked)
+
+
+def _secrets(url: str) -> list[str]:
+    """The secret values ``url`` and the environment (``PGPASSWORD``) hold, longest first."""
+    from urllib.parse import parse_qsl, unquote, urlsplit
+
+    found = [os.environ.get("PGPASSWORD", "")]
+    with contextlib.suppress(ValueError):
+        parts = urlsplit(url)
+        found += [parts.password or "", unquote(parts.password or "")]
+        found += [value for key, value in parse_qsl(parts.query) if key.lower() in _SECRET_KEYS]
+    return sorted({s for s in found if len(s) >= 3}, key=len, reverse=True)
+
+
 class PostgresStore:
-    """The PostgreSQL store (psycopg 3), migrated to :data:`HISTORY_STORE_SCHEMA` when opened."""
+    """The PostgreSQL store (psycopg 3), migrated to :data:`HISTORY_STORE_SCHEMA` when opened.
+
+    A connection takes at most :data:`CONNECT_TIMEOUT` seconds (unless the URL sets its own
+    ``connect_timeout``) and a statement :data:`STATEMENT_TIMEOUT_MS`; a URL that could not be
+    reached is not tried again in the same process.  No secret of the URL is ever printed.
+    """
 
     def __init__(self, url: str) -> None:
-        self.location = re.sub(r"//([^:/@]*):[^@/]*@", r"//\1:***@", url)  # never print a password
+        self.location = mask_url(url)
+        self.notes: list[str] = []
+        self._secrets = _secrets(url)
+        if url in _UNREACHABLE:
+            raise RooflineError(_UNREACHABLE[url])
         psycopg = _psycopg()
+        settings: dict[str, Any] = {} if "connect_timeout=" in url else {"connect_timeout": CONNECT_TIMEOUT}
         try:
-            self._conn: Any = psycopg.connect(url, connect_timeout=30)
+            self._conn: Any = psycopg.connect(url, **settings)
+            # a session setting, not a startup option: a pooler such as PgBouncer refuses those
+            timeout = f"{STATEMENT_TIMEOUT_MS}ms"
+            self._conn.execute("SELECT set_config('statement_timeout', %s, false)", (timeout,))
+            self._conn.commit()
         except Exception as exc:  # noqa: BLE001 - psycopg.Error, by module (see _is_psycopg)
             if not _is_psycopg(exc):
                 raise
-            raise RooflineError(f"history {self.location}: cannot connect ({_first(exc)})") from None
+            _UNREACHABLE[url] = f"history {self.location}: cannot connect ({self._first(exc)})"
+            raise RooflineError(_UNREACHABLE[url]) from None
         self.migrate()
+
+    def _first(self, exc: BaseException) -> str:
+        """The first line of ``exc``, its secrets masked."""
+        text = _first(exc)
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
 
     def migrate(self) -> int:
         """Bring the schema to :data:`HISTORY_STORE_SCHEMA` (one writer at a time); returns the version."""
@@ -241,7 +345,7 @@ class PostgresStore:
             if not _is_psycopg(exc):
                 raise
             raise RooflineError(
-                f"history {self.location}: cannot migrate the schema ({_first(exc)})"
+                f"history {self.location}: cannot migrate the schema ({self._first(exc)})"
             ) from None
         return HISTORY_STORE_SCHEMA
 
@@ -274,7 +378,7 @@ class PostgresStore:
         except Exception as exc:  # noqa: BLE001 - psycopg.Error, by module (see _is_psycopg)
             if not _is_psycopg(exc):
                 raise
-            raise RooflineError(f"history {self.location}: cannot write ({_first(exc)})") from None
+            raise RooflineError(f"history {self.location}: cannot write ({self._first(exc)})") from None
         return added
 
     def points(self, test: str | None = None, device_class: str | None = None) -> list[HistoryPoint]:
@@ -297,21 +401,23 @@ class PostgresStore:
         except Exception as exc:  # noqa: BLE001 - psycopg.Error, by module (see _is_psycopg)
             if not _is_psycopg(exc):
                 raise
-            raise RooflineError(f"history {self.location}: cannot read ({_first(exc)})") from None
-        return sorted(_parse(row[0] for row in rows), key=lambda p: p.order)
+            raise RooflineError(f"history {self.location}: cannot read ({self._first(exc)})") from None
+        return sorted(self._parse(row[0] for row in rows), key=lambda p: p.order)
 
     def close(self) -> None:
         """Close the connection."""
         self._conn.close()
 
-
-def _parse(items: Iterable[Any]) -> Iterable[HistoryPoint]:
-    for item in items:
-        data = json.loads(item) if isinstance(item, str) else item
-        try:
-            yield HistoryPoint.from_dict(data)
-        except (SchemaError, KeyError, TypeError, ValueError) as exc:
-            raise RooflineError(f"history: a malformed point ({exc})") from None
+    def _parse(self, items: Iterable[Any]) -> Iterable[HistoryPoint]:
+        """The points of the rows; a row that is not a point is named in :attr:`notes` and skipped."""
+        for item in items:
+            data = item
+            try:
+                data = json.loads(item) if isinstance(item, str) else item
+                yield HistoryPoint.from_dict(data)
+            except (SchemaError, KeyError, TypeError, ValueError) as exc:
+                name = data.get("id") if isinstance(data, dict) else None
+                self.notes.append(f"history {self.location}: point {name or '?'!r} {exc}; skipped")
 
 
 def _first(exc: BaseException) -> str:

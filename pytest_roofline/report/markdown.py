@@ -7,9 +7,9 @@ in a terminal, a PR comment and a screen reader.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from pytest_roofline.fmt import fmt_pct, fmt_ratio, fmt_seconds
+from pytest_roofline.fmt import fmt_pct, fmt_ratio, fmt_seconds, markdown_code, markdown_text
 from pytest_roofline.profile.sanity import warning_line
 from pytest_roofline.report.view import accepted_message, peak_memory, status_word, was_accepted, worst_layers
 
@@ -41,9 +41,7 @@ def _outcome_line(outcomes: dict[str, str]) -> str:
     return ", ".join(f"{n} {outcome}" for outcome, n in ordered)
 
 
-def _cell(text: Any) -> str:
-    """Table-safe text: pipes escaped, newlines flattened, HTML-looking brackets neutralised."""
-    return " ".join(str(text).split()).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+_cell = markdown_text  # every name written to Markdown: inert text (no link, image, HTML, cell break)
 
 
 def _ci(verdict: Verdict) -> str:
@@ -76,13 +74,13 @@ def render(results: RunResults, artifact: str | None = None, worst: int = 5) -> 
         verdict_of = {record.test: status_word(record) for record in records}
         lines.append(f"**{len(failed)} test(s) failed:**")
         lines += [
-            f"- `{_cell(test)}` {outcomes[test]}"
+            f"- {markdown_code(test)} {outcomes[test]}"
             + (f" (gate: {verdict_of[test]})" if test in verdict_of else " (no gate verdict)")
             for test in failed
         ]
         lines.append("")
     if results.accepted:
-        written = ", ".join(f"`{_cell(path)}`" for path in results.baselines_written) or "nothing"
+        written = ", ".join(markdown_code(path) for path in results.baselines_written) or "nothing"
         lines += [f"Baselines accepted (`--roofline-update`): this run's figures were written to {written}."]
         lines.append("")
     if records:
