@@ -200,8 +200,11 @@ def test_docs_state_the_rule_once():
     assert "interval lies above `1 + tolerance`" not in readme
     assert "docs/plugin.md#decision" in readme
     rule = plugin.split("### Decision", 1)[1]
-    assert "the ratio is above `1 + tol` and the CI above 1, with the noise within the tolerance" in rule
-    assert "or the whole CI above `1 + tol`, however noisy" in rule
+    assert (
+        "the ratio is above `1 + tol` and its 99 % interval (`ratio · exp(±2.576 σ)`) above 1, "
+        "with the noise within the tolerance" in rule
+    )
+    assert "or that whole interval above `1 + tol`, however noisy" in rule
 
 
 def test_a_noisy_ratio_has_a_positive_interval():
