@@ -186,8 +186,10 @@ def test_bidirectional_lstm_is_split_between_its_two_direction_kernels() -> None
     assert len(directions) == 2
     lstm = next(n.name or f"LSTM_{i}" for i, n in enumerate(model.graph.node) if n.op_type == "LSTM")
     assert all(k.onnx_nodes == (lstm,) and k.extra["portion"] == 0.5 for k in directions)
-    (transpose,) = [k for k in kernels.kernels if k.op_type == "Transpose"]
-    assert lstm not in transpose.onnx_nodes
+    # the Transpose after them, where OpenVINO keeps one (a pytest-xdist worker's compile folded
+    # it into the sequence kernels), never takes the LSTM
+    transposes = [k for k in kernels.kernels if k.op_type == "Transpose"]
+    assert len(transposes) <= 1 and all(lstm not in t.onnx_nodes for t in transposes)
     analysis = analyze(model, proto=model)
     flops = {la.name: la.flops for la in layers}
     assert sum(flops[k.name] for k in directions) == pytest.approx(analysis.node(lstm).flops, rel=1e-6)
