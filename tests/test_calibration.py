@@ -89,7 +89,9 @@ def test_real_calibration_measures_every_roof(cached: Cached) -> None:
         else:
             assert runs == 1 or (spec.kind == "memory" and runs <= 1 + cp.LADDER_RETRIES), (spec.name, runs)
     load = MachineLoad.from_dict(roofline.load or {})
-    assert load.seconds > 0 and bool(roofline.warnings) == load.disturbed
+    # a calibration measured under load warns; a quiet load reading does not promise no warning
+    # (probes can disagree on a VM whose speed moves without other processes: 8 % apart once)
+    assert load.seconds > 0 and (roofline.warnings or not load.disturbed)
     assert set(roofline.spread) == {"float32", "dram", "dispatch"}
     assert all(0 <= v < 1 for v in roofline.spread.values())
     # the dispatch floor: the least time one kernel takes, recorded as its probe (kernels per second)
