@@ -21,7 +21,7 @@ from _plugin_helpers import matmul_chain
 ROOT = Path(__file__).resolve().parents[1]
 TEST = """
 def test_model(model_profile):
-    model_profile("model.onnx")
+    model_profile("model.onnx", batch_size=256)  # tens of ms a run: the measurement outlasts 1 s
 """
 #: In the project: SIGINT the process ``ROOFLINE_TEST_SIGINT_AFTER`` seconds into its first
 #: bounded measurement (a thread named "roofline-measure ...").
