@@ -3,8 +3,10 @@
 A measurement is only as good as the quiet it was taken in.  :func:`snapshot` reads Linux's
 ``/proc/stat`` and ``/proc/loadavg`` and this process's CPU time (all its threads, so a backend's
 own thread pool counts as ours); :func:`between` turns two snapshots into a :class:`MachineLoad`:
-the share of the CPUs other processes used during the window, the share the hypervisor stole, and
-the load average.  Elsewhere (no ``/proc``) the load is unknown and says so.
+the share of the CPUs other processes used during the window, the share the hypervisor stole, the
+share our control group's CPU quota withheld (``cpu.stat``'s throttled time: a container's or a CI
+job's ``cpu.max``, which ``/proc/stat`` cannot show), and the load average.  Elsewhere (no ``/proc``)
+the load is unknown and says so.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -60,14 +63,16 @@ class LoadSnapshot:
     loadavg: float
     cores: int
     available: bool
+    throttled: float = 0.0  # seconds our control group was held back by its CPU quota, summed over CPUs
 
 
 @dataclass(frozen=True)
 class MachineLoad:
     """The load of the machine over one measuring window.
 
-    ``other`` and ``steal`` are fractions of all CPUs' time in the window; ``loadavg`` is the
-    1-minute load average at its end.  ``available`` is False where the counters cannot be read.
+    ``other``, ``steal`` and ``throttled`` (time our control group's CPU quota withheld) are
+    fractions of all CPUs' time in the window; ``loadavg`` is the 1-minute load average at its end.
+    ``available`` is False where the counters cannot be read.
     """
 
     seconds: float
@@ -76,19 +81,25 @@ class MachineLoad:
     loadavg: float
     cores: int
     available: bool = True
+    throttled: float = 0.0
 
     @property
     def disturbed(self) -> bool:
-        """Whether other processes or the hypervisor took a share of the CPUs worth noting."""
-        return self.available and (self.other > other_limit() or self.steal > LOAD_LIMITS["steal"])
+        """Whether other processes, the hypervisor or a CPU quota took a share of the CPUs worth noting."""
+        return self.available and (
+            self.other > other_limit()
+            or self.steal > LOAD_LIMITS["steal"]
+            or self.throttled > LOAD_LIMITS["steal"]
+        )
 
     def describe(self) -> str:
         """One phrase for messages: ``other processes used 48 % of the 2 CPUs, steal 0.0 %``."""
         if not self.available:
             return "machine load unknown (no /proc/stat)"
+        quota = f", CPU quota withheld {self.throttled:.0%}" if self.throttled >= 0.005 else ""
         return (
-            f"other processes used {self.other:.0%} of the {self.cores} CPUs, steal {self.steal:.1%}, "
-            f"load average {self.loadavg:.2f}"
+            f"other processes used {self.other:.0%} of the {self.cores} CPUs, steal {self.steal:.1%}"
+            f"{quota}, load average {self.loadavg:.2f}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -105,6 +116,7 @@ class MachineLoad:
             loadavg=float(data["loadavg"]),
             cores=int(data["cores"]),
             available=bool(data.get("available", True)),
+            throttled=float(data.get("throttled", 0.0)),
         )
 
     @classmethod
@@ -120,6 +132,7 @@ class MachineLoad:
             steal=sum(load.steal * load.seconds for load in known) / seconds,
             loadavg=max(load.loadavg for load in known),
             cores=known[-1].cores,
+            throttled=sum(load.throttled * load.seconds for load in known) / seconds,
         )
 
 
@@ -139,6 +152,63 @@ def _cpu_seconds(pid: int) -> float:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return 0.0
+
+
+#: Where the kernel mounts control groups.
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def cgroup_cpu_stats(proc_cgroup: str, root: Path = CGROUP_ROOT) -> list[Path]:
+    """The ``cpu.stat`` files of our control group and its ancestors, from ``/proc/self/cgroup``'s
+    text: cgroup v1's ``cpu`` controller (mounted as ``cpu`` or ``cpu,cpuacct``) or v2's unified
+    tree.  A quota set on any ancestor (a container's, a CI job's) throttles us too."""
+    found: list[Path] = []
+    for line in proc_cgroup.splitlines():
+        parts = line.strip().split(":", 2)
+        if len(parts) != 3:
+            continue
+        controllers, relative = parts[1].split(","), parts[2].strip("/")
+        if parts[0] == "0" and parts[1] == "":
+            bases = [root] if (root / "cgroup.controllers").exists() else [root / "unified"]
+        elif "cpu" in controllers:
+            bases = [root / "cpu", root / "cpu,cpuacct", root / "cpuacct,cpu"]
+        else:
+            continue
+        for base in bases:
+            node = base / relative if relative else base
+            while True:
+                stat = node / "cpu.stat"
+                if stat.is_file() and stat not in found:
+                    found.append(stat)
+                if node == base:
+                    break
+                node = node.parent
+    return found
+
+
+def throttled_seconds(stats: Iterable[Path]) -> float:
+    """Seconds of CPU time the quotas behind ``stats`` withheld (v2 ``throttled_usec``, v1
+    ``throttled_time`` in ns), summed; 0 where none can be read."""
+    total = 0.0
+    for path in stats:
+        try:
+            text = path.read_text(encoding="ascii")
+        except (OSError, UnicodeDecodeError):
+            continue
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key in ("throttled_usec", "throttled_time") and value.strip().isdigit():
+                total += int(value) / (1e6 if key == "throttled_usec" else 1e9)
+    return total
+
+
+def _own_throttled() -> float:
+    try:
+        with open("/proc/self/cgroup", encoding="ascii", errors="replace") as handle:
+            text = handle.read()
+    except OSError:
+        return 0.0
+    return throttled_seconds(cgroup_cpu_stats(text))
 
 
 def snapshot(helpers: Iterable[int] = ()) -> LoadSnapshot:
@@ -171,7 +241,7 @@ def snapshot(helpers: Iterable[int] = ()) -> LoadSnapshot:
         return LoadSnapshot(wall, 0, 0, own, 0.0, os.cpu_count() or 1, available=False)
     if not cores:
         return LoadSnapshot(wall, 0, 0, own, loadavg, os.cpu_count() or 1, available=False)
-    return LoadSnapshot(wall, busy, steal, own, loadavg, cores, True)
+    return LoadSnapshot(wall, busy, steal, own, loadavg, cores, True, _own_throttled())
 
 
 def between(start: LoadSnapshot, end: LoadSnapshot) -> MachineLoad:
@@ -190,4 +260,7 @@ def between(start: LoadSnapshot, end: LoadSnapshot) -> MachineLoad:
     own = end.own_cpu - start.own_cpu
     other = max(busy - own, 0.0) / capacity
     steal = max(end.steal_jiffies - start.steal_jiffies, 0) / tick / capacity
-    return MachineLoad(seconds, min(other, 1.0), min(steal, 1.0), end.loadavg, end.cores)
+    throttled = max(end.throttled - start.throttled, 0.0) / capacity
+    return MachineLoad(
+        seconds, min(other, 1.0), min(steal, 1.0), end.loadavg, end.cores, throttled=min(throttled, 1.0)
+    )

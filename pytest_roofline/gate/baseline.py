@@ -419,10 +419,14 @@ class BaselineEntry:
 
 
 def _load(data: Mapping[str, Any]) -> MachineLoad:
-    """An entry's ``load`` block, strictly: shares within [0, 1], a sane core count."""
+    """An entry's ``load`` block, strictly: shares within [0, 1], a sane core count (``throttled``
+    is optional: entries written before CPU quotas were read have none)."""
     other, steal = read_float(data, "other"), read_float(data, "steal")
-    if other > 1 or steal > 1:
-        raise SchemaError(f"'load' shares must be within [0, 1], got other={other}, steal={steal}")
+    throttled = read_optional_float(data, "throttled") or 0.0
+    if other > 1 or steal > 1 or throttled > 1:
+        raise SchemaError(
+            f"'load' shares must be within [0, 1], got other={other}, steal={steal}, throttled={throttled}"
+        )
     return MachineLoad(
         seconds=read_float(data, "seconds"),
         other=other,
@@ -430,6 +434,7 @@ def _load(data: Mapping[str, Any]) -> MachineLoad:
         loadavg=read_float(data, "loadavg"),
         cores=read_int(data, "cores", minimum=1, maximum=1 << 16),
         available=bool(data.get("available", True)),
+        throttled=throttled,
     )
 
 

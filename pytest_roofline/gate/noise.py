@@ -3,8 +3,9 @@
 A busy machine is the normal case (a CI sibling job, an xdist worker, a cloud VM's steal), so the
 gate never refuses to decide because of load: it measures the load around every batch
 (:mod:`pytest_roofline.device.load`) and widens the interval by what that load does to a figure.
-The *pressure* of a window is the share of our CPUs that other processes and the hypervisor took
-(``other + steal``, 0 quiet, 0.5 one busy process on 2 cores, ~1 two or more).  The model gives,
+The *pressure* of a window is the share of our CPUs that other processes, the hypervisor and our
+control group's CPU quota took (``other + steal + throttled``, 0 quiet, 0.5 one busy process on
+2 cores, ~1 two or more).  The model gives,
 per mode (``paired``, ``stored``, ``layer``), a relative standard deviation — the *floor* — that no
 amount of sampling removes: between-process drift on a quiet machine, and what a neighbour adds.
 The floor is folded into the bootstrap interval in log space (:func:`pytest_roofline.gate.verdict.compare`).
@@ -57,12 +58,12 @@ def pressure(load: MachineLoad | None) -> float:
     """The share of our CPUs others took during ``load``'s window (0 when unknown or quiet).
 
     ``ROOFLINE_LOAD_LIMIT=off`` says other processes are known not to disturb the measurement:
-    their share is left out (the hypervisor's steal still counts)."""
+    their share is left out (the hypervisor's steal and a CPU quota's throttling still count)."""
     from pytest_roofline.device.load import other_limit
 
     if load is None or not load.available:
         return 0.0
-    value = (load.other if math.isfinite(other_limit()) else 0.0) + load.steal
+    value = (load.other if math.isfinite(other_limit()) else 0.0) + load.steal + load.throttled
     return min(max(value, 0.0), 1.0) if math.isfinite(value) else 0.0
 
 
@@ -89,7 +90,7 @@ class NoiseModel:
         return {
             "version": 1,
             "source": self.source,
-            "pressure": "other processes' + steal share of our CPUs (0 quiet, 1 all taken)",
+            "pressure": "other processes' + steal + quota-throttled share of our CPUs (0 quiet, 1 all taken)",
             "modes": {mode: [list(p) for p in points] for mode, points in sorted(self.knots.items())},
         }
 
