@@ -16,6 +16,7 @@ from pytest_roofline.gate.noise import (
     NoiseRecord,
     fit_floors,
     noise_model,
+    packaged_noise_model,
     pressure,
 )
 
@@ -45,8 +46,8 @@ def test_a_model_read_from_json_never_goes_below_the_quiet_floors_and_refuses_no
 
 
 def test_the_packaged_model_loads_and_never_narrows_with_load():
-    model = noise_model()
-    assert NOISE_MODEL_FILE.is_file() and model.source
+    model = packaged_noise_model()
+    assert NOISE_MODEL_FILE.is_file() and model.source and "refit" in model.source
     for mode in ("paired", "stored", "layer"):
         floors = [model.floor(mode, x) for x in np.linspace(0, 1, 11)]
         assert floors[0] >= QUIET_FLOORS[mode]
@@ -111,3 +112,59 @@ def test_load_limit_off_says_other_processes_do_not_disturb(monkeypatch):
     assert pressure(load) == pytest.approx(0.02)  # steal still counts
     monkeypatch.setenv("ROOFLINE_LOAD_LIMIT", "0.3")
     assert pressure(load) == pytest.approx(0.52)
+
+
+def test_the_budget_stretches_with_the_load_only_while_the_verdict_is_open(monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from pytest_roofline.gate import sampling
+    from pytest_roofline.gate.sampling import GateDesign, paired_decider, run_gate, stretched
+    from pytest_roofline.gate.verdict import round_ratios
+
+    busy = MachineLoad(1.0, 0.5, 0.0, 1.0, 2)
+    assert stretched(10.0, busy) == pytest.approx(15.0)
+    assert stretched(10.0, None) == 10.0
+    flat = NoiseModel({mode: ((0.0, 0.005),) for mode in ("paired", "stored", "layer")})
+    monkeypatch.setattr(sampling, "noise_model", lambda: flat)  # a floor that never ends sampling
+
+    clock = [0.0]  # the gate's clock advances only while it samples: no timing in this test
+    monkeypatch.setattr(sampling, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+
+    def batches(load: MachineLoad, session_ratios: tuple[float, ...]) -> int:
+        def sampler(openers, *, sessions, rounds, iterations, warmup):
+            clock[0] += 0.05  # one batch: a quarter of the 0.2 s budget
+            new = [[session_ratios[i % len(session_ratios)]] * rounds for i in range(sessions)]
+            return [new, [[1.0] * rounds for _ in range(sessions)]]
+
+        monkeypatch.setattr(sampling, "between", lambda start, end: load)
+        run = run_gate(
+            [None, None],
+            paired_decider(0.05),
+            GateDesign(budget=0.2, max_batches=50),
+            sampler=sampler,
+            figures=round_ratios,
+        )
+        return len(run.figures) // 4
+
+    quiet = MachineLoad(1.0, 0.0, 0.0, 0.1, 2)
+    # an open verdict (sessions at x0.8 and x1.25: noise far above the tolerance, however many)
+    # samples longer with one busy process beside it on 2 cores than on a quiet machine
+    assert batches(busy, (0.8, 1.25)) > batches(quiet, (0.8, 1.25))
+    # a verdict that settles at the first look stops there, however busy the machine
+    assert batches(busy, (1.0,)) == 1
+
+
+def test_a_runners_own_noise_model_replaces_the_packaged_one(tmp_path, monkeypatch) -> None:
+    from pytest_roofline.errors import OptionError
+    from pytest_roofline.gate.noise import NOISE_MODEL_ENV
+
+    own = tmp_path / "runner-noise.json"
+    own.write_text(json.dumps({"modes": {"paired": [[0.0, 0.004], [1.0, 0.02]]}, "source": "our runner"}))
+    monkeypatch.setenv(NOISE_MODEL_ENV, str(own))
+    assert noise_model().source == "our runner"
+    assert noise_model().floor("paired", 0.5) == pytest.approx(0.012)
+    monkeypatch.setenv(NOISE_MODEL_ENV, str(tmp_path / "missing.json"))
+    with pytest.raises(OptionError, match="ROOFLINE_NOISE_MODEL=.*missing.json: not a noise model file"):
+        noise_model()
+    monkeypatch.delenv(NOISE_MODEL_ENV)
+    assert noise_model() is packaged_noise_model()

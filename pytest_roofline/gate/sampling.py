@@ -228,7 +228,7 @@ def run_gate(
         if cut is not None:
             verdict = replace(verdict, reasons=(*verdict.reasons, cut))
         elapsed = time.perf_counter() - start
-        final = count == design.max_batches or elapsed * (count + 1) / count > design.budget
+        final = count == design.max_batches or elapsed * (count + 1) / count > stretched(design.budget, load)
         if final or settled(verdict):
             break
     subject, control, load = _usable(batches)
@@ -262,6 +262,19 @@ def _usable(batches: Sequence[_Batch]) -> tuple[list[list[float]], list[list[flo
     subject = [s for b in chosen for s in b.subject]
     control = [s for b in chosen for s in b.control]
     return subject, control, MachineLoad.combine([b.load for b in chosen])
+
+
+#: How far the budget stretches under load: ``budget * (1 + LOAD_STRETCH * pressure)``.  A busy
+#: machine widens each session's spread (busy1 on the 2-core VM: ±10-100 % per 4 sessions against
+#: ±1-3 % quiet), and more sessions are what narrows it; a verdict that settles early still stops
+#: at its first interim look, and one the floor alone keeps open stops at once (:func:`settled`).
+LOAD_STRETCH = 1.0
+
+
+def stretched(budget: float, load: MachineLoad | None) -> float:
+    """The seconds a gate may sample under ``load``: ``budget``, up to twice it on a fully taken
+    machine (the futility and interim stops still end it early)."""
+    return budget * (1.0 + LOAD_STRETCH * pressure(load))
 
 
 #: How much wider than the nominal 95 % an interim look's interval is: 3.29 standard deviations
