@@ -694,6 +694,10 @@ def build_kernel_profile(
             extra["io_bytes"] = op.io_bytes
             if kind == "layout" or (nodes and len(shared) == len(nodes)):
                 extra["bytes"] = op.io_bytes
+        if node_type in _MOVEMENT_KERNELS and any(index.op_types.get(n) in _CONTRACTION_OPS for n in nodes):
+            # a Transpose named after the contraction whose output it lays out (an Einsum's
+            # `bhqk,bhke->bqhe`, its product run by the MHA Subgraph): it moves, it computes nothing
+            extra["arithmetic"] = False
         kernels.append(
             KernelRecord(
                 name=name,
@@ -712,6 +716,11 @@ def build_kernel_profile(
 
 
 _WEIGHTED_KERNELS = frozenset({"FullyConnected", "Convolution", "GroupConvolution", "Deconvolution"})
+# primitives that move data and compute nothing: never the owner of a contraction's FLOPs (Einsum_7 of
+# the zoo's einsum_attention: a Transpose at 1678 GFLOP/s when priced at the einsum's 8.4 MFLOP)
+_MOVEMENT_KERNELS = frozenset(
+    {"Transpose", "Reshape", "Concatenation", "Split", "VariadicSplit", "StridedSlice", "Broadcast", "Tile"}
+)
 _CONTRACTION_KERNELS = _WEIGHTED_KERNELS | {"MatMul"}
 
 

@@ -318,7 +318,8 @@ def build_layers(
     bytes are counted at that precision's element size, and an int8 one is judged against the
     int8 roof where that is higher.  ``extra["portion"]``: the kernel runs
     that share of its nodes (FLOPs and bytes); ``extra["io_bytes"]`` caps its bytes (the sizes
-    of the tensors it reads and writes, as the backend ran them).
+    of the tensors it reads and writes, as the backend ran them); ``extra["arithmetic"] = False``:
+    the kernel only moves data (a Transpose named after the Einsum it lays out), so no FLOPs.
     """
     from pytest_roofline.model.precision import precision_itemsize
 
@@ -362,6 +363,8 @@ def build_layers(
             if "io_bytes" in kernel.extra:  # no more than the kernel's own tensors, each once
                 cost_bytes = min(cost_bytes, int(kernel.extra["io_bytes"]))
                 weight_bytes = min(weight_bytes, cost_bytes)
+            if kernel.extra.get("arithmetic") is False:  # the backend says it only moves data
+                cost_flops = 0
             if kernel.op_type in RUNTIME_VIEW_OPS and not all(_copies(analysis, n) for n in nodes):
                 cost_bytes = weight_bytes = 0  # a view kernel (a Gemm's input reshape too) moves nothing
         else:

@@ -659,14 +659,15 @@ def busy_windows(
     loads: Mapping[str, Sequence[MachineLoad]],
     names: Sequence[str],
 ) -> tuple[str, ...]:
-    """:data:`NOT_CACHED` warnings for the roof-setting probes ``names`` whose every kept window
-    (within :data:`WINDOW_AGREEMENT` of the best, :func:`combine_sessions`'s) ran disturbed.
+    """A :data:`NOT_CACHED` warning (one, or none) naming the roof probes ``names`` whose every kept
+    window (within :data:`WINDOW_AGREEMENT` of the best, :func:`combine_sessions`'s) ran disturbed.
 
     ``loads[name]`` holds each of ``sessions[name]``'s windows' machine load, in the same order.
     Windows that agree prove no quiet: one busy process beside a 2-thread probe on 2 cores stays in
     every window and slows each alike, so their best two agree and the roof is still the
     neighbour's.  A roof is the device's only when one of its kept windows was quiet."""
-    warnings = []
+    busy: list[str] = []
+    quiet: list[MachineLoad] = []  # every kept window of the busy probes
     for name in names:
         runs, windows = list(sessions.get(name, ())), list(loads.get(name, ()))
         if not runs or len(windows) != len(runs):
@@ -674,12 +675,17 @@ def busy_windows(
         best = max(p.value for p in runs)
         kept = [w for p, w in zip(runs, windows, strict=True) if p.value >= (1 - WINDOW_AGREEMENT) * best]
         if kept and all(w.disturbed for w in kept):
-            quietest = min(kept, key=lambda w: w.other + w.steal)
-            warnings.append(
-                f"{NOT_CACHED}: {name}'s {len(kept)} best of {len(runs)} windows all ran beside other work "
-                f"(the quietest: {quietest.describe()}): a neighbour in every window slows them alike"
-            )
-    return tuple(warnings)
+            busy.append(f"{name}: {len(kept)} of {len(runs)} windows kept")
+            quiet.extend(kept)
+    if not busy:
+        return ()
+    quietest = min(quiet, key=lambda w: w.other + w.steal)
+    shown = "; ".join(busy[:3]) + (f"; {len(busy) - 3} more" if len(busy) > 3 else "")
+    probes = "probe" if len(busy) == 1 else "probes"
+    return (
+        f"{NOT_CACHED}: every kept window of {len(busy)} roof {probes} ran beside other work ({shown}; "
+        f"the quietest: {quietest.describe()}): a neighbour in every window slows them alike",
+    )
 
 
 def ladder_outliers(points: list[Probe], last_level_cache: int, dram: float) -> list[Probe]:
