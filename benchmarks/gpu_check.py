@@ -6,7 +6,11 @@
    the spot check of the cached roofline <= 0.5 s;
 3. GPU-true layer times (CUPTI): >= 95 % of the GPU's activity attributed to ONNX nodes and the
    layer times within 10 % of the GPU busy time, on ResNet-50 fp32 and fp16 (batch 8) and a
-   transformer encoder; no impossible roofline figure;
+   transformer encoder; no impossible roofline figure: an invalid profile prints each layer above
+   its roof (name, op, nodes, fraction, the roof it was judged against and the probe that set it,
+   time, FLOPs, bytes, bound) and the guard's causes (the probe and the cost rule), and writes those
+   layers and every layer of the profile to the JSON (``above_roof_<model>``, ``layers_<model>``)
+   so the judgement can be replayed off the GPU;
 4. the example suite on the CUDA EP: passes, and 0 regressions in 5 unchanged runs after one run
    that records GPU baselines;
 5. the dispatch (launch) floor (issue 33): the marginal time of one kernel in a chain of 32 of the
@@ -316,6 +320,28 @@ def layer_times(report: Report, roof: Any) -> None:
             "  top layers: "
             + "; ".join(f"{la.name} {la.time * 1e6:.1f} us {la.roofline_fraction or 0:.0%}" for la in top)
         )
+        if not check.valid:
+            offending(report, label, prof)
+
+
+def offending(report: Report, label: str, prof: Any) -> None:
+    """An invalid profile's layers above their roof: name, op, fraction, time, the roof and the rule
+    (the guard's causes), each on its own line; the layers also go to the JSON for a later replay."""
+    from pytest_roofline.profile.sanity import layers_above_roof, roof_of
+
+    check = prof.roofline_check
+    report.note(f"  {check.message()}")
+    above = layers_above_roof(prof)
+    for layer in above:
+        report.note(
+            f"  above its roof: {layer.name} ({layer.op_type}, nodes {', '.join(layer.onnx_nodes[:4])}) "
+            f"{layer.roofline_fraction:.1%} of {roof_of(prof, layer)}, {layer.time * 1e6:.2f} us, "
+            f"{layer.flops / 1e6:.4g} MFLOP, {layer.bytes / 1e6:.4g} MB, bound {layer.bound}"
+        )
+    for cause in check.causes:
+        report.note(f"    rule/cause: {cause}")
+    report.figures[f"above_roof_{label}"] = [{**la.to_dict(), "roof": roof_of(prof, la)} for la in above]
+    report.figures[f"layers_{label}"] = [la.to_dict() for la in prof.layers]  # the replay's input
 
 
 def memory_per_inference(report: Report) -> None:

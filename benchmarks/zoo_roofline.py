@@ -26,6 +26,7 @@ Models, in this order of preference:
     python benchmarks/zoo_roofline.py                          # the suite, both backends, 2 thread counts
     python benchmarks/zoo_roofline.py --only bert_base --backends onnxruntime --json out.json
     python benchmarks/zoo_roofline.py --models exports/ --dims exports/dims.json
+    python benchmarks/zoo_roofline.py --merge a.json b.json --json all.json   # chunks as one table
 
 Figures need a quiet machine and a fresh calibration (``roofline calibrate --force`` first, or an
 empty ``ROOFLINE_CACHE_DIR``); each run is a subprocess, as a user runs the CLI.
@@ -77,6 +78,9 @@ class Run:
     views: int = 0  # timed view layers (Reshape, Unsqueeze, ...)
     views_below_floor: int = 0  # of them, timed under the floor (target 0)
     fastest_view: float | None = None  # seconds
+    calibration: str = ""  # what the calibration's record says against it (unsettled, busy), or ""
+    above_raw: int = 0  # layers whose fraction reads above 100 %
+    above_beyond_step: int = 0  # of them, above even with one timer step in their favour (the guard's)
     seconds: float = 0.0
     error: str = ""
 
@@ -178,6 +182,9 @@ def summarize(model: str, backend: str, threads: str, data: dict[str, Any]) -> R
     overhead = data.get("overhead") or {}
     floor = float((data.get("roofline") or {}).get("dispatch_floor") or 0.0)
     views = [la["time"] for la in layers if la.get("op_type") in RUNTIME_VIEW_OPS and la.get("time", 0.0) > 0]
+    step = float((data.get("extra") or {}).get("timer_resolution") or 1e-6)
+    above = [la for la in fractions if la["roofline_fraction"] > 1.0 and la.get("time", 0.0) > 0]
+    beyond = [la for la in above if la["roofline_fraction"] * la["time"] / (la["time"] + step) > 1.0]
     return Run(
         model=model,
         backend=backend,
@@ -195,6 +202,9 @@ def summarize(model: str, backend: str, threads: str, data: dict[str, Any]) -> R
         views=len(views),
         views_below_floor=sum(t < floor for t in views),
         fastest_view=min(views, default=None),
+        calibration=str(check.get("calibration") or ""),
+        above_raw=len(above),
+        above_beyond_step=len(beyond),
     )
 
 
@@ -236,6 +246,8 @@ def print_table(runs: list[Run]) -> None:
         if run.invalid:
             for cause in run.cause.split(" | "):
                 print(f"    cause: {cause}")
+        if run.calibration:
+            print(f"    calibration: {run.calibration[:160]}")
 
 
 def targets_line(runs: list[Run]) -> str:
@@ -243,6 +255,8 @@ def targets_line(runs: list[Run]) -> str:
     done = [r for r in runs if not r.error]
     invalid = sum(r.invalid for r in done)
     above = sum(r.worst_fraction is not None and r.worst_fraction > 1.0 for r in done)
+    beyond = sum(r.above_beyond_step > 0 for r in done)
+    layers_above = sum(r.above_raw for r in done)
     over = sum(r.efficiency is not None and r.efficiency > 1.0 for r in done)
     short = sum(r.time_with_fraction < TIME_SHARE_TARGET for r in done)
     below = sum(r.views_below_floor for r in done)
@@ -251,15 +265,31 @@ def targets_line(runs: list[Run]) -> str:
     met = "met" if bert and max(bert) < EMBEDDING_LIMIT else "missed"
     bert_text = f"{max(bert) / 1e6:.2f} MB (target < 4 MB: {met})" if bert else "not run"
     worst = min(done, key=lambda r: r.time_with_fraction, default=None)
+    highest = max(
+        (r for r in done if r.worst_fraction is not None), key=lambda r: r.worst_fraction or 0.0, default=None
+    )
+    unsettled = sum(bool(r.calibration) for r in done)
     worst_text = (
-        f"; least time with a fraction: {worst.model} {worst.backend} threads={worst.threads} "
-        f"{_pct(worst.time_with_fraction)}"
-        if worst
-        else ""
+        (
+            f"; least time with a fraction: {worst.model} {worst.backend} threads={worst.threads} "
+            f"{_pct(worst.time_with_fraction)}"
+            if worst
+            else ""
+        )
+        + (
+            f"; highest layer: {highest.model} {highest.backend} threads={highest.threads} "
+            f"{highest.worst_layer} ({highest.worst_op}) {_pct(highest.worst_fraction)}"
+            if highest
+            else ""
+        )
+        + f"; {unsettled} judged against a calibration its own record calls busy or unsettled "
+        "(said in the profile)"
     )
     return (
         f"targets over {len(done)} runs ({len(runs) - len(done)} failed): {invalid} invalid (target 0); "
-        f"{above} with a layer above 100 % (target 0); {over} with efficiency above 100 % (target 0); "
+        f"{above} with a layer above 100 % (target 0; {layers_above} layers; {beyond} runs with one above "
+        f"it even with one timer step in its favour, the guard's rule); {over} with efficiency above 100 % "
+        "(target 0); "
         f"{short} with under {TIME_SHARE_TARGET:.0%} of time carrying a fraction (target 0); "
         f"{below} of {views} view layers below the dispatch floor (target 0); BERT embedding Gather "
         f"{bert_text}{worst_text}"
@@ -312,7 +342,8 @@ def busy_calibration(backend: str, threads: str, scratch: Path, timeout: float) 
     if isinstance(quiet, str) or isinstance(busy, str):
         print(f"calibration {backend} threads={threads}: error: {quiet if isinstance(quiet, str) else busy}")
         return None
-    cached = any(busy_dir.glob("calibration-*.json"))
+    cached = any(busy_dir.glob("calibration-*.json"))  # an unsettled one is kept as unsettled-*.json
+    kept = any(busy_dir.glob("unsettled-*.json"))
     ratios = {k: roofs_of(busy).get(k, 0.0) / v for k, v in roofs_of(quiet).items() if v > 0}
     worst = min(ratios.values(), default=1.0)
     within = all(abs(r - 1.0) <= BUSY_ROOF_TOLERANCE for r in ratios.values())
@@ -320,12 +351,38 @@ def busy_calibration(backend: str, threads: str, scratch: Path, timeout: float) 
     print(
         f"calibration {backend} threads={threads}, one busy process beside it: busy / quiet "
         + ", ".join(f"{k} {r:.3f}" for k, r in ratios.items())
-        + f"; worst {worst:.3f}; busy one {'cached' if cached else 'not cached'} "
+        + f"; worst {worst:.3f}; busy one {'cached' if cached else 'not cached'}"
+        + (" (kept as unsettled)" if kept else "")
+        + " "
         f"(target: every roof within {BUSY_ROOF_TOLERANCE:.0%}, or not cached: {verdict})"
+    )
+    quiet_roofs, busy_roofs = roofs_of(quiet), roofs_of(busy)
+    quiet_cached = any(quiet_dir.glob("calibration-*.json"))
+    print(f"    {'roof':<18} {'without spinner':>16} {'beside spinner':>16} {'ratio':>7}")
+    for key, value in quiet_roofs.items():
+        beside = _roof(key, busy_roofs.get(key, 0.0))
+        print(f"    {key:<18} {_roof(key, value):>16} {beside:>16} {ratios[key]:>7.3f}")
+    print(
+        f"    without spinner: {'settled, cached' if quiet_cached else 'unsettled, not cached'}; load "
+        f"{_load(quiet)}; beside spinner: load {_load(busy)}"
     )
     for warning in busy.get("warnings") or []:
         print(f"    busy calibration: {warning}")
     return busy_dir if cached else None
+
+
+def _roof(key: str, value: float) -> str:
+    """A roof for the side-by-side table: GFLOP/s, GB/s, or the floor's µs a kernel."""
+    if key == "dispatch floor":
+        return f"{1e6 / value:.3g} us" if value > 0 else "-"
+    return f"{value / 1e9:.1f} {'GB/s' if key.startswith('memory') else 'GFLOP/s'}"
+
+
+def _load(data: dict[str, Any]) -> str:
+    """A calibration's recorded load: other processes' share and the load average."""
+    load = data.get("load") or {}
+    other, average = float(load.get("other", 0.0)), float(load.get("loadavg", 0.0))
+    return f"others {other:.0%} of the CPUs, load average {average:.1f}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -347,7 +404,20 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="calibrate quiet and beside one busy process first; profile against the busy one if cached",
     )
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        help="print the table and targets of earlier --json files together (runs in chunks), measure nothing",
+    )
     args = parser.parse_args(argv)
+    if args.merge:
+        merged = [Run(**run) for path in args.merge for run in json.loads(path.read_text())]
+        print_table(merged)
+        print(targets_line(merged))
+        if args.json:
+            args.json.write_text(json.dumps([asdict(r) for r in merged], indent=1))
+        return 0
 
     with tempfile.TemporaryDirectory() as scratch:
         out_dir = args.out or Path(scratch)

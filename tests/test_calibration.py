@@ -339,6 +339,56 @@ def test_theoretical_peak_from_flags() -> None:
     avx2 = CpuInfo("y", frozenset({"avx", "avx2", "fma"}), 4, "x86_64")
     assert cp.theoretical_peak_flops(avx2, threads=0, clock=clock)["float32"] == 4 * clock * 8 * 2 * 2
     assert cp.theoretical_peak_flops(avx2, threads=0, clock=0.0) == {}
+    assert "bfloat16" not in peaks and "bfloat16" not in cp.theoretical_peak_flops(avx2, 0, clock)
+    # a bf16 dot product multiplies two pairs per fp32 lane where an FMA multiplies one (issue 33:
+    # OpenVINO's bf16 FullyConnected read 176 % of the float32 FMA peak on this AVX512-BF16 EPYC)
+    bf16 = CpuInfo("z", frozenset({"avx", "avx2", "fma", "avx512f", "avx512_bf16"}), 4, "x86_64")
+    with_bf16 = cp.theoretical_peak_flops(bf16, threads=2, clock=clock)
+    assert with_bf16["bfloat16"] == 2 * with_bf16["float32"]
+    amx = CpuInfo("a", frozenset({"avx512f", "avx512_bf16", "amx_bf16", "amx_tile"}), 4, "x86_64")
+    assert cp.theoretical_peak_flops(amx, threads=2, clock=clock)["bfloat16"] == 2 * clock * 1024
+
+
+def test_a_compute_probe_is_a_roof_of_the_precision_it_ran_in() -> None:
+    gemm = next(s for s in cp.plan_probes(("float32",), "quick") if s.kind == "compute")
+    stream = next(s for s in cp.plan_probes(("float32",), "quick") if s.kind == "memory")
+    assert cp.ran_dtype(gemm, "bf16") == "bfloat16" and cp.ran_dtype(gemm, "fp32") == "float32"
+    assert cp.ran_dtype(gemm, "") == cp.ran_dtype(gemm, "mixed") == "float32"  # unknown: its model's
+    assert cp.ran_dtype(stream, "bf16") == "float32"  # bytes are bytes: only compute roofs move
+    # the float32 plan's winner is confirmed per precision it ran in (bf16 GEMMs, an f32 conv)
+    specs = cp.plan_probes(("float32",), "quick")
+    probes = [
+        Probe(
+            s.name, s.kind, "bfloat16" if s.name.startswith("gemm") else s.dtype, s.size, float(s.size), 1.0
+        )
+        for s in specs
+    ]
+    names = {s.name for s in cp.confirmation_specs(specs, probes, 32 * cp.MIB) if s.kind == "compute"}
+    assert names == {
+        "gemm-1024-float32",
+        max(
+            (s for s in specs if s.kind == "compute" and not s.name.startswith("gemm")), key=lambda s: s.size
+        ).name,
+    }
+
+
+@pytest.mark.parametrize("precision", ["f32", "bf16"])
+def test_openvino_probes_record_the_precision_its_runtime_model_ran(precision: str) -> None:
+    """OpenVINO 2026.4 runs a float32 MatMul in bf16 on CPUs with AVX512-BF16 (its default there):
+    the probe's figure is a bf16 figure, and the runtime model's runtimePrecision says so."""
+    pytest.importorskip("openvino")
+    from pytest_roofline.model import ModelSpec
+
+    backend = get_backend("openvino", {"precision": precision, "threads": "1"})
+    spec = next(s for s in cp.plan_probes(("float32",), "quick") if s.name.startswith("matmul-"))
+    model, inputs = spec.build()
+    with backend.open(ModelSpec.create(model), inputs) as session:
+        ran = session.compute_precision()
+    if precision == "bf16" and ran != "bf16":
+        pytest.skip(f"this CPU runs no bf16 (OpenVINO computes {ran})")
+    assert ran == {"f32": "fp32", "bf16": "bf16"}[precision]
+    probe = cp.run_probe(backend, spec, 0.01)
+    assert probe.dtype == {"f32": "float32", "bf16": "bfloat16"}[precision]
 
 
 def test_stream_probe_counts_inputs_read_and_outputs_written() -> None:

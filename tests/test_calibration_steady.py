@@ -7,6 +7,7 @@ the wiring through a real onnxruntime calibration whose probe sessions a wrapper
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from _calibration_helpers import Counting
 from pytest_roofline.backends.base import Backend, BackendSession, KernelProfile, get_backend
 from pytest_roofline.roofline import Probe
 from pytest_roofline.roofline import probes as cp
-from pytest_roofline.roofline.calibrate import calibrate
+from pytest_roofline.roofline.calibrate import UNSETTLED_REUSED, calibrate
 
 KIB, MIB = cp.KIB, cp.MIB
 CACHES = [("L1", 32 * KIB), ("L2", MIB), ("L3", 32 * MIB)]  # this project's EPYC VMs
@@ -195,6 +196,26 @@ def test_a_roof_whose_windows_never_agree_is_not_cached_and_says_why() -> None:
     )
 
 
+def test_windows_that_agree_beside_a_neighbour_in_every_one_are_still_not_the_devices_roof() -> None:
+    """One busy process beside a 2-thread probe on 2 cores slows every window alike: the best two
+    agree within 5 %, and the roof is the neighbour's.  Only a quiet kept window makes it the device's."""
+    from pytest_roofline.device.load import MachineLoad
+
+    busy, quiet = MachineLoad(0.2, 0.5, 0.0, 1.2, 2), MachineLoad(0.2, 0.02, 0.0, 0.3, 2)
+    agreeing = {"stream-128MiB": [_stream(128 * MIB, gbs) for gbs in (10.5, 10.4, 10.45)]}
+    names = ["stream-128MiB"]
+    (warning,) = cp.busy_windows(agreeing, {"stream-128MiB": [busy, busy, busy]}, names)
+    assert warning.startswith(
+        "not cached: every kept window of 1 roof probe ran beside other work (stream-128MiB: 3 of 3 "
+        "windows kept; the quietest: other processes used 50% of the 2 CPUs"
+    )
+    assert cp.busy_windows(agreeing, {"stream-128MiB": [busy, quiet, busy]}, names) == ()
+    # a quiet window that read slower than the kept ones does not make the busy ones the device's
+    slow_quiet = {"stream-128MiB": [_stream(128 * MIB, gbs) for gbs in (10.5, 10.4, 7.0)]}
+    assert cp.busy_windows(slow_quiet, {"stream-128MiB": [busy, busy, quiet]}, names)
+    assert cp.busy_windows(agreeing, {}, names) == ()  # no load recorded: nothing to say
+
+
 class Alternating(Counting):
     """Real onnxruntime whose sessions of the probe ``name`` after its first run ``factor`` x slower:
     a neighbour that never leaves, so the probe's windows never agree."""
@@ -225,6 +246,57 @@ def test_a_real_calibration_that_cannot_agree_is_not_cached(tmp_path: Any) -> No
     assert reason.startswith(f"not cached: {target}'s best two of ")
     assert any(line.startswith("calibration not cached: ") for line in lines)
     assert not list(tmp_path.glob("calibration-*.json"))  # never the device's roof for later runs
+    assert [p.name for p in tmp_path.glob("unsettled-*.json")]  # kept for a while, as unsettled
     opened = len(backend.opened)
-    calibrate(backend, cache_dir=tmp_path, quick=True, dtypes=["float32"])
-    assert len(backend.opened) > opened  # the next process measures again
+    reused = calibrate(backend, cache_dir=tmp_path, quick=True, dtypes=["float32"])
+    assert len(backend.opened) == opened  # the next process does not spend the calibration again...
+    assert reason in reused.warnings  # ...and its roofline says why the roofs may be low
+    assert any(w.startswith(UNSETTLED_REUSED) for w in reused.warnings)
+    assert reused.peak_bandwidth == roofline.peak_bandwidth
+
+
+def test_a_real_calibration_beside_one_busy_process_is_never_the_devices_roof(tmp_path: Any) -> None:
+    """One busy process (a Python spin loop) beside a real calibration stays in every window: whether
+    or not its windows agree, the calibration says so and is kept only as unsettled."""
+    import subprocess
+    import sys
+
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        roofline = calibrate(
+            get_backend("onnxruntime", {"intra_op_threads": "1"}),
+            cache_dir=tmp_path,
+            quick=True,
+            dtypes=["float32"],
+        )
+    finally:
+        spinner.kill()
+        spinner.wait()
+    beside = [w for w in roofline.warnings if "ran beside other work" in w]
+    assert len(beside) == 1 and beside[0].startswith("not cached: every kept window of "), roofline.warnings
+    assert not list(tmp_path.glob("calibration-*.json")) and list(tmp_path.glob("unsettled-*.json"))
+
+
+def test_an_unsettled_calibration_expires_and_a_settled_one_replaces_it(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from _calibration_helpers import levelled_roofline
+
+    from pytest_roofline.roofline import calibrate as calibration
+
+    settled = levelled_roofline()
+    fingerprint = dict(settled.fingerprint)
+    path = calibration.cache_path(fingerprint, tmp_path)
+    unsettled = replace(
+        settled, warnings=("not cached: stream-128MiB's best two of 6 windows read 33% apart",)
+    )
+    calibration._write_cache(path, fingerprint, unsettled, progress=[].append)
+    kept = calibration.unsettled_path(path)
+    assert kept.exists() and not path.exists()
+    assert calibration._read_cache(path, fingerprint) == (None, None)  # never read as the device's roof
+    reused = calibration._read_unsettled(path, fingerprint, None)
+    assert reused is not None and reused.warnings[-1].startswith(UNSETTLED_REUSED)
+    monkeypatch.setattr(calibration, "UNSETTLED_SECONDS", 0.0)
+    assert calibration._read_unsettled(path, fingerprint, None) is None  # expired: measured again
+    calibration._write_cache(path, fingerprint, settled, progress=[].append)
+    assert path.exists() and not kept.exists()  # the settled calibration replaced it

@@ -282,3 +282,23 @@ def test_int8_kernels_of_a_mixed_model_are_judged_against_the_int8_roof() -> Non
     others = [la for la in layers if la.kind == "compute" and la.op_type == "Subgraph" and la.flops]
     assert convs and all(la.attainable_flops == pytest.approx(400e9) for la in convs), convs
     assert others and all(la.attainable_flops == pytest.approx(100e9) for la in others), others
+
+
+def test_a_transpose_named_after_an_einsum_carries_none_of_its_flops() -> None:
+    """OpenVINO runs attention's ``bhqk,bhke->bqhe`` Einsum inside its MHA Subgraph and lays the
+    output out with a Transpose named ``Einsum_7``, whose originalLayersNames list only that Einsum:
+    priced at the Einsum's 8.4 MFLOP, the Transpose read 1678 GFLOP/s (178 % of a bf16 roof).  A
+    data-movement kernel computes nothing: no FLOPs, its bytes capped by its own tensors."""
+    from pytest_roofline.api import prepare, profile_layers
+    from pytest_roofline.zoo import mixed
+
+    prepared = prepare(mixed.einsum_attention(), backend="openvino", options={"threads": "1"})
+    run = profile_layers(prepared, iterations=3, roofline=None)
+    movers = [k for k in run.kernels.kernels if k.op_type == "Transpose" and k.onnx_nodes]
+    einsums = [k for k in movers if any(n.startswith("Einsum") for n in k.onnx_nodes)]
+    assert einsums, [(k.name, k.op_type, k.onnx_nodes) for k in run.kernels.kernels]
+    assert all(k.extra.get("arithmetic") is False for k in einsums)
+    layers, _ = build_layers(run.analysis, run.kernels, None)
+    by_name = {la.name: la for la in layers}
+    assert all(by_name[k.name].flops == 0 for k in einsums)
+    assert all(by_name[k.name].bytes <= k.extra["io_bytes"] for k in einsums)

@@ -458,3 +458,71 @@ def test_a_noisy_dispatch_floor_is_not_read_as_a_busy_calibration() -> None:
 
     assert busy_calibration(roof(spread={"float32": 0.02, "dram": 0.03, "dispatch": 0.4})) == ""
     assert "differ by 40%" in busy_calibration(roof(spread={"float32": 0.4, "dispatch": 0.01}))
+
+
+# --- issue 33, round two: the precision a kernel ran in, the offending layer named, unsettled roofs --
+
+
+def _bf16_roof() -> DeviceRoofline:
+    """A CPU roofline whose float32 probes ran in bf16 (OpenVINO on an AVX512-BF16 CPU): a bfloat16
+    roof at the FMA peak's twice, float32's from the theoretical peak."""
+    return roof(
+        peak_flops={"float32": 100e9, "bfloat16": 200e9},
+        peak_bandwidth=1e15,  # bandwidth without limit: a layer's attainable figure is its peak
+        theoretical_peak_flops={"float32": 100e9, "bfloat16": 200e9},
+        probes=(Probe("matmul-128x768x3072-float32", "compute", "bfloat16", 128, 150e9),),
+    )
+
+
+def test_a_kernel_is_judged_against_the_roof_of_the_precision_it_ran_in() -> None:
+    """OpenVINO ran T5's FullyConnected in bf16 (its runtimePrecision) and the layer read 176 % of the
+    float32 FMA peak: a bf16 kernel is judged against the bfloat16 roof, an f32 kernel of the same
+    ``mixed`` model against float32's (never the bf16 roof it did not use)."""
+    from pytest_roofline.analysis import analyze
+    from pytest_roofline.zoo import tiny_cnn
+
+    analysis = analyze(tiny_cnn(), batch=1)
+    first, second = [n for n in analysis.nodes if n.flops][:2]
+    kernels = KernelProfile(
+        kernels=(
+            KernelRecord("bf16_conv", "Convolution", (first.name,), (1e-5,), extra={"precision": "bf16"}),
+            KernelRecord("f32_conv", "Convolution", (second.name,), (1e-5,), extra={"precision": "f32"}),
+        ),
+        precision="mixed",
+    )
+    layers, _ = build_layers(analysis, kernels, _bf16_roof())
+    bf16, f32 = layers[0], layers[1]
+    assert bf16.roof_dtype == "bfloat16" and bf16.attainable_flops == pytest.approx(200e9)
+    assert f32.roof_dtype == "float32" and f32.attainable_flops == pytest.approx(100e9)
+    assert Layer.from_dict(json.loads(json.dumps(bf16.to_dict()))) == dataclasses.replace(bf16, times=())
+
+
+def test_an_invalid_profile_names_each_layer_above_its_roof_with_the_roof_and_the_rule() -> None:
+    from pytest_roofline.profile.sanity import layers_above_roof, roof_of
+
+    fc = Layer(
+        "MatMul_70", "FullyConnected", ("MatMul_70",), 1e-3, 240_000_000, 100_000,
+        roofline_fraction=1.2, bound="compute", roof_dtype="bfloat16",
+    )  # fmt: skip
+    ok = Layer("Add_1", "Add", ("Add_1",), 1e-3, 1000, 10_000_000, roofline_fraction=0.5, bound="memory")
+    prof = dataclasses.replace(profile([(1e-3, 0.5)], roofline=_bf16_roof()), layers=(ok, fc))
+    assert [la.name for la in layers_above_roof(prof)] == ["MatMul_70"]
+    assert roof_of(prof, fc) == "compute 200.0 GFLOP/s bfloat16 (the theoretical peak)"
+    assert roof_of(prof, ok).startswith("memory DRAM 1000000.0 GB/s")
+    cause = "; ".join(prof.roofline_check.causes)
+    assert "reached 240.0 GFLOP/s against 200.0 GFLOP/s of bfloat16" in cause
+    assert "rule: its kernel ran in bfloat16 (the backend's runtime precision)" in cause
+
+
+def test_a_valid_profile_judged_against_an_unsettled_calibration_says_so() -> None:
+    """An unsettled calibration is kept a while (it cost 45 s a process at load 12), never silently:
+    a valid profile judged against it carries the calibration's own note, and the table prints it."""
+    from pytest_roofline.report.tables import profile_table
+
+    unsettled = roof(warnings=("not cached: stream-128MiB's best two of 6 windows read 33% apart",))
+    prof = profile([(1e-3, 0.5)], roofline=unsettled)
+    check = prof.roofline_check
+    assert check.valid and check.calibration.startswith("not cached: stream-128MiB")
+    assert RooflineCheck.from_dict(json.loads(json.dumps(check.to_dict()))) == check
+    assert "roofline calibration not settled: not cached: stream-128MiB" in profile_table(prof)
+    assert profile([(1e-3, 0.5)]).roofline_check.calibration == ""  # a settled one says nothing

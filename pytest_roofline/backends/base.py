@@ -105,6 +105,13 @@ class BackendSession(ABC):
         """Run once and return the outputs by name (for cross-backend checks)."""
         raise NotImplementedError(f"{type(self).__name__} cannot return outputs")
 
+    def compute_precision(self) -> str:
+        """The precision the backend computes this model's arithmetic in, where it says so without
+        profiling (``fp32``, ``bf16``, ``fp16``, ``int8``, ``mixed``); ``""`` when it does not say
+        (default).  OpenVINO's CPU plugin runs float32 models in bf16 on CPUs with AVX512-BF16 or
+        AMX: a calibration probe that ran so measures the bfloat16 roof, not float32's."""
+        return ""
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources (default: nothing to do)."""
 

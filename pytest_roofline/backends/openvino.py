@@ -565,6 +565,16 @@ class OpenVinoSession(BackendSession):
         request.infer(share_outputs=True)  # first inference allocates and JIT-compiles kernels
         return compiled, request
 
+    def compute_precision(self) -> str:
+        """The ``runtimePrecision`` of the timed compilation's contractions (FullyConnected, MatMul,
+        Convolution...; without any, every compute op but inserted reorders): ``bf16`` where the
+        plugin runs a float32 model in bf16 (its default on CPUs with AVX512-BF16 or AMX), ``fp32``,
+        ``mixed``.  A weight Transpose beside a bf16 FullyConnected stays f32 (T5's MatMul_70)."""
+        ops = [op for op in read_runtime_ops(self._timed[0]) if op.layer_type not in _NOT_COMPUTE]
+        contractions = [op for op in ops if op.layer_type in _CONTRACTION_KERNELS]
+        chosen = contractions or [op for op in ops if op.layer_type != "Reorder"]
+        return _precision_name({op.precision for op in chosen})
+
     def time(self, iterations: int) -> list[float]:
         """Seconds per ``infer()`` of the non-profiling compilation, inputs already set.
 
@@ -684,6 +694,10 @@ def build_kernel_profile(
             extra["io_bytes"] = op.io_bytes
             if kind == "layout" or (nodes and len(shared) == len(nodes)):
                 extra["bytes"] = op.io_bytes
+        if node_type in _MOVEMENT_KERNELS and any(index.op_types.get(n) in _CONTRACTION_OPS for n in nodes):
+            # a Transpose named after the contraction whose output it lays out (an Einsum's
+            # `bhqk,bhke->bqhe`, its product run by the MHA Subgraph): it moves, it computes nothing
+            extra["arithmetic"] = False
         kernels.append(
             KernelRecord(
                 name=name,
@@ -702,6 +716,12 @@ def build_kernel_profile(
 
 
 _WEIGHTED_KERNELS = frozenset({"FullyConnected", "Convolution", "GroupConvolution", "Deconvolution"})
+# primitives that move data and compute nothing: never the owner of a contraction's FLOPs (Einsum_7 of
+# the zoo's einsum_attention: a Transpose at 1678 GFLOP/s when priced at the einsum's 8.4 MFLOP)
+_MOVEMENT_KERNELS = frozenset(
+    {"Transpose", "Reshape", "Concatenation", "Split", "VariadicSplit", "StridedSlice", "Broadcast", "Tile"}
+)
+_CONTRACTION_KERNELS = _WEIGHTED_KERNELS | {"MatMul"}
 
 
 def _node_owners(

@@ -117,6 +117,7 @@ class Layer:
     memory_level: str | None = None
     memory_bandwidth: float | None = None
     memory: LayerMemory | None = None  # bytes it allocates and live at its end (pytest_roofline.memory)
+    roof_dtype: str | None = None  # the compute roof it is judged against: its kernel's own precision's
 
     def __repr__(self) -> str:
         """Short form for assertion messages: name, op, time, roofline fraction, bound."""
@@ -171,6 +172,7 @@ class Layer:
             "memory_bandwidth": self.memory_bandwidth,
             "times": list(self.times) if include_times else [],
             "memory": self.memory.to_dict() if self.memory is not None else None,
+            "roof_dtype": self.roof_dtype,
         }
 
     @classmethod
@@ -193,6 +195,7 @@ class Layer:
             memory_level=data.get("memory_level"),
             memory_bandwidth=data.get("memory_bandwidth"),
             memory=_layer_memory(data.get("memory")),
+            roof_dtype=data.get("roof_dtype"),
         )
 
 
@@ -315,7 +318,8 @@ def build_layers(
     bytes are counted at that precision's element size, and an int8 one is judged against the
     int8 roof where that is higher.  ``extra["portion"]``: the kernel runs
     that share of its nodes (FLOPs and bytes); ``extra["io_bytes"]`` caps its bytes (the sizes
-    of the tensors it reads and writes, as the backend ran them).
+    of the tensors it reads and writes, as the backend ran them); ``extra["arithmetic"] = False``:
+    the kernel only moves data (a Transpose named after the Einsum it lays out), so no FLOPs.
     """
     from pytest_roofline.model.precision import precision_itemsize
 
@@ -359,6 +363,8 @@ def build_layers(
             if "io_bytes" in kernel.extra:  # no more than the kernel's own tensors, each once
                 cost_bytes = min(cost_bytes, int(kernel.extra["io_bytes"]))
                 weight_bytes = min(weight_bytes, cost_bytes)
+            if kernel.extra.get("arithmetic") is False:  # the backend says it only moves data
+                cost_flops = 0
             if kernel.op_type in RUNTIME_VIEW_OPS and not all(_copies(analysis, n) for n in nodes):
                 cost_bytes = weight_bytes = 0  # a view kernel (a Gemm's input reshape too) moves nothing
         else:
@@ -396,17 +402,33 @@ def build_layers(
     return layers, fraction
 
 
-_INT8_PRECISIONS = frozenset({"int8", "i8", "u8"})
+_KERNEL_PRECISIONS = {  # a kernel's reported precision (OpenVINO's runtimePrecision, ...) as roof_dtype's
+    "int8": "int8",
+    "i8": "int8",
+    "u8": "int8",
+    "bf16": "bf16",
+    "f16": "fp16",
+    "fp16": "fp16",
+    "f32": "fp32",
+    "fp32": "fp32",
+}
 
 
 def _kernel_dtype(roofline: DeviceRoofline | None, precision: Any, dtype: str | None) -> str | None:
-    """The roof of a kernel that ran in int8 (OpenVINO's u8 Convolution in a mixed QDQ model):
-    int8's where higher than the model's.  EfficientNet int8's 1x1 Convolutions reached 128 % of
-    the float32 roof a ``mixed`` model is judged against."""
-    if roofline is None or dtype is None or str(precision).lower() not in _INT8_PRECISIONS:
+    """The roof of a kernel that ran at a precision of its own: that precision's where higher than
+    the model's, and never a bfloat16 roof for a kernel that did not run in bf16.
+
+    EfficientNet int8's u8 Convolutions (OpenVINO, a mixed QDQ model) reached 128 % of the float32
+    roof; OpenVINO 2026.4 runs float32 MatMuls and Convs in bf16 on CPUs with AVX512-BF16 (its
+    runtimePrecision says so), and T5's FullyConnected read 176 % of the float32 FMA peak it never
+    ran at.  A ``mixed`` model's own roof is the highest (a bf16 one on such a CPU): its f32 kernels
+    are judged against float32's."""
+    own_precision = _KERNEL_PRECISIONS.get(str(precision).lower())
+    if roofline is None or dtype is None or own_precision is None:
         return dtype
-    own = roof_dtype(roofline, "int8")
-    return own if roofline.peak_flops.get(own, 0.0) > roofline.peak_flops.get(dtype, 0.0) else dtype
+    own = roof_dtype(roofline, own_precision)
+    higher = roofline.peak_flops.get(own, 0.0) > roofline.peak_flops.get(dtype, 0.0)
+    return own if higher or (dtype == "bfloat16" and own_precision != "bf16") else dtype
 
 
 def _copies(analysis: ModelAnalysis, name: str) -> bool:
@@ -493,6 +515,7 @@ def apply_roofline(
         attainable_flops=layer.flops / seconds if layer.flops and seconds > 0 else None,
         memory_level=memory.level,
         memory_bandwidth=bandwidth,
+        roof_dtype=dtype,
     )
 
 
@@ -686,7 +709,7 @@ class ModelProfile:
         if roof is not None:
             dtype = roof_dtype(roof, self.precision)
             for la in bound:
-                times = roof.roof_times(la.flops, la.bytes, dtype, la.memory_bandwidth)
+                times = roof.roof_times(la.flops, la.bytes, la.roof_dtype or dtype, la.memory_bandwidth)
                 gain += max(la.time - max(times["compute"], times["memory"]), 0.0)
         return {
             "share": sum(la.time for la in bound) / total if total > 0 else 0.0,

@@ -37,7 +37,16 @@ if TYPE_CHECKING:
     from pytest_roofline.profile import Layer, ModelProfile
     from pytest_roofline.roofline.roofs import DeviceRoofline
 
-__all__ = ["LAYER_LIMIT", "MODEL_LIMIT", "RooflineCheck", "busy_calibration", "check_profile", "warning_line"]
+__all__ = [
+    "LAYER_LIMIT",
+    "MODEL_LIMIT",
+    "RooflineCheck",
+    "busy_calibration",
+    "check_profile",
+    "layers_above_roof",
+    "roof_of",
+    "warning_line",
+]
 
 LAYER_LIMIT = 1.0  # a layer above its roof (the timer's step in its favour) is impossible, not noise
 MODEL_LIMIT = 1.0  # a model's time-weighted fraction cannot exceed its roofs
@@ -62,6 +71,9 @@ class RooflineCheck:
     efficiency: float | None = None  # the raw time-weighted fraction, possible or not
     worst_layer: str | None = None
     worst_fraction: float | None = None
+    #: What the calibration's own record says against it (busy, not settled: :func:`busy_calibration`),
+    #: valid or not: a profile judged against an unsettled roof says so, never silently.
+    calibration: str = ""
 
     @property
     def valid(self) -> bool:
@@ -87,6 +99,7 @@ class RooflineCheck:
             "efficiency": self.efficiency,
             "worst_layer": self.worst_layer,
             "worst_fraction": self.worst_fraction,
+            "calibration": self.calibration,
             "message": self.message(),
         }
 
@@ -100,6 +113,7 @@ class RooflineCheck:
             efficiency=data.get("efficiency"),
             worst_layer=data.get("worst_layer"),
             worst_fraction=data.get("worst_fraction"),
+            calibration=str(data.get("calibration") or ""),
         )
 
 
@@ -139,7 +153,7 @@ def check_profile(profile: ModelProfile) -> RooflineCheck:
     if efficiency is not None and efficiency > MODEL_LIMIT + 1e-9:
         problems.append(f"model efficiency {efficiency:.0%}")
     if not problems:
-        return RooflineCheck("valid", efficiency=efficiency)
+        return RooflineCheck("valid", efficiency=efficiency, calibration=busy_calibration(roof))
     worst_layer = above_roof
     return RooflineCheck(
         "invalid",
@@ -148,7 +162,40 @@ def check_profile(profile: ModelProfile) -> RooflineCheck:
         efficiency=efficiency,
         worst_layer=worst[0] if worst else None,
         worst_fraction=worst[1] if worst else None,
+        calibration=busy_calibration(roof),
     )
+
+
+def layers_above_roof(profile: ModelProfile) -> list[Layer]:
+    """The layers :func:`check_profile` finds above their roof (the timer's step in their favour),
+    furthest above first: what a report names when a profile is invalid."""
+    resolution = _number(profile.extra.get("timer_resolution"), 1e-6)
+    above = [
+        layer
+        for layer in profile.layers
+        if layer.roofline_fraction is not None
+        and layer.time > 0
+        and layer.kind != "folded"
+        and layer.roofline_fraction * layer.time / (layer.time + resolution) > LAYER_LIMIT
+    ]
+    return sorted(above, key=lambda la: -(la.roofline_fraction or 0.0))
+
+
+def roof_of(profile: ModelProfile, layer: Layer) -> str:
+    """The roof ``layer`` was judged against, in words: ``compute 472.6 GFLOP/s bfloat16 (the
+    theoretical peak)``, ``memory L3 79.4 GB/s (probe stream-4MiB)`` or ``dispatch floor 0.21 µs``."""
+    roof = profile.roofline
+    if roof is None:
+        return "no roofline"
+    if layer.bound == OVERHEAD:
+        return f"dispatch floor {roof.dispatch_floor * 1e6:.3g} µs a kernel"
+    if layer.bound == "compute":
+        dtype = layer.roof_dtype or _roof_dtype(profile)
+        peak = roof.peak_flops.get(dtype, roof.peak)
+        return f"compute {peak / 1e9:.1f} GFLOP/s {dtype} ({_probe(roof, 'compute', peak, dtype)})"
+    bandwidth = layer.memory_bandwidth or roof.bandwidth_for(layer.bytes)
+    level = layer.memory_level or _level(roof, bandwidth)
+    return f"memory {level} {bandwidth / 1e9:.1f} GB/s ({_probe(roof, 'memory', bandwidth)})"
 
 
 def _causes(profile: ModelProfile, worst: Layer | None) -> list[str]:
@@ -231,7 +278,7 @@ def _unsteady_roof(profile: ModelProfile, layer: Layer, spread: bool = True) -> 
     roof = profile.roofline
     assert roof is not None
     memory = not layer.flops or (layer.bound or roof.bound(layer.intensity, layer.bytes)) == "memory"
-    dtype = _roof_dtype(profile)
+    dtype = layer.roof_dtype or _roof_dtype(profile)
     noted = [
         f"an {warning}; re-measure with `roofline calibrate --force`"
         for warning in roof.warnings
@@ -263,7 +310,7 @@ def _layer_causes(profile: ModelProfile, layer: Layer) -> list[str]:
 
     roof = profile.roofline
     assert roof is not None
-    dtype = _roof_dtype(profile)
+    dtype = layer.roof_dtype or _roof_dtype(profile)
     peak = roof.peak_flops.get(dtype, roof.peak)
     bandwidth = layer.memory_bandwidth or roof.bandwidth_for(layer.bytes)  # the roof it was judged against
     nodes = f"layer {layer.name!r} ({layer.op_type})"
@@ -287,8 +334,10 @@ def _layer_causes(profile: ModelProfile, layer: Layer) -> list[str]:
     reached = layer.flops / layer.time / 1e9 if layer.time > 0 else 0.0
     at_roof = (
         f"the compute roof: {nodes} reached {reached:.1f} GFLOP/s against {peak / 1e9:.1f} GFLOP/s "
-        f"of {dtype} (set by {_probe(roof, 'compute', peak, dtype)}); a kernel beats the probes (a shape "
-        "or clock they miss, or roofs measured on a slower machine: `roofline calibrate --force`)"
+        f"of {dtype} (set by {_probe(roof, 'compute', peak, dtype)}; "
+        f"rule: {_precision_rule(profile, dtype)}); "
+        "a kernel beats the probes (a shape, precision or clock they miss, or roofs measured on a slower "
+        "machine: `roofline calibrate --force`)"
     )
     shown = ", ".join(layer.onnx_nodes[:3]) + (", ..." if len(layer.onnx_nodes) > 3 else "")
     flops_rule = (
@@ -296,6 +345,13 @@ def _layer_causes(profile: ModelProfile, layer: Layer) -> list[str]:
         f"{len(layer.onnx_nodes)} ONNX nodes ({shown}); a kernel running fewer of them is attributed too many"
     )
     return [at_roof, flops_rule]
+
+
+def _precision_rule(profile: ModelProfile, dtype: str) -> str:
+    """Why a layer was judged in ``dtype``: the precision its kernel reported, or the model's."""
+    if dtype != _roof_dtype(profile):
+        return f"its kernel ran in {dtype} (the backend's runtime precision)"
+    return f"the model's precision {profile.precision}, its kernel reported no other"
 
 
 def _floor_cause(roof: DeviceRoofline, layer: Layer, nodes: str) -> str:

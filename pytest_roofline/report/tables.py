@@ -422,6 +422,8 @@ def profile_table(profile: ModelProfile, top: int = 15, sort: str = "time", by_t
             lines.append(overhead)
         if not check.valid:
             lines.append(check.message())
+        elif check.calibration:  # fractions judged against an unsettled roof say so
+            lines.append(f"roofline calibration not settled: {check.calibration}")
     else:
         lines.append("roofline: none (run `roofline calibrate`, or drop --no-roofline)")
     lines.append(

@@ -12,8 +12,12 @@ Validity: a calibration records the spread of its two sessions per roof and the 
 was measured under (:mod:`pytest_roofline.device.load`); measured under load, its roof-setting
 probes get one more session and the roofline carries a warning.  Unsteady figures are measured
 again (:func:`~pytest_roofline.roofline.probes.steady_sessions`); a roof that stays unsteady is an
-``unsteady roof`` warning the guard names.  Cached values are checked on
-read (a zero, negative, NaN or non-numeric roof is a corrupt cache: said, re-measured, replaced).
+``unsteady roof`` warning the guard names.  A calibration whose roof probes' windows never agree, or
+whose every kept window ran beside other work (``not cached`` warnings), is never written as the
+device's roof: it is kept :data:`UNSETTLED_SECONDS` apart (``unsettled-<hash>.json``) so later
+processes do not pay for it again, each reuse saying so in the roofline's warnings.  Cached values
+are checked on read (a zero, negative, NaN or non-numeric roof is a corrupt cache: said,
+re-measured, replaced).
 ``spot_check=True`` re-runs one or two cheap probes against a cached roofline (about 0.5 s) and
 re-measures it when they are off by more than :data:`SPOT_TOLERANCE`; a spot check that kept the
 file stands for :data:`SPOT_FRESH_SECONDS` (a stamp beside it), so a test re-run alone does not pay
@@ -55,13 +59,22 @@ __all__ = [
     "default_cache_dir",
     "not_cacheable",
     "spot_check",
+    "unsettled_path",
 ]
 
 CACHE_ENV = "ROOFLINE_CACHE_DIR"
 #: Set to 1, a calibration whose roofs did not settle (a busy machine) is cached all the same: for a
 #: runner that is never quiet, where measuring again in every process costs more than low roofs.
 CACHE_UNSETTLED_ENV = "ROOFLINE_CACHE_UNSETTLED"
-CALIBRATION_VERSION = 6  # bump when probes change meaning: old cache files then miss
+#: An unsettled calibration (its roofs did not agree across windows: a busy machine) is not the
+#: device's roof, but measuring it again in every process cost 45 s a pytest process at load 12: it
+#: is kept this long in its own file (``unsettled-<hash>.json``, never read as a settled cache), each
+#: reuse says so in the roofline's warnings, and a settled calibration removes it.
+UNSETTLED_SECONDS = 1800.0
+UNSETTLED_REUSED = "unsettled calibration reused"  # how the reuse's warning begins
+CALIBRATION_VERSION = 7  # bump when probes change meaning: old cache files then miss
+# 7: a compute probe is a roof of the precision the backend says it ran in (OpenVINO's float32
+#    probes run bf16 on AVX512-BF16 CPUs: a bfloat16 roof, the FMA peak at twice float32's)
 # 6: the dispatch floor (a chain of the cheapest kernels; CPU backends), roof probes measured until
 #    their best two windows agree within WINDOW_AGREEMENT, a calibration that cannot is not cached
 # 5: unsteady probes re-measured (sessions apart, a cache-sized stream slower than DRAM), spread is
@@ -165,6 +178,10 @@ def calibrate(
     path = cache_path(fingerprint, cache_dir)
     if not force:
         cached, problem = _read_cache(path, fingerprint)
+        if cached is None and problem is None:
+            cached = _read_unsettled(path, fingerprint, progress)
+            if cached is not None:
+                return cached
         if cached is not None:
             if not spot_check or _spot_fresh(path):
                 return cached
@@ -190,6 +207,9 @@ def calibrate(
                 cached, _ = _read_cache(path, fingerprint)
                 if cached is not None:
                     return cached
+                unsettled = _read_unsettled(path, fingerprint, progress)
+                if unsettled is not None:
+                    return unsettled
             roofline = _measure(backend, fingerprint, wanted, quick, progress)
             if force:  # the file it replaces is gone, even when this one is not cached: measured next time
                 _remove(path)
@@ -251,6 +271,35 @@ def _remove(path: Path) -> None:
         pass
 
 
+def unsettled_path(path: Path) -> Path:
+    """Where the unsettled calibration of the cache file ``path`` is kept (:data:`UNSETTLED_SECONDS`)."""
+    return path.with_name(path.name.replace("calibration-", "unsettled-", 1))
+
+
+def _read_unsettled(
+    path: Path, fingerprint: dict[str, Any], progress: Progress | None
+) -> DeviceRoofline | None:
+    """The unsettled calibration kept beside ``path`` when it is younger than :data:`UNSETTLED_SECONDS`,
+    with a warning that says it is reused (its own ``not cached`` warning stays first); else None."""
+    unsettled = unsettled_path(path)
+    roofline, _ = _read_cache(unsettled, fingerprint)
+    if roofline is None:
+        return None
+    try:
+        written = float(json.loads(read_document(unsettled))["unsettled"]["written"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    age = time.time() - written
+    if not 0 <= age < UNSETTLED_SECONDS:
+        return None
+    note = (
+        f"{UNSETTLED_REUSED} ({age / 60:.0f} min old, {unsettled.name}): not the device's roof; "
+        "a settled calibration replaces it (`roofline calibrate --force` when quiet)"
+    )
+    _say_once(f"unsettled:{unsettled}", note, progress)
+    return replace(roofline, warnings=(*roofline.warnings, note))
+
+
 def _spot_path(path: Path) -> Path:
     return path.with_name(f"{path.stem}.spot.json")
 
@@ -299,18 +348,25 @@ def _write_cache(
     A calibration whose roofs did not agree across windows (:func:`not_cacheable`) is not written,
     and says so: a busy calibration must never become the device's roof for later runs."""
     reason = not_cacheable(roofline)
-    if reason and os.environ.get(CACHE_UNSETTLED_ENV, "") not in ("1", "true", "yes"):
+    unsettled = bool(reason) and os.environ.get(CACHE_UNSETTLED_ENV, "") not in ("1", "true", "yes")
+    if unsettled:
         _say(
-            f"calibration {reason}; roofs used for this process only ({CACHE_UNSETTLED_ENV}=1 caches them)",
+            f"calibration {reason}; not cached as the device's roof: kept {UNSETTLED_SECONDS / 60:.0f} min "
+            f"as unsettled for later runs, which say so ({CACHE_UNSETTLED_ENV}=1 caches it as settled)",
             progress,
         )
-        return
+    target = unsettled_path(path) if unsettled else path
+    document: dict[str, Any] = {
+        "kind": CALIBRATION_KIND,
+        "fingerprint": fingerprint,
+        "roofline": roofline.to_dict(),
+    }
+    if unsettled:
+        document["unsettled"] = {"written": time.time(), "reason": reason}
     try:
-        atomic_write_json(
-            path,
-            {"kind": CALIBRATION_KIND, "fingerprint": fingerprint, "roofline": roofline.to_dict()},
-            indent=1,
-        )
+        atomic_write_json(target, document, indent=1)
+        if not unsettled:  # a settled calibration replaces an unsettled one
+            _remove(unsettled_path(path))
     except OSError as exc:
         _say_once(
             f"write:{path.parent}",
@@ -485,8 +541,9 @@ def _measure(
     # it before the probes too, and the theoretical peak takes the faster reading (~40 ms)
     first_clock = cp.clock_hz(measure=True) if not on_gpu and _runs_on_cpu(fingerprint) else 0.0
     probes: list[Probe] = []
+    windows: dict[str, list[MachineLoad]] = {}  # each probe session's machine load, as its sessions
     for index, spec in enumerate(specs, 1):
-        probe = _run(backend, spec, plan, f"calibrate [{index}/{len(specs)}] {spec.name}", progress)
+        probe = _run(backend, spec, plan, f"calibrate [{index}/{len(specs)}] {spec.name}", progress, windows)
         if probe is not None:
             probes.append(probe)
     caches = _caches(fingerprint)
@@ -496,10 +553,10 @@ def _measure(
     loads = [machine.between(before, machine.snapshot())]
     sessions = {p.name: [p] for p in probes}
     confirm = cp.confirmation_specs(specs, probes, last_level)
-    _confirm(backend, confirm, sessions, plan, "confirm", progress, loads)
+    _confirm(backend, confirm, sessions, plan, "confirm", progress, loads, windows)
     if loads[0].disturbed or loads[-1].disturbed:  # measured under load: one more session for the roofs
         _notify(f"calibrate: measured under load ({loads[-1].describe()}); one more session", progress)
-        _confirm(backend, confirm, sessions, plan, "retry under load", progress, loads)
+        _confirm(backend, confirm, sessions, plan, "retry under load", progress, loads, windows)
     # A busy calibration is never the device's roof: more windows until the best two agree; then
     # unsteady figures (sessions apart, a cache-sized stream slower than DRAM) are measured again
     by_name, steadied = {s.name: s for s in specs}, machine.snapshot()
@@ -507,12 +564,12 @@ def _measure(
     sessions, not_cached = cp.agreed_sessions(
         sessions,
         [s.name for s in confirm],
-        lambda name: _run(backend, by_name[name], plan, f"calibrate [window] {name}", progress),
+        lambda name: _run(backend, by_name[name], plan, f"calibrate [window] {name}", progress, windows),
     )
     sessions, unsteady = cp.steady_sessions(
         sessions,
         caches,
-        lambda name: _run(backend, by_name[name], plan, f"calibrate [steady] {name}", progress),
+        lambda name: _run(backend, by_name[name], plan, f"calibrate [steady] {name}", progress, windows),
         ladder=not on_gpu,
     )
     if any(len(sessions[name]) > count for name, count in counts.items()):
@@ -524,9 +581,9 @@ def _measure(
     load = _combined(loads)
 
     compute = [p for p in probes if p.kind == "compute"]
-    peak_flops = {
+    peak_flops = {  # per dtype the probes ran in (cp.ran_dtype: OpenVINO's float32 probes may run bf16)
         dtype: max(p.value for p in compute if p.dtype == dtype)
-        for dtype in dtypes
+        for dtype in cp.ALL_DTYPES
         if any(p.dtype == dtype for p in compute)
     }
     bandwidth = cp.dram_bandwidth(probes, last_level)
@@ -547,6 +604,18 @@ def _measure(
     )
     if not on_gpu:  # a roof no kernel beats: the runtime's own convs outrun every GEMM probe
         peak_flops = {dtype: max(peak, theoretical.get(dtype, 0.0)) for dtype, peak in peak_flops.items()}
+        if "float32" not in peak_flops and theoretical.get("float32"):  # every probe ran in bf16
+            peak_flops = {"float32": theoretical["float32"], **peak_flops}
+        # a neighbour in every window slows them alike: they agree, and are still busy.  The roofs a
+        # load can lower: the memory levels, and a compute roof its probe (not the FMA peak) sets
+        confirmed = {s.name for s in confirm}
+        judged = [
+            p.name
+            for p in probes
+            if p.kind == "memory"
+            or (p.kind == "compute" and p.name in confirmed and theoretical.get(p.dtype, 0.0) < p.value)
+        ]
+        not_cached = (*not_cached, *cp.busy_windows(sessions, windows, judged))
     warnings_: tuple[str, ...] = (*not_cached, *unsteady)
     if load.disturbed:
         warnings_ = (f"measured under load: {load.describe()}", *warnings_)
@@ -618,13 +687,14 @@ def _confirm(
     label: str,
     progress: Progress | None,
     loads: list[MachineLoad],
+    windows: dict[str, list[MachineLoad]],
 ) -> None:
     """Another session of ``specs``, added to each probe's ``sessions`` in place."""
     from pytest_roofline.device import load as machine
 
     before = machine.snapshot()
     for spec in specs:
-        again = _run(backend, spec, plan, f"calibrate [{label}] {spec.name}", progress)
+        again = _run(backend, spec, plan, f"calibrate [{label}] {spec.name}", progress, windows)
         if again is not None:
             sessions[spec.name].append(again)
     loads.append(machine.between(before, machine.snapshot()))
@@ -686,12 +756,24 @@ def _device_label(fingerprint: dict[str, Any]) -> str:
     return device_name(fingerprint)
 
 
-def _run(backend: Backend, spec: ProbeSpec, plan: str, step: str, progress: Progress | None) -> Probe | None:
-    """One probe; an optional probe the backend cannot run is skipped (None), others raise."""
+def _run(
+    backend: Backend,
+    spec: ProbeSpec,
+    plan: str,
+    step: str,
+    progress: Progress | None,
+    windows: dict[str, list[MachineLoad]] | None = None,
+) -> Probe | None:
+    """One probe; an optional probe the backend cannot run is skipped (None), others raise.
+    ``windows``: each session's machine load is appended under the probe's name (one per figure)."""
+    from pytest_roofline.device import load as machine
     from pytest_roofline.roofline.probes import SECONDS_PER_PROBE, run_probe
 
     try:
+        before = machine.snapshot()
         probe = run_probe(backend, spec, SECONDS_PER_PROBE[plan][spec.kind])
+        if windows is not None:
+            windows.setdefault(spec.name, []).append(machine.between(before, machine.snapshot()))
     except Exception as exc:  # a backend's own error types differ; optional kernels may be absent
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
         if not spec.optional:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from pytest_roofline.backends.base import Backend
     from pytest_roofline.device import CpuInfo
+    from pytest_roofline.device.load import MachineLoad
 
 Builder = Callable[[], "tuple[onnx.ModelProto, dict[str, np.ndarray]]"]
 
@@ -45,6 +46,7 @@ __all__ = [
     "dram_bandwidth",
     "dram_points",
     "agreed_sessions",
+    "busy_windows",
     "DispatchFloor",
     "dispatch_chain",
     "trace_launch_floor",
@@ -53,6 +55,7 @@ __all__ = [
     "plan_gpu_probes",
     "plan_probes",
     "kernel_seconds",
+    "ran_dtype",
     "ladder_outliers",
     "run_probe",
     "session_spread",
@@ -64,6 +67,8 @@ __all__ = [
     "theoretical_peak_flops",
 ]
 
+# what a backend's compute precision (BackendSession.compute_precision) names, as a roof's dtype
+_FLOAT_PRECISIONS = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 DTYPES = ("float32", "float16", "int8")  # the CPU plan's (unchanged: CPU caches keep their keys)
 GPU_DTYPES = ("float32", "float16", "bfloat16", "int8")
 ALL_DTYPES = GPU_DTYPES
@@ -289,7 +294,10 @@ def spot_check_specs(
     gemms = [
         p
         for p in probes
-        if p.kind == "compute" and p.dtype == "float32" and p.name.startswith("gemm-") and p.size <= 4096
+        if p.kind == "compute"
+        and p.name.startswith("gemm-")
+        and p.name.endswith("-float32")  # the float32 plan's, whatever precision it ran in
+        and p.size <= 4096
     ]
     chosen: set[str] = set()
     if gemms:
@@ -332,8 +340,20 @@ def run_probe(backend: Backend, spec: ProbeSpec, seconds: float) -> Probe:
             and kernel_estimate >= KERNEL_TIMED_MIN_SECONDS
         )
         samples = (kernel_timed and kernel_seconds(session, count)) or session.time(count)
+        dtype = ran_dtype(spec, session.compute_precision())
     median = statistics.median(samples)
-    return Probe(spec.name, spec.kind, spec.dtype, spec.size, spec.work / median, median)
+    return Probe(spec.name, spec.kind, dtype, spec.size, spec.work / median, median)
+
+
+def ran_dtype(spec: ProbeSpec, precision: str) -> str:
+    """The dtype a probe's figure is a roof of: the precision the backend says it computed in
+    (:meth:`~pytest_roofline.backends.base.BackendSession.compute_precision`) where that is another
+    float type than the probe's model (OpenVINO 2026.4's CPU plugin runs a float32 MatMul and Conv
+    in bf16 on this project's AVX512-BF16 EPYC: its figures are bf16 figures), else the spec's."""
+    ran = _FLOAT_PRECISIONS.get(precision)
+    if spec.kind != "compute" or ran is None or spec.dtype not in _FLOAT_PRECISIONS.values():
+        return spec.dtype
+    return ran
 
 
 @dataclass(frozen=True)
@@ -564,9 +584,14 @@ def dram_bandwidth(points: list[Probe], last_level_cache: int = 0) -> float:
 def confirmation_specs(
     specs: list[ProbeSpec], probes: list[Probe], last_level_cache: int = 0
 ) -> list[ProbeSpec]:
-    """The specs worth a second session: the best float32 compute probe and the DRAM probes."""
-    fp32 = [p for p in probes if p.kind == "compute" and p.dtype == "float32"]
-    names = {max(fp32, key=lambda p: p.value).name} if fp32 else set()
+    """The specs worth a second session: the best compute probe of the float32 plan per precision
+    it ran in (float32; bfloat16 where the backend ran some in bf16, :func:`ran_dtype`) and the
+    DRAM probes."""
+    planned = {s.name for s in specs if s.dtype == "float32"}
+    fp32 = [p for p in probes if p.kind == "compute" and p.name in planned]
+    names = {
+        max((p for p in fp32 if p.dtype == d), key=lambda p: p.value).name for d in {p.dtype for p in fp32}
+    }
     names |= {p.name for p in dram_points(probes, last_level_cache)}
     return [spec for spec in specs if spec.name in names]
 
@@ -627,6 +652,40 @@ def agreed_sessions(
                 f"apart (a roof needs {WINDOW_AGREEMENT:.0%}: the machine was busy)"
             )
     return agreed, tuple(warnings)
+
+
+def busy_windows(
+    sessions: Mapping[str, Sequence[Probe]],
+    loads: Mapping[str, Sequence[MachineLoad]],
+    names: Sequence[str],
+) -> tuple[str, ...]:
+    """A :data:`NOT_CACHED` warning (one, or none) naming the roof probes ``names`` whose every kept
+    window (within :data:`WINDOW_AGREEMENT` of the best, :func:`combine_sessions`'s) ran disturbed.
+
+    ``loads[name]`` holds each of ``sessions[name]``'s windows' machine load, in the same order.
+    Windows that agree prove no quiet: one busy process beside a 2-thread probe on 2 cores stays in
+    every window and slows each alike, so their best two agree and the roof is still the
+    neighbour's.  A roof is the device's only when one of its kept windows was quiet."""
+    busy: list[str] = []
+    quiet: list[MachineLoad] = []  # every kept window of the busy probes
+    for name in names:
+        runs, windows = list(sessions.get(name, ())), list(loads.get(name, ()))
+        if not runs or len(windows) != len(runs):
+            continue
+        best = max(p.value for p in runs)
+        kept = [w for p, w in zip(runs, windows, strict=True) if p.value >= (1 - WINDOW_AGREEMENT) * best]
+        if kept and all(w.disturbed for w in kept):
+            busy.append(f"{name}: {len(kept)} of {len(runs)} windows kept")
+            quiet.extend(kept)
+    if not busy:
+        return ()
+    quietest = min(quiet, key=lambda w: w.other + w.steal)
+    shown = "; ".join(busy[:3]) + (f"; {len(busy) - 3} more" if len(busy) > 3 else "")
+    probes = "probe" if len(busy) == 1 else "probes"
+    return (
+        f"{NOT_CACHED}: every kept window of {len(busy)} roof {probes} ran beside other work ({shown}; "
+        f"the quietest: {quietest.describe()}): a neighbour in every window slows them alike",
+    )
 
 
 def ladder_outliers(points: list[Probe], last_level_cache: int, dram: float) -> list[Probe]:
@@ -813,6 +872,9 @@ def _cpuinfo_mhz() -> float:
     return best
 
 
+AMX_BF16_FLOPS_PER_CYCLE = 1024  # a core's AMX tile unit: 16 x 32 x 16 bf16 MACs every 16 cycles
+
+
 def theoretical_peak_flops(info: CpuInfo, threads: int, clock: float) -> dict[str, float]:
     """Peak FLOP/s per dtype from cores × clock × SIMD FMA throughput (an upper bound).
 
@@ -822,7 +884,11 @@ def theoretical_peak_flops(info: CpuInfo, threads: int, clock: float) -> dict[st
       Skylake-SP Gold/Platinum, Ice Lake-SP, Zen 4 at 256-bit × 2 ≈ 512-bit × 1, Zen 5); without
       FMA one mul + one add pipe, i.e. the same 2 FLOPs per lane per cycle with one unit;
     - float16 runs at fp32 rate unless avx512_fp16 (then 2×);
-    - int8 (ops/s) is 4 × the fp32 lanes with VNNI (avx512_vnni, or avx_vnni at 256 bits), else 2×.
+    - int8 (ops/s) is 4 × the fp32 lanes with VNNI (avx512_vnni, or avx_vnni at 256 bits), else 2×;
+    - bfloat16 (only where the CPU has a bf16 instruction: a backend may run float32 models in it)
+      is 2 × fp32 with avx512_bf16 (``vdpbf16ps`` multiplies two bf16 pairs per fp32 lane where an
+      FMA multiplies one, on the same pipes), and 1024 FLOPs per cycle per core with AMX
+      (``amx_bf16``: one 16 x 32 x 16 tile product every 16 cycles).
     """
     flags = info.flags
     if not clock or not info.cores:
@@ -848,6 +914,10 @@ def theoretical_peak_flops(info: CpuInfo, threads: int, clock: float) -> dict[st
     else:
         int8_lanes = 2 * lanes
     peaks["int8"] = cores * clock * int8_lanes * 2 * units
+    if "amx_bf16" in flags:
+        peaks["bfloat16"] = cores * clock * AMX_BF16_FLOPS_PER_CYCLE
+    elif "avx512_bf16" in flags:
+        peaks["bfloat16"] = 2 * peaks["float32"]
     return peaks
 
 
