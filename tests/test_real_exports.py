@@ -310,6 +310,36 @@ def test_a_stale_declared_output_shape_is_a_note_not_a_failure() -> None:
     assert profile_model(vad_like(), inputs=vad_inputs(), **FAST).extra.get("notes") is None
 
 
+def test_a_stale_value_info_rank_runs_with_a_note_where_bare_onnxruntime_runs() -> None:
+    """The declared rank of an output disagrees with the kernels' (a Squeeze output declared rank 1
+    in value_info, produced rank 2): bare onnxruntime warns and runs it; the tool ran its timed
+    loop on pre-allocated outputs, which onnxruntime checks against the declaration, and failed
+    every run with "Invalid rank for output"."""
+    import onnxruntime as ort
+    from _real_exports import stale_value_info
+
+    model = stale_value_info()
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    bare = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    feeds = {"x": np.ones((1, 4, 1), np.float32)}
+    assert [bare.run(None, feeds)[0].shape for _ in range(3)] == [(1, 4)] * 3
+    prof = profile_model(model, **FAST)
+    (note,) = prof.extra["notes"]
+    assert "output 'y' is declared [4] but the kernels produce [1, 4]" in note
+    assert prof.latency.median > 0 and prof.input_shapes == {"x": (1, 4, 1)}
+
+
+def test_an_output_whose_shape_changes_every_run_is_timed() -> None:
+    """NonZero of a random mask: each run's output has another shape, which a pre-allocated output
+    refuses ("The output OrtValue provided ... has shape {2,18} but the computed output shape for
+    this run is {2,16}"); bare onnxruntime allocates per run, and so does the tool's timed loop."""
+    from _real_exports import random_mask_indices
+
+    prof = profile_model(random_mask_indices(), **{**FAST, "rounds": 10})
+    assert prof.latency.median > 0 and prof.latency.n >= 10
+
+
 def test_int8_convolutions_the_roofline_never_probed_have_no_prediction(tmp_path) -> None:
     pytest.importorskip("onnxruntime.quantization")
     from _real_exports import quantized_dynamic
