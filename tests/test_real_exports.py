@@ -121,6 +121,38 @@ def test_the_fixture_takes_shapes(pytester: pytest.Pytester, monkeypatch, tmp_pa
     pytester.runpytest(*FAKE).assert_outcomes(passed=1)
 
 
+def test_an_analysis_only_run_binds_what_the_arrays_give(
+    pytester: pytest.Pytester, monkeypatch, tmp_path_factory
+) -> None:
+    """``--roofline-disable`` times nothing, but the ``inputs=`` arrays still bind every axis they
+    cover (tf2onnx's unnamed dims, the VAD's batch on its state input) and decide the If."""
+    monkeypatch.setenv("ROOFLINE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    onnx.save(tf_like(), str(pytester.path / "tf.onnx"))
+    onnx.save(vad_like(), str(pytester.path / "vad.onnx"))
+    at_8k = analyze(vad_like(), batch=2, input_values=vad_inputs(batch=2, sr=8000)).total.macs
+    assert at_8k != analyze(vad_like(), batch=2, input_values=vad_inputs(batch=2)).total.macs
+    pytester.makepyfile(
+        f"""
+        import numpy as np
+
+        def test_unnamed_dims(model_profile):
+            x = np.ones((3, 7, 12), np.float32)
+            prof = model_profile("tf.onnx", inputs={{"serving_default_x:0": x}})
+            assert prof.extra["analysis_only"] and prof.batch == 3
+            assert prof.input_shapes == {{"serving_default_x:0": (3, 7, 12)}}
+            assert prof.dims == {{"serving_default_x:0[1]": 7}} and prof.total_macs == 3 * 7 * 12 * 4
+
+        def test_state_batch_and_branch(model_profile):
+            feeds = {{"input": np.ones((2, 64), np.float32), "state": np.zeros((2, 2, 16), np.float32),
+                      "sr": np.array(8000, np.int64)}}
+            prof = model_profile("vad.onnx", inputs=feeds)
+            assert prof.batch == 2 and prof.input_shapes["state"] == (2, 2, 16)
+            assert prof.total_macs == {at_8k}
+        """
+    )
+    pytester.runpytest(*FAKE, "--roofline-disable").assert_outcomes(passed=2)
+
+
 # --- a backend that cannot read the model ------------------------------------------------------
 
 
