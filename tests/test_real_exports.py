@@ -409,3 +409,24 @@ def test_committed_torch_exports_profile_as_a_user_calls_them() -> None:
     path, _ = found["gru_state_legacy"]
     prof = profile_model(path, batch=3, dims={"frames": 8}, **FAST)
     assert prof.input_shapes == {"frames": (3, 8, 16), "state": (1, 3, 24)}
+
+
+@pytest.mark.parametrize(("export", "fused"), [("bert_hf", "Attention"), ("gpt2_hf", "FastGelu")])
+def test_onnxruntime_transformer_optimizer_output_costs_what_the_export_cost(export: str, fused: str) -> None:
+    """onnxruntime.transformers' optimize_model over a Hugging Face export (committed with
+    benchmarks/optimize_real_corpus_transformers.py): its com.microsoft Attention,
+    SkipLayerNormalization, BiasGelu/FastGelu and EmbedLayerNormalization are costed, and the same
+    work as the export they were fused from; onnxruntime profiles it as a user calls it."""
+    from _real_exports import TORCH_EXPORTS, torch_exports
+
+    found = {name: (path, call) for name, _, path, call in torch_exports()}
+    optimized, call = found[f"{export}_ort_transformers"]
+    proto = onnx.load(optimized, load_external_data=False)
+    ops = {node.op_type for node in proto.graph.node if node.domain == "com.microsoft"}
+    assert {fused, "SkipLayerNormalization"} <= ops
+    dims = {"sequence_length": 16}
+    fused_analysis = analyze(optimized, batch=1, dims=dims)
+    export_analysis = analyze(str(TORCH_EXPORTS / f"{export}_legacy.onnx"), batch=1, dims=dims)
+    assert not fused_analysis.uncosted and fused_analysis.total.macs == export_analysis.total.macs
+    prof = profile_model(optimized, **FAST, **call)
+    assert prof.input_shapes["input_ids"] == (1, 16) and prof.total_macs == export_analysis.total.macs
