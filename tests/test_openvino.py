@@ -173,20 +173,6 @@ def test_profile_reports_the_mean_of_its_own_iterations() -> None:
     assert conv1.extra["statistic"] == "mean" and second.iterations == 3
 
 
-def test_a_sub_microsecond_kernel_keeps_the_half_step_its_truncated_counter_lost() -> None:
-    """A kernel of 0.5 µs a run (1 µs and 0 µs alternately) reads 0 µs in the truncated running
-    averages; its mean is read as the truncation's expected half step, as onnxruntime's truncated
-    events are, not 0 µs (small transformers' kernels read up to 108x their dispatch floor)."""
-    session, _ = _open(residual_cnn(), threads="1")
-    with session:
-        compiled, _ = session._compile(profiling=True)
-        session._profiled = (compiled, _AveragingRequest([1, 1, 0, 1, 0]))
-        session._profiled_count = 1
-        profile = session.profile(4)
-    (conv,) = [k for k in profile.kernels if k.name == "Conv_0/WithoutBiases"]
-    assert conv.times[0] == pytest.approx(0.5e-6, abs=0.3e-6)
-
-
 def test_output_convert_takes_no_nodes_upstream_of_its_input() -> None:
     """An fp16 model's output Convert (a Subgraph after the head Gemm) is bounded by the Gemm's
     output and the Result: it runs no node upstream of the Gemm.  The walk back from what the

@@ -37,7 +37,6 @@ _PRECISIONS = {"f32": "f32", "fp32": "f32", "f16": "f16", "fp16": "f16", "bf16":
 _PRECISION_NAMES = {"f32": "fp32", "f16": "fp16", "bf16": "bf16", "i8": "int8", "u8": "int8"}
 _INDEX_TYPES = {"i32", "i64", "u32", "u64", "boolean", "u1", "dynamic", "undefined"}
 _NOT_COMPUTE = {"Parameter", "Result", "Const", "Constant", "Input", "Output"}
-COUNTER_STEP = 1e-6  # the CPU plugin's counters keep whole microseconds (truncated)
 
 
 @dataclass(frozen=True)
@@ -588,11 +587,7 @@ class OpenVinoSession(BackendSession):
         The CPU plugin's counters are running averages over every inference of the request,
         truncated to whole microseconds (checked with 2026.4.1: ``i * counter`` tracks the
         cumulative time exactly).  The mean of just these iterations is therefore
-        ``(n1 * avg1 - n0 * avg0) / iterations``, one value per kernel, accurate to about 1 µs,
-        plus half a microsecond: each truncated average lost half a step on average, as
-        onnxruntime's truncated events do (its attribution adds the same).  Without it the
-        sub-microsecond kernels of a small transformer read 0.0-0.3 µs, up to 108x their dispatch
-        floor's 0.39 µs (2 threads).
+        ``(n1 * avg1 - n0 * avg0) / iterations``, one value per kernel, accurate to about 1 µs.
         """
         if self._profiled is None:
             self._profiled = self._compile(profiling=True)
@@ -606,7 +601,7 @@ class OpenVinoSession(BackendSession):
         n0, n1 = self._profiled_count, self._profiled_count + iterations
         self._profiled_count = n1
         times = {
-            name: [max(0.0, (n1 * avg - n0 * before.get(name, 0.0)) / iterations) + COUNTER_STEP / 2]
+            name: [max(0.0, (n1 * avg - n0 * before.get(name, 0.0)) / iterations)]
             for name, avg in after.items()
         }
         return build_kernel_profile(
