@@ -282,7 +282,8 @@ def assemble(
     from pytest_roofline.profile import ModelProfile, build_layers, profiler_scale, profiler_scales
 
     scale = profiler_scale(run.kernels, latency.median)
-    scales = profiler_scales(run.kernels, latency.median)  # per kernel: a profiler's cost is per event
+    floor = run.roofline.dispatch_floor if run.roofline is not None else 0.0
+    scales = profiler_scales(run.kernels, latency.median, floor)  # per kernel: a profiler's cost is per event
     layers, fraction = build_layers(run.analysis, run.kernels, run.roofline, time_scale=scales)
     memory, layer_memory = profiled_memory(run.kernels, run.analysis)
     layers = [

@@ -173,6 +173,10 @@ def test_many_small_kernels_charge_the_profiler_per_event_not_the_big_one() -> N
     assert scales[0] * 11.0 == pytest.approx((11.0 - charge) * down)  # 3.7 us, not 11 x 0.22 = 2.5 us
     assert scales[8] * 2.5 == pytest.approx(1.0 * down)  # a view keeps a time: the floor prices it
     assert scales[0] * 11.0 > 1.5 * profiler_scale(profile, e2e) * 11.0
+    floor = 0.5  # us: a view charged 1.5 us and scaled down would end at 0.48 us, under the floor
+    floored = profiler_scales(profile, e2e, floor * 1e-6)
+    assert scales[8] * 2.5 < floor and floored[8] * 2.5 == pytest.approx(floor)
+    assert floored[0] * 11.0 > 1.5 * profiler_scale(profile, e2e) * 11.0  # the Gemm still gains
 
 
 def test_layer_bytes_follow_the_precision_that_ran() -> None:

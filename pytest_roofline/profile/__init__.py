@@ -243,7 +243,7 @@ def profiler_scale(kernels: KernelProfile, e2e_time: float | None) -> float:
     return e2e_time / total
 
 
-def profiler_scales(kernels: KernelProfile, e2e_time: float | None) -> tuple[float, ...]:
+def profiler_scales(kernels: KernelProfile, e2e_time: float | None, floor: float = 0.0) -> tuple[float, ...]:
     """One factor per kernel that brings its profiled time back to the unprofiled run.
 
     A profiler's cost is per event: onnxruntime 1.32 here took 0.7 µs a trivial Relu unprofiled
@@ -259,8 +259,9 @@ def profiler_scales(kernels: KernelProfile, e2e_time: float | None) -> tuple[flo
     profiler's), and the rest is scaled down to ``e2e_time`` when it adds up to more (here: the
     MatMul 81-94 %, the FusedGemm 100 %: a body kernel errs long, its fraction low).
     With one event per kernel the profiler's cost is charged the same way, but never more than
-    the cheapest kernel read less one timer step (every kernel keeps a time: a view is priced by
-    the dispatch floor), and the rest of the excess scales every kernel down.  A small exporter
+    the cheapest kernel read less one timer step, nor so much that the cheapest kernel ends below
+    ``floor`` (the roofline's dispatch floor: every kernel keeps a time a view can be priced by),
+    and the rest of the excess scales every kernel down.  A small exporter
     graph is mostly small kernels, each carrying the profiler's cost: GPT-2 from transformers (2
     layers of width 64, one thread) had 210 kernels add up to 700 µs profiled against a 133 µs
     run, a ``Shape`` read 2.5 µs; one factor, 0.19, left its 16x64x256 Gemm 2.0 µs, 117 % of the
@@ -278,7 +279,12 @@ def profiler_scales(kernels: KernelProfile, e2e_time: float | None) -> tuple[flo
     per_event = (sum(medians) - e2e_time) / sum(n for n, _ in timed)
     step = kernels.timer_resolution
     if all(n == 1 for n, _ in timed):  # no body repeats: the cheapest kernel bounds the charge
-        per_event = max(0.0, min(per_event, min(m for _, m in timed) - step))
+        cheapest, total = min(m for _, m in timed), sum(m for _, m in timed)
+        per_event = min(per_event, cheapest - step, cheapest - floor)
+        room = e2e_time - floor * len(timed)  # the cheapest, charged c and scaled down, keeps >= floor
+        if floor > 0:
+            per_event = min(per_event, (cheapest * e2e_time - floor * total) / room if room > 0 else 0.0)
+        per_event = max(0.0, per_event)
     kept = [
         m - n * per_event if m - n * per_event >= n * step * (1 - 1e-9) else 0.0
         for n, m in zip(counts, medians, strict=True)
