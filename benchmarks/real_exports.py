@@ -36,7 +36,7 @@ dynamic, QDQ, float16 and optimiser copies; exporter shape arithmetic and its on
 zoo's MobileNetV2 and its int8 dynamic, float16, optimiser and onnxslim copies): the ``roofline
 diff`` "why" line, then a table of predicted change, measured change with its 95 % interval
 (paired and interleaved in fresh session pairs, sampled until the interval is within +-1.5 % or
-30 pairs ran; one batch of 6 pairs where there is no prediction) and whether the line is within
+60 pairs ran; one batch of 6 pairs where there is no prediction) and whether the line is within
 target (x2 of the measured change, 3 points under 5 %, or "no prediction"), and the worst line::
 
     python benchmarks/real_exports.py --corpus [--predictions] [--no-openvino]
@@ -391,9 +391,9 @@ def _analysis_call(model: Any, call: dict[str, Any]) -> dict[str, Any]:
 
 
 #: the paired measurement of a change with a prediction: batches of 6 session pairs x 20 rounds
-#: until the 95 % interval is within +-1.5 % (the 3-point rule needs it) or 30 pairs ran; a change
+#: until the 95 % interval is within +-1.5 % (the 3-point rule needs it) or 60 pairs ran; a change
 #: with no prediction is measured in one batch (there is nothing to hold it against)
-PAIRED = {"sessions": 6, "rounds": 20, "precision": 0.015, "max_sessions": 30}
+PAIRED = {"sessions": 6, "rounds": 20, "precision": 0.015, "max_sessions": 60}
 
 
 def prediction_pairs(folder: Path) -> int:
