@@ -217,7 +217,7 @@ def _huge_roof():
 
 
 def test_the_corpus_profiles_on_onnxruntime_with_a_valid_roofline(real_corpus) -> None:
-    assert len(real_corpus) >= 22 and len({tool for _, tool, _, _ in real_corpus}) >= 10
+    assert len(real_corpus) >= 27 and len({tool for _, tool, _, _ in real_corpus}) >= 15
     for name, _, model, call in real_corpus:
         prof = profile_model(model, roofline=_huge_roof(), **FAST, **call)
         check = prof.roofline_check
