@@ -257,7 +257,9 @@ def corpus_main(openvino: bool) -> int:
         roof = calibrate(engine)
         roofs[column] = roof
         floor = f"{roof.dispatch_floor * 1e6:.2f} us" if roof.dispatch_floor else "none"
-        levels = ", ".join(f"{lvl.name} {lvl.bandwidth / 1e9:.0f} GB/s" for lvl in roof.cache_levels)
+        levels = ", ".join(
+            f"{lvl.name} {lvl.bandwidth / 1e9:.0f} GB/s" for lvl in roof.cache_levels if lvl.name != "DRAM"
+        )
         print(
             f"roofline {column}: float32 {roof.peak_flops.get('float32', 0) / 1e9:.0f} GFLOP/s, "
             f"{levels or 'DRAM'}, DRAM {roof.peak_bandwidth / 1e9:.1f} GB/s, floor {floor}"
