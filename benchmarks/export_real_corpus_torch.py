@@ -14,7 +14,13 @@ exporter, torch version and the inputs a user gives (shapes, or arrays for 0-d i
 * ``gru_state_legacy``: a GRU with an explicit state input and output (a streaming model's
   interface, like Silero VAD's);
 * ``scripted_loop_legacy``: a ``torch.jit.script`` loop over a 0-d ``steps`` input carrying a
-  hidden state (an ``onnx::Loop`` with state and a scalar input).
+  hidden state (an ``onnx::Loop`` with state and a scalar input);
+* ``bert_hf_legacy``, ``gpt2_hf_legacy`` (with ``transformers`` installed beside torch): Hugging
+  Face ``BertModel`` and ``GPT2Model`` built from a small config (random weights, no download),
+  exported as HF's own ONNX export does; ``benchmarks/optimize_real_corpus_transformers.py`` then
+  runs onnxruntime's transformer optimizer over them.
+
+``--only NAME`` (repeatable) exports those models alone and keeps the manifest's other entries.
 """
 
 from __future__ import annotations
@@ -78,6 +84,79 @@ class ScriptedLoop(nn.Module):
         return h
 
 
+def hf_models() -> list[tuple]:
+    """Hugging Face BERT and GPT-2 from small configs (eager attention, the pattern onnxruntime's
+    transformer optimizer fuses), or none where transformers is not installed."""
+    try:
+        import transformers
+    except ImportError:
+        print("transformers is not installed: no bert_hf/gpt2_hf exports")
+        return []
+    small = {"vocab_size": 512, "max_position_embeddings": 64, "attn_implementation": "eager"}
+    bert = transformers.BertModel(
+        transformers.BertConfig(
+            hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, **small
+        ),
+        add_pooling_layer=False,
+    )
+    gpt2 = transformers.GPT2Model(
+        transformers.GPT2Config(
+            n_embd=64,
+            n_layer=2,
+            n_head=4,
+            vocab_size=small["vocab_size"],
+            n_positions=small["max_position_embeddings"],
+            use_cache=False,
+            attn_implementation="eager",
+            bos_token_id=0,  # GPT-2's 50256 lies outside the small vocabulary
+            eos_token_id=0,
+        )
+    )
+    ids = torch.randint(0, small["vocab_size"], (1, 16))
+    mask = torch.ones(1, 16, dtype=torch.int64)
+    axes = {0: "batch_size", 1: "sequence_length"}
+    version = f"transformers {transformers.__version__}"
+    return [
+        (
+            "bert_hf",
+            HFWrapper(bert, ("input_ids", "attention_mask", "token_type_ids")),
+            (ids, mask, torch.zeros_like(ids)),
+            {
+                "inputs": ["input_ids", "attention_mask", "token_type_ids"],
+                "outputs": ["last_hidden_state"],
+                "dynamic_axes": {name: axes for name in ("input_ids", "attention_mask", "token_type_ids")},
+            },
+            {"shapes": {"input_ids": [1, 16], "attention_mask": [1, 16], "token_type_ids": [1, 16]}},
+            ("legacy",),
+            version,
+        ),
+        (
+            "gpt2_hf",
+            HFWrapper(gpt2, ("input_ids", "attention_mask")),
+            (ids, mask),
+            {
+                "inputs": ["input_ids", "attention_mask"],
+                "outputs": ["last_hidden_state"],
+                "dynamic_axes": {name: axes for name in ("input_ids", "attention_mask")},
+            },
+            {"shapes": {"input_ids": [1, 16], "attention_mask": [1, 16]}},
+            ("legacy",),
+            version,
+        ),
+    ]
+
+
+class HFWrapper(nn.Module):
+    """A transformers model called with keyword inputs, returning its last hidden state."""
+
+    def __init__(self, model: nn.Module, names: tuple[str, ...]) -> None:
+        super().__init__()
+        self.model, self.names = model, names
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        return self.model(**dict(zip(self.names, inputs, strict=True)), return_dict=True).last_hidden_state
+
+
 def export(model: nn.Module, args: tuple, path: Path, names: dict, dynamo: bool) -> None:
     model.eval()
     kwargs = {"input_names": names["inputs"], "output_names": names["outputs"], "opset_version": OPSET}
@@ -96,10 +175,14 @@ def main() -> int:
     parser.add_argument(
         "--out", default=str(Path(__file__).resolve().parent.parent / "tests/data/real_exports")
     )
-    out = Path(parser.parse_args().out)
+    parser.add_argument("--only", action="append", default=[], help="export these models alone (repeatable)")
+    args = parser.parse_args()
+    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
     manifest: dict = {"torch": torch.__version__, "opset": OPSET, "models": {}}
+    if args.only and (out / "manifest.json").exists():
+        manifest = json.loads((out / "manifest.json").read_text())
     batch = torch.export.Dim("batch", min=1, max=64)
     seq = torch.export.Dim("seq", min=2, max=512)
     cases = [
@@ -150,18 +233,21 @@ def main() -> int:
             ("legacy",),
         ),
     ]
-    for name, model, args, names, call, exporters in cases:
+    cases = [(*case, "") for case in cases] + hf_models()
+    for name, model, inputs, names, call, exporters, library in cases:
         for exporter in exporters:
             path = out / f"{name}_{exporter}.onnx"
+            if args.only and path.stem not in args.only and name not in args.only:
+                continue
             try:
-                export(model, args, path, names, exporter == "dynamo")
+                export(model, inputs, path, names, exporter == "dynamo")
             except Exception as exc:  # a failed exporter is reported, the others still run
                 print(f"{path.name}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
                 continue
             size = path.stat().st_size
             assert size <= 2 << 20, f"{path.name} is {size} bytes, over 2 MB"
             manifest["models"][path.stem] = {
-                "exporter": f"torch.onnx {exporter}",
+                "exporter": f"torch.onnx {exporter}" + (f", {library}" if library else ""),
                 "call": call,
                 "bytes": size,
             }

@@ -39,12 +39,14 @@ if TYPE_CHECKING:
     from pytest_roofline.roofline import DeviceRoofline
 
 __all__ = [
+    "Binding",
     "LayerRun",
     "ModelCall",
     "PreparedModel",
     "ProfileRun",
     "RooflineArg",
     "assemble",
+    "bind",
     "parse_batches",
     "prepare",
     "profile_layers",
@@ -174,29 +176,35 @@ def resolve_roofline(roofline: RooflineArg, backend: Backend) -> DeviceRoofline 
     return calibrate(backend)
 
 
-def prepare(call: ModelCall, proto: onnx.ModelProto | None = None) -> PreparedModel:
-    """Load ``call.model``, bind its dims and inputs for its backend (raises one-line RooflineErrors).
+@dataclass(frozen=True)
+class Binding:
+    """What a call's batch, dims and input arrays bind on a model, before any backend: the batch
+    (None where the model fixes it and nobody asked), every dim the arrays and the call bind, each
+    input's shape, and the arrays the call gave (empty when it gave none)."""
 
-    ``proto``: the model already loaded from ``call.model`` by the caller (it is not loaded again).
-    """
-    from pytest_roofline.model import (
-        ModelSpec,
-        bind_input_shapes,
-        graph_inputs,
-        load_model,
-        make_inputs,
-        needs_batch,
-    )
+    batch: int | None
+    dims: dict[str, int]
+    shapes: dict[str, tuple[int, ...]]
+    given: dict[str, np.ndarray]
+    batch_default: bool = False  # a symbolic batch dim nobody bound runs at 1
+
+
+def bind(
+    proto: onnx.ModelProto,
+    batch: int | None = None,
+    dims: Mapping[str, int] | None = None,
+    inputs: InputSource | None = None,
+) -> Binding:
+    """Bind ``proto``'s inputs from a batch, dims and the given arrays, axis by axis (raises one-line
+    RooflineErrors): what :func:`prepare` does before it needs the backend, and all that an
+    analysis-only run (``--roofline-disable``) needs."""
+    from pytest_roofline.model import bind_input_shapes, graph_inputs, needs_batch
     from pytest_roofline.model.inputs import dims_from_inputs, load_inputs
 
-    model, batch, dims, inputs = call.model, call.batch, call.dims, call.inputs
-    engine = _backend(call.backend, call.options)
-    if proto is None:
-        proto = load_model(model)
-    arrays: dict[str, np.ndarray] = {}
+    given: dict[str, np.ndarray] = {}
     if inputs is not None:
-        arrays = load_inputs(inputs, [vi.name for vi in graph_inputs(proto)])
-        found_batch, found_dims = dims_from_inputs(proto, arrays)
+        given = load_inputs(inputs, [vi.name for vi in graph_inputs(proto)])
+        found_batch, found_dims = dims_from_inputs(proto, given)
         if batch is not None and found_batch is not None and batch != found_batch:
             raise OptionError(f"batch {batch} differs from the inputs' first dim {found_batch}")
         batch = batch or found_batch
@@ -204,15 +212,28 @@ def prepare(call: ModelCall, proto: onnx.ModelProto | None = None) -> PreparedMo
     batch_default = batch is None and needs_batch(proto, dims)
     if batch_default:  # like the model_profile fixture: a symbolic batch dim runs at 1
         batch = 1
-    spec = ModelSpec.create(model, batch, dims)
     shapes = bind_input_shapes(proto, batch, dims)
     if batch is not None and shapes and all(not shape or shape[0] != batch for shape in shapes.values()):
         static = ", ".join(f"{k}[{'x'.join(map(str, v))}]" for k, v in shapes.items())
         raise OptionError(f"batch {batch} binds nothing: the model's inputs are static ({static})")
-    if inputs is None:
-        arrays = make_inputs(proto, shapes, seed=0)
+    return Binding(batch, dict(dims or {}), dict(shapes), given, batch_default)
+
+
+def prepare(call: ModelCall, proto: onnx.ModelProto | None = None) -> PreparedModel:
+    """Load ``call.model``, bind its dims and inputs for its backend (raises one-line RooflineErrors).
+
+    ``proto``: the model already loaded from ``call.model`` by the caller (it is not loaded again).
+    """
+    from pytest_roofline.model import ModelSpec, load_model, make_inputs
+
+    engine = _backend(call.backend, call.options)
+    if proto is None:
+        proto = load_model(call.model)
+    bound = bind(proto, call.batch, call.dims, call.inputs)
+    spec = ModelSpec.create(call.model, bound.batch, bound.dims)
+    arrays = bound.given if call.inputs is not None else make_inputs(proto, bound.shapes, seed=0)
     return PreparedModel(
-        model, proto, spec, engine, arrays, dict(shapes), batch, dict(dims or {}), batch_default
+        call.model, proto, spec, engine, arrays, bound.shapes, bound.batch, bound.dims, bound.batch_default
     )
 
 
@@ -261,7 +282,8 @@ def assemble(
     from pytest_roofline.profile import ModelProfile, build_layers, profiler_scale, profiler_scales
 
     scale = profiler_scale(run.kernels, latency.median)
-    scales = profiler_scales(run.kernels, latency.median)  # per kernel: a profiler's cost is per event
+    floor = run.roofline.dispatch_floor if run.roofline is not None else 0.0
+    scales = profiler_scales(run.kernels, latency.median, floor)  # per kernel: a profiler's cost is per event
     layers, fraction = build_layers(run.analysis, run.kernels, run.roofline, time_scale=scales)
     memory, layer_memory = profiled_memory(run.kernels, run.analysis)
     layers = [

@@ -190,6 +190,44 @@ def sklearn_like(path: Path | None = None, zipmap: bool = True) -> onnx.ModelPro
     return _save(model, path)
 
 
+def stale_value_info(path: Path | None = None, width: int = 4) -> onnx.ModelProto:
+    """An exporter's stale shape annotations: ``value_info`` declares a Squeeze output ``[width]``
+    (as if the batch axis were squeezed too) where the kernels keep ``[1, width]``, so the graph
+    output ``y`` is declared rank 1 and produced rank 2.  Bare onnxruntime warns and runs it."""
+    nodes = [
+        helper.make_node("Squeeze", ["x", "axes2"], ["squeezed"], name="/Squeeze"),
+        helper.make_node("Add", ["squeezed", "bias"], ["y"], name="/Add"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "main_graph",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, width, 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [width])],
+        [numpy_helper.from_array(np.array([2], np.int64), "axes2"), _weight("bias", (width,), 80)],
+        value_info=[helper.make_tensor_value_info("squeezed", TensorProto.FLOAT, [width])],
+    )
+    model = helper.make_model(graph, opset_imports=OPSET, producer_name="pytorch")
+    return _save(model, path)  # the checker's full shape inference would refuse it; onnxruntime runs it
+
+
+def random_mask_indices(path: Path | None = None) -> onnx.ModelProto:
+    """An output whose shape changes from run to run: ``NonZero`` of a random mask (a sampling or
+    dropout-style export), declared ``[2, ?]``."""
+    nodes = [
+        helper.make_node("RandomUniformLike", ["x"], ["noise"]),
+        helper.make_node("Greater", ["noise", "half"], ["mask"]),
+        helper.make_node("NonZero", ["mask"], ["indices"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "sampler",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+        [helper.make_tensor_value_info("indices", TensorProto.INT64, [2, "kept"])],
+        [numpy_helper.from_array(np.array(0.5, np.float32), "half")],
+    )
+    return _save(helper.make_model(graph, opset_imports=OPSET), path)
+
+
 # --- made by the tools people use (each imported here, lazily) -------------------------------------
 
 
@@ -367,7 +405,9 @@ def loop_with_state(path: Path | None = None, width: int = 32, steps: int = 4) -
 
 
 #: Exports torch.onnx made (legacy and dynamo), committed with the script that made them:
-#: ``benchmarks/export_real_corpus_torch.py`` (torch 2.13.0 CPU, in a side environment).
+#: ``benchmarks/export_real_corpus_torch.py`` (torch 2.13.0 CPU, in a side environment), and
+#: onnxruntime's transformer optimizer's output over two of them
+#: (``benchmarks/optimize_real_corpus_transformers.py``).
 TORCH_EXPORTS = Path(__file__).resolve().parent / "data" / "real_exports"
 
 
@@ -390,7 +430,9 @@ def torch_exports() -> list[tuple[str, str, str, dict]]:
         entries.append(
             (
                 name,
-                f"{entry['exporter']} (torch {manifest['torch']})",
+                f"{entry['exporter']} (torch {manifest['torch']})"
+                if entry["exporter"].startswith("torch.onnx")
+                else entry["exporter"],
                 str(TORCH_EXPORTS / f"{name}.onnx"),
                 given,
             )
@@ -416,6 +458,7 @@ def corpus(folder: Path) -> list[tuple[str, str, onnx.ModelProto | str, dict]]:
         ("mlp", "hand: torch.onnx Linear/ReLU layout", base, {}),
         ("shape_math", "hand: exporter shape arithmetic", foldable_shape_graph(), {}),
         ("loop_state", "hand: scripted Loop with state", loop_with_state(), {"inputs": _loop_inputs()}),
+        ("stale_shapes", "hand: stale value_info (rank 1, runs 2)", stale_value_info(), {}),
     ]
     entries += [(name, "skl2onnx", model, {}) for name, model in sklearn_models().items()]
     entries += [

@@ -121,6 +121,38 @@ def test_the_fixture_takes_shapes(pytester: pytest.Pytester, monkeypatch, tmp_pa
     pytester.runpytest(*FAKE).assert_outcomes(passed=1)
 
 
+def test_an_analysis_only_run_binds_what_the_arrays_give(
+    pytester: pytest.Pytester, monkeypatch, tmp_path_factory
+) -> None:
+    """``--roofline-disable`` times nothing, but the ``inputs=`` arrays still bind every axis they
+    cover (tf2onnx's unnamed dims, the VAD's batch on its state input) and decide the If."""
+    monkeypatch.setenv("ROOFLINE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    onnx.save(tf_like(), str(pytester.path / "tf.onnx"))
+    onnx.save(vad_like(), str(pytester.path / "vad.onnx"))
+    at_8k = analyze(vad_like(), batch=2, input_values=vad_inputs(batch=2, sr=8000)).total.macs
+    assert at_8k != analyze(vad_like(), batch=2, input_values=vad_inputs(batch=2)).total.macs
+    pytester.makepyfile(
+        f"""
+        import numpy as np
+
+        def test_unnamed_dims(model_profile):
+            x = np.ones((3, 7, 12), np.float32)
+            prof = model_profile("tf.onnx", inputs={{"serving_default_x:0": x}})
+            assert prof.extra["analysis_only"] and prof.batch == 3
+            assert prof.input_shapes == {{"serving_default_x:0": (3, 7, 12)}}
+            assert prof.dims == {{"serving_default_x:0[1]": 7}} and prof.total_macs == 3 * 7 * 12 * 4
+
+        def test_state_batch_and_branch(model_profile):
+            feeds = {{"input": np.ones((2, 64), np.float32), "state": np.zeros((2, 2, 16), np.float32),
+                      "sr": np.array(8000, np.int64)}}
+            prof = model_profile("vad.onnx", inputs=feeds)
+            assert prof.batch == 2 and prof.input_shapes["state"] == (2, 2, 16)
+            assert prof.total_macs == {at_8k}
+        """
+    )
+    pytester.runpytest(*FAKE, "--roofline-disable").assert_outcomes(passed=2)
+
+
 # --- a backend that cannot read the model ------------------------------------------------------
 
 
@@ -185,7 +217,7 @@ def _huge_roof():
 
 
 def test_the_corpus_profiles_on_onnxruntime_with_a_valid_roofline(real_corpus) -> None:
-    assert len(real_corpus) >= 22 and len({tool for _, tool, _, _ in real_corpus}) >= 10
+    assert len(real_corpus) >= 27 and len({tool for _, tool, _, _ in real_corpus}) >= 15
     for name, _, model, call in real_corpus:
         prof = profile_model(model, roofline=_huge_roof(), **FAST, **call)
         check = prof.roofline_check
@@ -310,6 +342,36 @@ def test_a_stale_declared_output_shape_is_a_note_not_a_failure() -> None:
     assert profile_model(vad_like(), inputs=vad_inputs(), **FAST).extra.get("notes") is None
 
 
+def test_a_stale_value_info_rank_runs_with_a_note_where_bare_onnxruntime_runs() -> None:
+    """The declared rank of an output disagrees with the kernels' (a Squeeze output declared rank 1
+    in value_info, produced rank 2): bare onnxruntime warns and runs it; the tool ran its timed
+    loop on pre-allocated outputs, which onnxruntime checks against the declaration, and failed
+    every run with "Invalid rank for output"."""
+    import onnxruntime as ort
+    from _real_exports import stale_value_info
+
+    model = stale_value_info()
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    bare = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    feeds = {"x": np.ones((1, 4, 1), np.float32)}
+    assert [bare.run(None, feeds)[0].shape for _ in range(3)] == [(1, 4)] * 3
+    prof = profile_model(model, **FAST)
+    (note,) = prof.extra["notes"]
+    assert "output 'y' is declared [4] but the kernels produce [1, 4]" in note
+    assert prof.latency.median > 0 and prof.input_shapes == {"x": (1, 4, 1)}
+
+
+def test_an_output_whose_shape_changes_every_run_is_timed() -> None:
+    """NonZero of a random mask: each run's output has another shape, which a pre-allocated output
+    refuses ("The output OrtValue provided ... has shape {2,18} but the computed output shape for
+    this run is {2,16}"); bare onnxruntime allocates per run, and so does the tool's timed loop."""
+    from _real_exports import random_mask_indices
+
+    prof = profile_model(random_mask_indices(), **{**FAST, "rounds": 10})
+    assert prof.latency.median > 0 and prof.latency.n >= 10
+
+
 def test_int8_convolutions_the_roofline_never_probed_have_no_prediction(tmp_path) -> None:
     pytest.importorskip("onnxruntime.quantization")
     from _real_exports import quantized_dynamic
@@ -347,3 +409,24 @@ def test_committed_torch_exports_profile_as_a_user_calls_them() -> None:
     path, _ = found["gru_state_legacy"]
     prof = profile_model(path, batch=3, dims={"frames": 8}, **FAST)
     assert prof.input_shapes == {"frames": (3, 8, 16), "state": (1, 3, 24)}
+
+
+@pytest.mark.parametrize(("export", "fused"), [("bert_hf", "Attention"), ("gpt2_hf", "FastGelu")])
+def test_onnxruntime_transformer_optimizer_output_costs_what_the_export_cost(export: str, fused: str) -> None:
+    """onnxruntime.transformers' optimize_model over a Hugging Face export (committed with
+    benchmarks/optimize_real_corpus_transformers.py): its com.microsoft Attention,
+    SkipLayerNormalization, BiasGelu/FastGelu and EmbedLayerNormalization are costed, and the same
+    work as the export they were fused from; onnxruntime profiles it as a user calls it."""
+    from _real_exports import TORCH_EXPORTS, torch_exports
+
+    found = {name: (path, call) for name, _, path, call in torch_exports()}
+    optimized, call = found[f"{export}_ort_transformers"]
+    proto = onnx.load(optimized, load_external_data=False)
+    ops = {node.op_type for node in proto.graph.node if node.domain == "com.microsoft"}
+    assert {fused, "SkipLayerNormalization"} <= ops
+    dims = {"sequence_length": 16}
+    fused_analysis = analyze(optimized, batch=1, dims=dims)
+    export_analysis = analyze(str(TORCH_EXPORTS / f"{export}_legacy.onnx"), batch=1, dims=dims)
+    assert not fused_analysis.uncosted and fused_analysis.total.macs == export_analysis.total.macs
+    prof = profile_model(optimized, **FAST, **call)
+    assert prof.input_shapes["input_ids"] == (1, 16) and prof.total_macs == export_analysis.total.macs

@@ -142,11 +142,41 @@ def test_a_body_kernel_keeps_its_time_less_its_events_profiler_cost() -> None:
     )  # none left under a step: the kept times add up to the run as they are
     plain = KernelProfile((kernel("conv", 300.0, 1), kernel("relu", 100.0, 1)))
     assert profiler_scales(plain, 200e-6) == pytest.approx(
-        (0.5, 0.5)
-    )  # one event each: one factor, as before
+        (201 / 300 * 200 / 202, 1 / 100 * 200 / 202)
+    )  # one event each: charged what the Relu read less a step (99 us), the rest scaled down
     unknown = KernelProfile((kernel("conv", 300.0, None), kernel("loop", 100.0, 65)))
     assert profiler_scales(unknown, 200e-6) == pytest.approx((0.5, 0.5))  # counts missing: one factor
     assert profiler_scales(profile, 2e-3) == (1.0,) * 5  # kernels under the run: never stretched
+
+
+def test_many_small_kernels_charge_the_profiler_per_event_not_the_big_one() -> None:
+    """GPT-2 (transformers, 2 layers of width 64, one thread): 210 kernels, one event each, added
+    up to 700 us profiled against a 133 us run (a Shape read 2.5 us).  One factor (0.19) left a
+    Gemm that read 11 us profiled at 2.0 us, above the one-thread compute roof; charged per event
+    what the cheapest kernel read less a step (1.5 us), then scaled down, it keeps 3.7 us and each
+    view a step's worth, before the scale."""
+    from pytest_roofline.backends.base import KernelProfile, KernelRecord
+    from pytest_roofline.profile import profiler_scale, profiler_scales
+
+    def kernel(name: str, micros: float) -> KernelRecord:
+        return KernelRecord(name, "Op", (), (micros * 1e-6,) * 3, extra={"events_per_run": 1})
+
+    gemms = [kernel(f"gemm{i}", 11.0) for i in range(8)]
+    views = [kernel(f"shape{i}", 2.5) for i in range(202)]
+    profile = KernelProfile((*gemms, *views))
+    e2e = 133e-6
+    total = 8 * 11.0 + 202 * 2.5
+    assert profiler_scale(profile, e2e) == pytest.approx(133 / total)
+    scales = profiler_scales(profile, e2e)
+    charge = 2.5 - 1.0  # the even share, 2.19 us, is more than a view's 2.5 us less one step
+    down = 133 / (total - 210 * charge)
+    assert scales[0] * 11.0 == pytest.approx((11.0 - charge) * down)  # 3.7 us, not 11 x 0.22 = 2.5 us
+    assert scales[8] * 2.5 == pytest.approx(1.0 * down)  # a view keeps a time: the floor prices it
+    assert scales[0] * 11.0 > 1.5 * profiler_scale(profile, e2e) * 11.0
+    floor = 0.5  # us: a view charged 1.5 us and scaled down would end at 0.48 us, under the floor
+    floored = profiler_scales(profile, e2e, floor * 1e-6)
+    assert scales[8] * 2.5 < floor and floored[8] * 2.5 == pytest.approx(floor)
+    assert floored[0] * 11.0 > 1.5 * profiler_scale(profile, e2e) * 11.0  # the Gemm still gains
 
 
 def test_layer_bytes_follow_the_precision_that_ran() -> None:

@@ -90,11 +90,18 @@ def measure_change(
     warmup: int = 3,
     tolerance: float = 0.05,
     progress: Callable[[int, int], None] | None = None,
+    precision: float | None = None,
+    max_sessions: int = 0,
 ) -> Verdict:
     """The paired verdict of ``new`` against ``old`` on ``backend`` (ratio = new / old).
 
     Each model gets its own seeded random inputs at the bound shapes (the same arrays when
     their inputs agree).  ``raw`` of the verdict holds both models' p25 seconds.
+
+    ``precision``: sample ``sessions`` more session pairs at a time until the verdict's 95 %
+    interval is at most this wide either side (its ``noise``, log space: 0.01 is about ±1 %), or
+    ``max_sessions`` pairs ran.  The stop looks at the interval's width, never at the ratio, so
+    it picks no batch for what it reads.
 
     Raises:
         RooflineError: a model cannot be loaded, bound or run by the backend.
@@ -112,13 +119,19 @@ def measure_change(
     openers = [opener(new), opener(old)]
     design = {"sessions": sessions, "rounds": rounds, "iterations": iterations, "warmup": warmup}
     helper = sampler_for(backend)  # two multi-threaded sessions share one pool there (gate/isolated.py)
-    if helper is not None:
-        samples = helper(openers, **design)
-    else:
-        samples = sample_interleaved(openers, progress=progress, **design)
-    ratios = round_ratios(samples[0], samples[1])  # the gate's paired figure (per-round ratios)
-    raw = {"baseline": _p25(samples[1]), "current": _p25(samples[0])}
-    return compare(ratios, None, tolerance=tolerance, mode="paired", raw=raw)
+    samples: list[list[list[float]]] = [[], []]
+    while True:
+        if helper is not None:
+            more = helper(openers, **design)
+        else:
+            more = sample_interleaved(openers, progress=progress, **design)
+        samples = [samples[0] + more[0], samples[1] + more[1]]
+        ratios = round_ratios(samples[0], samples[1])  # the gate's paired figure (per-round ratios)
+        raw = {"baseline": _p25(samples[1]), "current": _p25(samples[0])}
+        verdict = compare(ratios, None, tolerance=tolerance, mode="paired", raw=raw)
+        wide = verdict.noise is not None and precision is not None and verdict.noise > precision
+        if not wide or len(samples[0]) + sessions > max_sessions:
+            return verdict
 
 
 def _p25(sessions: list[list[float]]) -> float | None:

@@ -139,7 +139,7 @@ def build_request(
 
     backend_name, engine = backend
     batch_size, dims, inputs, trips = call.batch, call.dims, call.inputs, call.trips
-    prepared = None
+    prepared, bound = None, None
     if not mode.disable:  # load and bind now: a bad model or input fails before measuring
         from pytest_roofline.pipeline import prepare
 
@@ -147,10 +147,14 @@ def build_request(
         resolved = dataclasses.replace(call, model=str(model_path), backend=engine, options=None)
         prepared = prepare(resolved)
         batch_size = prepared.batch or 1
-    elif batch_size is None:  # 1 for a symbolic batch dim, the model's own when it is static
+    else:  # analysis only: the arrays still bind every axis they cover, and decide If branches
         from pytest_roofline.model import default_batch, load_model
+        from pytest_roofline.pipeline import bind
 
-        batch_size = default_batch(load_model(str(model_path)), dims)
+        proto = load_model(str(model_path))
+        bound = bind(proto, batch_size, dims, inputs)
+        # 1 for a symbolic batch dim, the model's own when it is static
+        batch_size = bound.batch or default_batch(proto, bound.dims)
     rel = relative_to_root(model_path, rootdir)
     device = device_class(engine.fingerprint())
     key = entry_key(test, rel, batch_size, dict(dims or {}), backend_name, device)
@@ -190,6 +194,7 @@ def build_request(
         commit=commit() if not mode.disable else None,
         trips=dict(trips) if trips else None,
         prepared=prepared,
+        bound=bound,
         retime=settings.retime or mode.update,  # an accepted figure is a timed one
         timed=settings.timed,
         models=models() if not mode.disable else None,

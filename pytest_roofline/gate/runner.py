@@ -106,7 +106,15 @@ def static_outcome(request: GateRequest) -> GateOutcome:
     from pytest_roofline.model import model_hash
     from pytest_roofline.profile import ModelProfile
 
-    analysis = analyze(str(request.model), batch=request.batch, dims=dict(request.dims), trips=request.trips)
+    bound = request.bound  # the batch and dims the call's arrays bind, and the arrays (If branches)
+    dims = bound.dims if bound is not None else dict(request.dims)
+    analysis = analyze(
+        str(request.model),
+        batch=request.batch,
+        dims=dims,
+        trips=request.trips,
+        input_values=(bound.given or None) if bound is not None else None,
+    )
     nan = math.nan
     profile = ModelProfile(
         model_name=request.model.stem,
@@ -116,14 +124,14 @@ def static_outcome(request: GateRequest) -> GateOutcome:
         backend_version="",
         options={},
         batch=request.batch,
-        input_shapes={},
+        input_shapes=dict(bound.shapes) if bound is not None else {},
         latency=LatencyStats(0, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan),
         layers=(),
         attributed_fraction=0.0,
         total_flops=analysis.total.flops,
         total_macs=analysis.total.macs,
         total_bytes=analysis.total.bytes,
-        dims=dict(request.dims),
+        dims=dims,
         extra={"analysis_only": True},
     )
     verdict = new_verdict(

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from pytest_roofline.gate.memory import MemoryTolerance
     from pytest_roofline.gate.verdict import Verdict
     from pytest_roofline.model import ModelSpec
-    from pytest_roofline.pipeline import PreparedModel
+    from pytest_roofline.pipeline import Binding, PreparedModel
     from pytest_roofline.profile import ModelProfile
 
 __all__ = ["GateOutcome", "GateRequest", "ModelStoreLike"]
@@ -58,6 +58,7 @@ class GateRequest:
     commit: str | None = None
     trips: Mapping[str, int] | None = field(default=None, hash=False)  # Loop trip counts to bind
     prepared: PreparedModel | None = field(default=None, hash=False)  # the model already loaded and bound
+    bound: Binding | None = field(default=None, hash=False)  # --roofline-disable: what the call binds
     retime: bool = False  # a timed comparison even when nothing that runs changed
     # a figure timed every run, as a stored comparison (the history's series needs one), while
     # identity still decides: nothing that runs changed is ``unchanged``, however the timing reads

@@ -69,6 +69,7 @@ ORT_DTYPES = {
 
 
 _GLOBAL_POOL = False  # set in a process whose sessions share one global pool (use_global_pool)
+BINDING_RUNS = 2  # runs _io_binding makes: one allocates the outputs, one checks their pre-allocation
 
 
 def use_global_pool(intra_op_threads: int, inter_op_threads: int = 0) -> None:
@@ -303,6 +304,7 @@ class OnnxRuntimeSession(BackendSession):
         self._feeds = {name: self._value(arr, types.get(name, "")) for name, arr in self.inputs.items()}
         self._output_names = [o.name for o in self.session.get_outputs()]
         self._binding: Any = None
+        self._unallocated: tuple[str, ...] = ()  # outputs each timed run allocates (_io_binding)
         #: outputs whose produced shape differs from the declared one (a note, never a failure)
         self.output_notes: tuple[str, ...] = ()
         # every run takes these options: a bounded measurement past its timeout sets ``terminate``,
@@ -386,22 +388,50 @@ class OnnxRuntimeSession(BackendSession):
         outputs 4.18 ms: the timed loop must not add what a bare loop doesn't pay.
         """
         if self._binding is None:
-            self._binding = self._io_binding(self.session)
+            self._binding, self._unallocated = self._io_binding(self.session)
         return self._binding
 
-    def _io_binding(self, session: Any) -> Any:
-        """``session``'s inputs bound, outputs pre-allocated where timing keeps them (one run)."""
-        first = session.io_binding()
-        for name, value in self._feeds.items():
-            first.bind_ortvalue_input(name, value)
-        for name in self._output_names:
-            first.bind_output(name, self._device, self._device_id)
+    def _io_binding(self, session: Any) -> tuple[Any, tuple[str, ...]]:
+        """``session``'s inputs bound, outputs pre-allocated where onnxruntime takes them (two runs);
+        the outputs left unallocated, which :meth:`_unbind` must free before each run.
+
+        onnxruntime checks a pre-allocated output against the model's declared shape, which a bare
+        ``run`` only warns about: a stale declaration (a Squeeze output declared rank 1 in
+        ``value_info``, produced rank 2) failed every timed run with ``Invalid rank for output``.
+        Such an output, and every output of a model whose output shapes change from run to run
+        (``NonZero`` of a random mask), is bound unallocated: onnxruntime allocates it each run, as
+        a bare run does.
+        """
+        first = self._binding_of(session, {})
         session.run_with_iobinding(first, self._run_options)  # allocates outputs of the right shapes
+        declared = {meta.name: list(meta.shape) for meta in session.get_outputs()}
+        kept = {
+            name: value
+            for name, value in zip(self._output_names, first.get_outputs(), strict=True)
+            if _fits(declared.get(name), _shape_of(value))
+        }
+        binding = self._binding_of(session, kept)
+        try:  # a pre-allocated output whose shape the next run changes is refused here
+            session.run_with_iobinding(binding, self._run_options)
+        except Exception:
+            binding, kept = self._binding_of(session, {}), {}
+        return binding, tuple(name for name in self._output_names if name not in kept)
+
+    def _unbind(self, binding: Any, names: tuple[str, ...]) -> None:
+        """Free ``names`` in ``binding``: a run leaves its values bound, pre-allocated to the next."""
+        for name in names:
+            binding.bind_output(name, self._device, self._device_id)
+
+    def _binding_of(self, session: Any, outputs: Mapping[str, Any]) -> Any:
+        """An IOBinding of the inputs, ``outputs`` pre-allocated, the others allocated by each run."""
         binding = session.io_binding()
         for name, value in self._feeds.items():
             binding.bind_ortvalue_input(name, value)
-        for name, value in zip(self._output_names, first.get_outputs(), strict=True):
-            binding.bind_ortvalue_output(name, value)
+        for name in self._output_names:
+            if name in outputs:
+                binding.bind_ortvalue_output(name, outputs[name])
+            else:
+                binding.bind_output(name, self._device, self._device_id)
         return binding
 
     def _model_payload(self) -> str | bytes:
@@ -436,10 +466,7 @@ class OnnxRuntimeSession(BackendSession):
                     f"got {array.dtype.name} {list(array.shape)}"
                 )
             shape = list(meta.shape)
-            fits = len(shape) == array.ndim and all(
-                not isinstance(d, int) or d <= 0 or d == a for d, a in zip(shape, array.shape, strict=False)
-            )
-            if not fits:
+            if not _fits(shape, list(array.shape)):
                 raise ShapeError(
                     f"input {name!r} expects shape {_shape_text(shape)}, got {list(array.shape)}"
                     f" ({array.dtype.name})"
@@ -455,26 +482,46 @@ class OnnxRuntimeSession(BackendSession):
         """Seconds per inference, profiler off, inputs and outputs pre-bound; ``perf_counter_ns`` per call.
 
         On a GPU each sample ends when the outputs are ready on the device (onnxruntime
-        synchronizes its stream at the end of a run; ``synchronize_outputs`` makes sure).
+        synchronizes its stream at the end of a run; ``synchronize_outputs`` makes sure).  A run
+        that refuses a pre-allocated output (its shape changed since: a data-dependent output) is
+        timed again with every output allocated by the run.
         """
+        try:
+            return self._timed(iterations)
+        except Exception as exc:
+            error = exc
+            if self._binding is not None and len(self._unallocated) < len(self._output_names):
+                self._binding, self._unallocated = (
+                    self._binding_of(self.session, {}),
+                    tuple(self._output_names),
+                )
+                try:
+                    return self._timed(iterations)
+                except Exception as again:
+                    error = again
+        raise BackendError(f"onnxruntime failed to run {self.spec.name}: {_first_line(error)}") from None
+
+    def _timed(self, iterations: int) -> list[float]:
         clock = time.perf_counter_ns
         samples: list[float] = []
-        try:
-            run, binding, options = self.session.run_with_iobinding, self._bound(), self._run_options
-            if self._device == "cpu":
-                for _ in range(iterations):
-                    start = clock()
-                    run(binding, options)
-                    samples.append((clock() - start) * 1e-9)
-            else:
-                sync = binding.synchronize_outputs
-                for _ in range(iterations):
-                    start = clock()
-                    run(binding, options)
-                    sync()
-                    samples.append((clock() - start) * 1e-9)
-        except Exception as exc:
-            raise BackendError(f"onnxruntime failed to run {self.spec.name}: {_first_line(exc)}") from None
+        run, binding, options = self.session.run_with_iobinding, self._bound(), self._run_options
+        unbind, unallocated = self._unbind, self._unallocated
+        if self._device == "cpu":
+            for _ in range(iterations):
+                if unallocated:  # outside the timed call: a bare run's outputs start unallocated
+                    unbind(binding, unallocated)
+                start = clock()
+                run(binding, options)
+                samples.append((clock() - start) * 1e-9)
+        else:
+            sync = binding.synchronize_outputs
+            for _ in range(iterations):
+                if unallocated:
+                    unbind(binding, unallocated)
+                start = clock()
+                run(binding, options)
+                sync()
+                samples.append((clock() - start) * 1e-9)
         return samples
 
     def profile(self, iterations: int, warmup: int = 1) -> KernelProfile:
@@ -496,7 +543,7 @@ class OnnxRuntimeSession(BackendSession):
             session = self._create(self.backend.session_options(tmp))
             if self.backend.on_gpu:
                 events, gpu = self._profile_gpu(session, iterations, warmup)
-                skip = max(warmup, 1)  # the binding's allocating run is the first warm-up
+                skip = max(warmup, BINDING_RUNS)  # the binding's two runs are the first warm-ups
                 extra["transfer"] = self._transfer(session)
                 if gpu is not None:
                     extra["gpu"] = gpu.summary()
@@ -553,20 +600,24 @@ class OnnxRuntimeSession(BackendSession):
         )
 
         try:
-            binding = self._io_binding(session)
+            binding, unallocated = self._io_binding(session)
             run, sync, options = session.run_with_iobinding, binding.synchronize_outputs, self._run_options
-            for _ in range(max(warmup, 1) - 1):
+
+            def once() -> None:
+                self._unbind(binding, unallocated)
                 run(binding, options)
+                sync()
+
+            for _ in range(max(warmup, BINDING_RUNS) - BINDING_RUNS):
+                once()
             recorder = CuptiRecorder() if cupti_available() else None
             if recorder is not None:
                 with recorder:
                     for _ in range(iterations):
-                        run(binding, options)
-                        sync()
+                        once()
             else:
                 for _ in range(iterations):
-                    run(binding, options)
-                    sync()
+                    once()
         except Exception as exc:
             raise BackendError(f"onnxruntime failed to run {self.spec.name}: {_first_line(exc)}") from None
         path = session.end_profiling()
@@ -575,7 +626,7 @@ class OnnxRuntimeSession(BackendSession):
         if recorder is None:
             self._no_gpu_timer = type(self)._no_gpu_timer
             return events, None
-        timing = map_gpu_activity(events, start_ns, recorder.trace(), skip_runs=max(warmup, 1))
+        timing = map_gpu_activity(events, start_ns, recorder.trace(), skip_runs=max(warmup, BINDING_RUNS))
         if not timing.activities:
             self._no_gpu_timer = "CUPTI recorded no GPU activity during the profiled runs"
             return events, None
@@ -593,7 +644,7 @@ class OnnxRuntimeSession(BackendSession):
 
         if self._device == "cpu":
             return {"included_in_latency": True, "io_binding": self.backend.io_binding}
-        outputs = self._bound().get_outputs()
+        outputs = self._bound().get_outputs()  # the last run's values, allocated or not
         h2d, d2h, out_bytes = [], [], 0
         for _ in range(repeats):
             start = time.perf_counter()
@@ -656,15 +707,21 @@ def _output_shape_notes(model: Any, names: list[str], produced: list[list[int] |
         declared = declared_by_name.get(name)
         if declared is None or shape is None:
             continue
-        fits = len(declared) == len(shape) and all(
-            not isinstance(d, int) or d <= 0 or d == s for d, s in zip(declared, shape, strict=True)
-        )
-        if not fits:
+        if not _fits(declared, shape):
             notes.append(
                 f"output {name!r} is declared {_shape_text(declared)} but the kernels produce "
                 f"{_shape_text(list(shape))}; onnxruntime runs it (the model's declared shape is stale)"
             )
     return tuple(notes)
+
+
+def _fits(declared: list[Any] | None, shape: list[int] | None) -> bool:
+    """Whether a produced ``shape`` has the ``declared`` rank and fixed sizes (None: no tensor)."""
+    if declared is None or shape is None:
+        return declared is None and shape is None
+    return len(declared) == len(shape) and all(
+        not isinstance(d, int) or d <= 0 or d == s for d, s in zip(declared, shape, strict=True)
+    )
 
 
 def _shape_text(shape: list[Any]) -> str:
