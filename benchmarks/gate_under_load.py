@@ -56,8 +56,9 @@ CONDITIONS = ("quiet", "busy1", "busy2", "bursty", "quota")
 #: Conditions the report also prints: ``agents`` is a recording made as ``quiet`` while other
 #: developers' test runs shared the machine (pressure 0.5-0.9: not quiet, so relabelled);
 #: ``quota-unseen`` a ``quota`` recording made before the load read the cgroup's throttled time
-#: (its pressure leaves the quota out).
-REPORTED = (*CONDITIONS, "agents", "quota-unseen")
+#: (its pressure leaves the quota out); ``busy1-stretched`` a ``busy1`` recording made after the
+#: budget began to stretch with the load (``gate.sampling.stretched``).
+REPORTED = (*CONDITIONS, "agents", "quota-unseen", "busy1-stretched")
 #: The zoo's models that run in under ~25 ms at default threads here (the A/A volume comes from them).
 #: A dozen of them, one per family, for a recording that fits an hour.
 SMALL = (

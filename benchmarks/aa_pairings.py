@@ -1,0 +1,103 @@
+"""Is a paired A/A ratio's bias a property of the copy's bytes, or of the pairing?  (issue 31)
+
+For each zoo model, ``REPS`` times: pairings of the re-saved copy against the model and of an
+identical file against the model, 8 sessions x 10 rounds at one intra-op thread, in this process
+(``inproc``) and each in a fresh process (``fresh``); one JSON line per pairing in
+``OUT/records.jsonl`` (session figures, their mean log ratio and its standard error).  A
+pairing-level effect shows as pairing means that differ by more than their standard errors.
+``CONDITION`` ``busy1`` runs one ``while True: pass`` beside it.
+
+Usage::
+
+    python benchmarks/aa_pairings.py busy1 gpt2_kv,lstm_gru,convnext_fp16,moe,mobilenet_v2 3 OUT
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pytest_roofline.zoo.suite import zoo_model  # noqa: E402
+from pytest_roofline.zoo.variants import resaved_copy  # noqa: E402
+
+
+def pairing(new: str, old: str, dims: dict[str, int]) -> list[float]:
+    """Session figures (median per-round ratio new / old) of one 8-session pairing at one thread."""
+    from pytest_roofline.backends.base import get_backend
+    from pytest_roofline.gate.verdict import round_ratios
+    from pytest_roofline.measure.rounds import SessionOpener, sample_interleaved
+    from pytest_roofline.model import ModelSpec, bind_input_shapes, load_model, make_inputs
+
+    engine = get_backend("onnxruntime", {}).single_thread()
+
+    def opener(path: str) -> SessionOpener:
+        model = load_model(path)
+        feeds = make_inputs(model, bind_input_shapes(model, None, dims or None), seed=0)
+        return SessionOpener(engine, ModelSpec.create(path, dims=dims or None), feeds)
+
+    samples = sample_interleaved([opener(new), opener(old)], sessions=8, rounds=10, iterations=1, warmup=3)
+    return round_ratios(samples[0], samples[1])
+
+
+def main(condition: str, models: list[str], reps: int, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"])] if condition == "busy1" else []
+    sink = (out / "records.jsonl").open("a", encoding="utf-8")
+    try:
+        for name in models:
+            entry = zoo_model(name)
+            model, dims = entry.build(), dict(entry.dims)
+            base, same, copy = (out / f"{name}{tail}.onnx" for tail in ("", ".same", ".copy"))
+            onnx.save(model, str(base))
+            onnx.save(model, str(same))
+            onnx.save(resaved_copy(model), str(copy))
+            for rep in range(reps):
+                for kind, new in (("copy", copy), ("same", same)):
+                    for where in ("inproc", "fresh"):
+                        started = time.time()
+                        if where == "inproc":
+                            figures = pairing(str(new), str(base), dims)
+                        else:
+                            command = [sys.executable, __file__, "one", str(new), str(base), json.dumps(dims)]
+                            done = subprocess.run(command, capture_output=True, text=True, check=True)
+                            figures = json.loads(done.stdout)
+                        logs = np.log(figures)
+                        record = {
+                            "model": name,
+                            "cond": condition,
+                            "kind": kind,
+                            "where": where,
+                            "rep": rep,
+                            "figures": figures,
+                            "mean": float(logs.mean()),
+                            "se": float(logs.std(ddof=1) / math.sqrt(len(logs))),
+                            "sec": time.time() - started,
+                            "load": os.getloadavg()[0],
+                        }
+                        sink.write(json.dumps(record) + "\n")
+                        sink.flush()
+                        print(
+                            f"{name:14s} {kind:4s} {where:6s} {math.exp(record['mean']):.3f} "
+                            f"se {record['se']:.3f} load {record['load']:.1f}",
+                            flush=True,
+                        )
+    finally:
+        for proc in spin:
+            proc.kill()
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "one":
+        print(json.dumps(pairing(sys.argv[2], sys.argv[3], json.loads(sys.argv[4]))))
+    else:
+        main(sys.argv[1], sys.argv[2].split(","), int(sys.argv[3]), Path(sys.argv[4]))
