@@ -235,3 +235,30 @@ def test_a_baseline_recorded_before_memory_is_no_missing_baseline(project):
     strict.assert_outcomes(passed=1)
     verdict = _memory_verdict(project.path / "r.json")
     assert verdict["status"] == "not-compared" and "--roofline-update adds them" in verdict["message"]
+
+
+def test_baseline_diff_shows_and_rejudges_memory_beside_latency(project, monkeypatch, capsys):
+    """Issue 34 item 4: `roofline baseline diff` shows the run's memory verdict and re-judges the
+    recorded peak against the stored one, at the run's memory tolerance or the one given."""
+    from pytest_roofline.cli import main
+
+    monkeypatch.setenv("ROOFLINE_MODEL_STORE_MAX_BYTES", "0")  # stored figures, not a paired run
+    project.runpytest(*ORT).assert_outcomes(passed=1)
+    keep_alive(project.path / "mm.onnx", "m1")
+    project.runpytest(*ORT, "--roofline-tolerance", "90", "--roofline-report", "r.json").assert_outcomes(
+        failed=1
+    )
+    monkeypatch.chdir(project.path)
+
+    assert main(["baseline", "diff", "r.json"]) == 1
+    recorded, rejudged = capsys.readouterr().out.split("re-judged against the baselines in", 1)
+    rows = [line.split() for line in recorded.splitlines() + rejudged.splitlines()]
+    memory_rows = [row for row in rows if len(row) > 5 and row[4] == "memory"]  # the model is "mm.onnx b4"
+    assert [row[0] for row in memory_rows] == ["regression", "regression"], memory_rows
+    assert all(row[5] == "x1.020" and row[-1] == "1%" for row in memory_rows), memory_rows
+    assert "memory: peak grew" in rejudged and "kB at " in rejudged
+
+    assert main(["baseline", "diff", "r.json", "--memory-tolerance-bytes", "2k"]) in (0, 1)  # latency's own
+    rejudged = capsys.readouterr().out.split("re-judged against the baselines in", 1)[1]
+    rows = [line.split() for line in rejudged.splitlines()]
+    assert [row[0] for row in rows if len(row) > 5 and row[4] == "memory"] == ["pass"]

@@ -10,6 +10,7 @@ verdict names the layers whose allocations grew, largest first.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -17,12 +18,21 @@ from pytest_roofline.fmt import fmt_bytes
 from pytest_roofline.gate.verdict import Verdict
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
+    from pytest_roofline.gate.baseline import BaselineEntry
     from pytest_roofline.memory import LayerMemory, MemoryRecord
     from pytest_roofline.profile import ModelProfile
 
-__all__ = ["INEXACT_FLOOR", "MemoryTolerance", "grown_layers", "memory_record", "memory_verdict"]
+__all__ = [
+    "INEXACT_FLOOR",
+    "MemoryTolerance",
+    "against_entry",
+    "compare_memory",
+    "grown_layers",
+    "memory_record",
+    "memory_verdict",
+]
 
 #: The least relative tolerance of a figure that is not exact (peak RSS moves by pages).
 INEXACT_FLOOR = 0.05
@@ -80,9 +90,17 @@ def memory_verdict(
             return None
         why = f"{METRIC}: the {profile.backend} backend reported no memory for {profile.model_name}"
         return Verdict("not-compared", "stored", METRIC, float("nan"), tolerance.share, message=why)
+    return compare_memory(current, baseline, tolerance)
+
+
+def compare_memory(
+    current: MemoryRecord, baseline: MemoryRecord | None, tolerance: MemoryTolerance
+) -> Verdict:
+    """``current``'s peak against ``baseline``'s: new, incomparable (another source), regression,
+    improved or pass; the plugin's memory verdict and ``roofline baseline diff``'s re-judgement."""
     peak = current.memory.peak
     # raw keys name their unit: the regression table prints a verdict's raw "baseline"/"current" as seconds
-    raw: dict[str, float | None] = {"current_bytes": float(peak)}
+    raw: dict[str, float | None] = {"current_bytes": float(peak), "tolerance_bytes": float(tolerance.bytes)}
     if baseline is None:
         message = f"{METRIC}: no baseline yet; this run's peak ({fmt_bytes(peak)}) becomes the baseline"
         return Verdict("new", "stored", METRIC, float(peak), tolerance.share, message=message, raw=raw)
@@ -127,3 +145,22 @@ def memory_verdict(
         sessions=1,
         explanation=_explain(grown) if grown else "",
     )
+
+
+def against_entry(
+    verdict: Verdict, baseline: BaselineEntry | None, differences: Sequence[str], tolerance: MemoryTolerance
+) -> Verdict:
+    """``verdict`` as the baseline entry allows it: ``not-compared`` against an entry recorded before
+    memory was measured (no missing baseline either), ``incomparable`` under other conditions."""
+    from pytest_roofline.gate.judge import incomparable
+
+    if baseline is not None and baseline.memory is None and verdict.status == "new":
+        why = f"{METRIC}: the baseline entry holds no memory figures (recorded before they were measured)"
+        return dataclasses.replace(
+            verdict, status="not-compared", message=f"{why}; --roofline-update adds them"
+        )
+    if differences and verdict.status != "new":
+        return dataclasses.replace(
+            incomparable(differences, [verdict.current], tolerance.share), metric=METRIC
+        )
+    return verdict
