@@ -28,6 +28,11 @@ Timings on a shared machine are noisy; the memory figures are counters and are n
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -49,8 +54,9 @@ SMALLEST_SHARE = 0.015  # below 5 %, a variant is still judged when the buffer c
 
 
 def measure(path: Path, dims: dict[str, int], threads: str | None) -> tuple[Any, ...]:
-    """(memory, per-layer memory, seconds of the profiled run, seconds reading memory, analysis) of
-    one fresh session, profiled and analyzed as the plugin does (``pipeline.profile_layers``)."""
+    """(memory, per-layer memory, seconds of the profiled run, seconds reading memory, analysis, the
+    graph the backend ran) of one fresh session, profiled and analyzed as the plugin does
+    (``pipeline.profile_layers``)."""
     options = {"intra_op_threads": threads} if threads else None
     prepared = prepare(ModelCall(str(path), dims=dims or None, options=options))
     start = time.perf_counter()
@@ -59,27 +65,186 @@ def measure(path: Path, dims: dict[str, int], threads: str | None) -> tuple[Any,
     start = time.perf_counter()
     memory, layers = profiled_memory(run.kernels, run.analysis)
     reading = time.perf_counter() - start
-    return memory, layers, profiled, reading, run.analysis
+    return memory, layers, profiled, reading, run.analysis, run.kernels.executed
 
 
-def keep_alive_variant(path: Path, analysis: Any, peak: int, out: Path) -> tuple[Path, str, int] | None:
-    """The model with its largest intermediate (at least :data:`SMALLEST_SHARE` of ``peak``) made a
-    graph output: (path, the tensor's producer, its bytes), or None when none is that large."""
+def keep_alive_variant(
+    path: Path, analysis: Any, executed: Any, peak: int, out: Path
+) -> tuple[Path, str, int] | None:
+    """The model with one large intermediate (at least :data:`SMALLEST_SHARE` of ``peak``) kept
+    alive to the end of the run: (path, what was kept, its bytes), or None when none is that large.
+
+    The intermediate is the largest the backend's own graph still writes (``executed``:
+    onnxruntime's optimized graph): one inside a kernel the backend fuses would end the fusion when
+    kept, which changes the plan instead of keeping a buffer (einsum_attention's Gelu).  It is made
+    a graph output.  A main graph whose only node is a Loop keeps nothing longer that way (its
+    outputs already live to the run's end): the Loop body's largest intermediate is then scanned
+    out, so every iteration's copy is kept to the end (:func:`_keep_loop_body`).
+    """
     outputs = set(analysis.graph_outputs)
+    written = {t for node in executed.nodes for t in node.outputs} if executed is not None else None
     candidates = [
-        life for life in lifetimes(analysis).values() if life.tensor not in outputs and life.last_reader
+        life
+        for life in lifetimes(analysis).values()
+        if life.tensor not in outputs and life.last_reader and (written is None or life.tensor in written)
     ]
-    if not candidates:
-        return None
-    largest = max(candidates, key=lambda life: life.bytes)
-    if largest.bytes < SMALLEST_SHARE * peak:
-        return None
     model = onnx.load(str(path))
+    main = [node for node in model.graph.node if node.op_type not in ("Constant",)]
+    largest = max(candidates, key=lambda life: life.bytes) if candidates else None
+    if len(main) == 1 and main[0].op_type == "Loop":
+        return _keep_loop_body(model, main[0], analysis, peak, out / f"{path.stem}__keep.onnx")
+    if largest is None or largest.bytes < SMALLEST_SHARE * peak:
+        return None
     dtype = helper.np_dtype_to_tensor_dtype(np.dtype(analysis.tensors[largest.tensor].dtype))
     model.graph.output.append(helper.make_tensor_value_info(largest.tensor, dtype, None))
     target = out / f"{path.stem}__keep.onnx"
     onnx.save(model, str(target))
     return target, largest.producer, largest.bytes
+
+
+def _keep_loop_body(
+    model: onnx.ModelProto, loop: onnx.NodeProto, analysis: Any, peak: int, target: Path
+) -> tuple[Path, str, int] | None:
+    """``model`` whose Loop scans out its body's largest intermediate (one copy per iteration,
+    kept to the end as a graph output): (path, what was kept, its bytes), or None."""
+    body = next(a.g for a in loop.attribute if a.name == "body")
+    body_outputs = {o.name for o in body.output}
+    sized = [
+        (info.nbytes, tensor, info)
+        for node in body.node
+        for tensor in node.output
+        if tensor not in body_outputs
+        for info in [analysis.tensors.get(tensor) or analysis.tensors.get(f"{loop.name}/{tensor}")]
+        if info is not None
+    ]
+    if not sized:
+        return None
+    per_trip, tensor, info = max(sized, key=lambda item: item[0])
+    trips = _loop_trips(model, loop)
+    if trips is None or per_trip * trips < SMALLEST_SHARE * peak:
+        return None
+    dtype = helper.np_dtype_to_tensor_dtype(np.dtype(info.dtype))
+    body.node.append(helper.make_node("Identity", [tensor], [f"{tensor}__kept"], name=f"{tensor}__keep"))
+    body.output.append(helper.make_tensor_value_info(f"{tensor}__kept", dtype, None))
+    loop.output.append(f"{loop.name}__{tensor}__kept")
+    model.graph.output.append(helper.make_tensor_value_info(f"{loop.name}__{tensor}__kept", dtype, None))
+    onnx.save(model, str(target))
+    return target, f"{loop.name} body's {tensor} (x{trips} iterations)", per_trip * trips
+
+
+def _loop_trips(model: onnx.ModelProto, loop: onnx.NodeProto) -> int | None:
+    """A Loop's constant trip count (an initializer), else None."""
+    from onnx import numpy_helper
+
+    initializers = {init.name: init for init in model.graph.initializer}
+    trips = initializers.get(loop.input[0]) if loop.input and loop.input[0] else None
+    return int(numpy_helper.to_array(trips)) if trips is not None else None
+
+
+OVERHEAD_TEST = """
+import json
+import pytest
+
+MODELS = json.loads(open("models.json").read())
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_model(model_profile, name):
+    path, dims = MODELS[name]
+    prof = model_profile(path, dims=dims or None)
+    assert prof.memory is not None
+"""
+
+#: Times every call into the memory code of a gated test (the trace's counters, the estimate, the
+#: verdict beside latency and the record a baseline keeps) and each test's call, per test.
+OVERHEAD_CONFTEST = """
+import functools, json, time
+import pytest
+import pytest_roofline.gate.memory as gate_memory
+import pytest_roofline.gate.runner as runner
+import pytest_roofline.memory.measure as measure
+
+SPENT, CALLS, CURRENT = {}, {}, [None]
+
+def _timed(module, name):
+    original = getattr(module, name)
+    @functools.wraps(original)
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            if CURRENT[0] is not None:
+                SPENT[CURRENT[0]] = SPENT.get(CURRENT[0], 0.0) + time.perf_counter() - start
+    setattr(module, name, timed)
+
+for module, name in ((measure, "profiled_memory"), (runner, "_memory_verdicts"),
+                     (runner, "_memory_unchanged"), (gate_memory, "memory_record")):
+    _timed(module, name)
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    CURRENT[0] = item.callspec.params["name"]
+    start = time.perf_counter()
+    try:
+        return (yield)
+    finally:
+        CALLS[CURRENT[0]] = time.perf_counter() - start
+        CURRENT[0] = None
+
+def pytest_sessionfinish(session):
+    with open("overhead.json", "w") as handle:
+        json.dump({"memory": SPENT, "test": CALLS}, handle)
+"""
+
+
+def gated_overhead(
+    names: list[str], paths: dict[str, Path], work: Path, dims: dict[str, dict[str, int]]
+) -> None:
+    """The seconds the memory code takes in a gated test (a new baseline: profiled, gated,
+    recorded) against that test's own seconds, per model, in one pytest process."""
+    project = work / "overhead-project"
+    shutil.rmtree(project, ignore_errors=True)
+    project.mkdir(parents=True)
+    models = {n: [str(paths[n]), dims[n]] for n in names}
+    (project / "models.json").write_text(json.dumps(models))
+    (project / "test_memory_overhead.py").write_text(OVERHEAD_TEST)
+    (project / "conftest.py").write_text(OVERHEAD_CONFTEST)
+    # the calibration is cached even on a busy machine, so no test pays for one
+    env = {**os.environ, "ROOFLINE_CACHE_DIR": str(work / "overhead-cache"), "ROOFLINE_CACHE_UNSETTLED": "1"}
+    cli = "from pytest_roofline.cli import entry_point; entry_point()"
+    subprocess.run([sys.executable, "-c", cli, "calibrate"], capture_output=True, check=False, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env=env,
+        check=False,
+    )
+    spent_file = project / "overhead.json"
+    if not spent_file.exists():
+        print(f"overhead run failed: {proc.stdout[-1500:]}{proc.stderr[-1500:]}")
+        return
+    spent = json.loads(spent_file.read_text())
+    shares = []
+    for name in names:
+        test, memory = spent["test"].get(name), spent["memory"].get(name, 0.0)
+        if not test:
+            print(f"  {name:18} no gated test time recorded")
+            continue
+        shares.append((memory / test, name, memory, test))
+        print(
+            f"  {name:18} gated test {test:7.3f} s, memory code {memory * 1e3:7.2f} ms: "
+            f"{memory / test * 100:.3f} %"
+        )
+    if shares:
+        worst, median = max(shares), sorted(shares)[len(shares) // 2][0]
+        print(
+            f"overhead of memory in a gated test (new baseline): worst {worst[0] * 100:.3f} % ({worst[1]}: "
+            f"{worst[2] * 1e3:.2f} ms of {worst[3]:.2f} s), median {median * 100:.3f} % "
+            f"(target <= 2 %), pytest exit {proc.returncode}"
+        )
 
 
 def _spread(values: list[int]) -> float:
@@ -102,8 +267,21 @@ def main() -> None:
     parser.add_argument("--models", default="", help="comma-separated zoo names (default: all)")
     parser.add_argument("--sessions", type=int, default=5)
     parser.add_argument("--out", type=Path, default=Path("/tmp/roofline-zoo"))
+    parser.add_argument(
+        "--gated-overhead",
+        default="tiny_mlp,tiny_cnn,scan,loop,tcn",
+        help="zoo models whose gated tests (new baselines, one pytest run) time the memory code ('' to skip)",
+    )
+    parser.add_argument("--skip-quality", action="store_true", help="only the gated-test overhead")
     args = parser.parse_args()
     names = [n for n in args.models.split(",") if n] or [entry.name for entry in ZOO]
+    gated = [n for n in args.gated_overhead.split(",") if n]
+    if gated:
+        print(f"memory code in gated tests ({', '.join(gated)}), one pytest run:", flush=True)
+        gated_paths = write_zoo(args.out, gated)
+        gated_overhead(gated, gated_paths, args.out, {n: dict(zoo_model(n).dims) for n in gated})
+    if args.skip_quality:
+        return
     paths = write_zoo(args.out, names)
     rows, errors, not_repeatable, caught, unchanged_ok, overheads = [], [], [], [], [], []
     readings: list[tuple[float, str]] = []
@@ -129,13 +307,13 @@ def main() -> None:
         memory = default[0][0]
         error = memory.predicted_error or 0.0
         errors.append((name, error))
-        overheads.extend(reading / profiled for _, _, profiled, reading, _ in default)
-        readings.extend((reading, name) for _, _, _, reading, _ in default)
+        overheads.extend(reading / profiled for _, _, profiled, reading, *_ in default)
+        readings.extend((reading, name) for _, _, _, reading, *_ in default)
         record = MemoryRecord(memory, default[0][1])
         again = _Profile(*(default[1] if len(default) > 1 else single[0])[:2], name)
         same = memory_verdict(again, record, MemoryTolerance())  # type: ignore[arg-type]
         unchanged_ok.append((name, same.status if same else "none"))
-        variant = keep_alive_variant(path, default[0][4], memory.peak, args.out)
+        variant = keep_alive_variant(path, default[0][4], default[0][5], memory.peak, args.out)
         keep = "-"
         if variant is None:
             keep = f"no intermediate >= {SMALLEST_SHARE * 100:.1f} % of the peak"

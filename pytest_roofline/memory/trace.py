@@ -33,7 +33,24 @@ from pytest_roofline.memory import LayerMemory, MemoryProfile
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["has_memory_fields", "trace_memory"]
+__all__ = ["first_run_outputs", "has_memory_fields", "trace_memory"]
+
+#: Bytes per element of the type names onnxruntime's profiler writes in ``output_type_shape``.
+ELEMENT_BYTES = {
+    "float": 4,
+    "float16": 2,
+    "bfloat16": 2,
+    "double": 8,
+    "int8": 1,
+    "uint8": 1,
+    "int16": 2,
+    "uint16": 2,
+    "int32": 4,
+    "uint32": 4,
+    "int64": 8,
+    "uint64": 8,
+    "bool": 1,
+}
 
 _KERNEL_SUFFIX = "_kernel_time"
 _FIELDS = ("mem_bytes_in_use", "mem_in_use_delta", "mem_in_use_peak", "mem_arena_held")
@@ -48,6 +65,7 @@ class _Counters:
     ts: float
     provider: str
     values: dict[str, int]
+    output_shapes: Any = None  # the profiler's ``output_type_shape``: [{type name: dims}, ...]
 
     def __getitem__(self, key: str) -> int:
         return self.values.get(key, 0)
@@ -67,7 +85,8 @@ def _counters(event: dict[str, Any]) -> _Counters | None:
             if key in _FIELDS:
                 return None
     provider = str(args.get("provider", ""))
-    return _Counters(name[: -len(_KERNEL_SUFFIX)], float(event.get("ts", 0)), provider, values)
+    shapes = args.get("output_type_shape")
+    return _Counters(name[: -len(_KERNEL_SUFFIX)], float(event.get("ts", 0)), provider, values, shapes)
 
 
 def _node_events(events: Sequence[dict[str, Any]]) -> list[_Counters]:
@@ -131,3 +150,27 @@ def trace_memory(
         requested_peak=requested,
     )
     return memory, layers, max(asked_before, 0)
+
+
+def first_run_outputs(
+    events: Sequence[dict[str, Any]],
+) -> list[tuple[str, list[tuple[int, tuple[int, ...]] | None]]]:
+    """The first profiled run's kernels in the order they ran, each with its outputs' (element
+    bytes, shape) as the profiler recorded them (None for a type it does not size, e.g. strings)."""
+    nodes = _node_events(events)
+    runs = _run_of(events, nodes)
+    found = []
+    for counters, run in zip(nodes, runs, strict=True):
+        if run != runs[0]:
+            break
+        shapes = counters.output_shapes
+        keys: list[tuple[int, tuple[int, ...]] | None] = []
+        for entry in shapes if isinstance(shapes, list) else []:
+            (dtype, dims), *_ = entry.items() if isinstance(entry, dict) and entry else ((None, None),)
+            size = ELEMENT_BYTES.get(str(dtype))
+            if size and isinstance(dims, list) and all(isinstance(d, int) and d >= 0 for d in dims):
+                keys.append((size, tuple(dims)))
+            else:
+                keys.append(None)
+        found.append((counters.name, keys))
+    return found
