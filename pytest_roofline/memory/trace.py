@@ -89,10 +89,26 @@ def _counters(event: dict[str, Any]) -> _Counters | None:
     return _Counters(name[: -len(_KERNEL_SUFFIX)], float(event.get("ts", 0)), provider, values, shapes)
 
 
+#: The runs whose counters are read: the first (buffer by buffer) and two on the memory pattern
+#: planned from it, which every later run repeats to the byte (the gate profiles 1 + 5 runs; a
+#: longer profile costs no more to read).
+RUNS_READ = 3
+
+
 def _node_events(events: Sequence[dict[str, Any]]) -> list[_Counters]:
-    """The kernel events carrying every memory field, in time order."""
-    nodes = [c for c in map(_counters, events) if c is not None]
+    """The kernel events carrying every memory field, in time order, of the first
+    :data:`RUNS_READ` runs."""
+    starts = sorted(_run_starts(events))
+    cutoff = starts[RUNS_READ] if len(starts) > RUNS_READ else float("inf")
+    nodes = [c for c in map(_counters, events) if c is not None and c.ts < cutoff]
     return sorted(nodes, key=lambda c: c.ts)
+
+
+def _run_starts(events: Sequence[dict[str, Any]]) -> list[float]:
+    """When each ``model_run`` of the trace started."""
+    return [
+        float(e.get("ts", 0)) for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"
+    ]
 
 
 def _on_cuda(nodes: list[_Counters]) -> bool:
@@ -107,9 +123,7 @@ def has_memory_fields(events: Sequence[dict[str, Any]]) -> bool:
 
 def _run_of(events: Sequence[dict[str, Any]], nodes: list[_Counters]) -> list[int]:
     """The ``model_run`` each node event belongs to (0 for all without run events)."""
-    starts = sorted(
-        float(e.get("ts", 0)) for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"
-    )
+    starts = sorted(_run_starts(events))
     if not starts:
         return [0] * len(nodes)
     return [max(bisect.bisect_right(starts, c.ts) - 1, 0) for c in nodes]
