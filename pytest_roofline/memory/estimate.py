@@ -63,6 +63,8 @@ IN_PLACE: Mapping[str, int] = {"Conv": 3, "FusedConv": 3} | {
     )
 }
 ALIASES = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
+#: The first profiled run's kernels in order, with their outputs' (element bytes, shape).
+FirstRun = list[tuple[str, list[tuple[int, tuple[int, ...]] | None]]]
 #: A buffer's shape for reuse: (element size, dims as numbers or symbols); None where unknown (never reused).
 Key = tuple[int, tuple[int | str, ...]] | None
 
@@ -104,9 +106,16 @@ class _Planner:
     allocated: dict[str, int] = field(default_factory=dict)  # buffer -> step it was allocated at
     released: dict[str, int] = field(default_factory=dict)  # buffer -> step after which it is released
 
+    keys: dict[str, Key] = field(default_factory=dict)  # key() per tensor, asked once
+
+    def known(self, tensor: str) -> Key:
+        if tensor not in self.keys:
+            self.keys[tensor] = self.key(tensor)
+        return self.keys[tensor]
+
     def same(self, one: str, other: str) -> bool:
-        mine = self.key(one)
-        return mine is not None and mine == self.key(other)
+        mine = self.known(one)
+        return mine is not None and mine == self.known(other)
 
     def place(self, step: Step, position: int, tensor: str) -> None:
         """The buffer ``tensor``, written by ``step``, goes into."""
@@ -120,7 +129,7 @@ class _Planner:
             held = self.buffer_of.get(source)
             if held is not None and self.count.get(held) == 1 and self.same(source, tensor):
                 owner = held
-        if owner is None and (known := self.key(tensor)) is not None and known[1]:
+        if owner is None and (known := self.known(tensor)) is not None and known[1]:
             owner = next((b for b in self.free if self.same(b, tensor)), None)
             if owner is not None:
                 self.free.remove(owner)
@@ -258,15 +267,18 @@ def static_memory(analysis: ModelAnalysis, count_inputs: bool = False) -> Static
     return StaticMemory(weights, max(run.block + run.outputs, peak), peak_node, tuple(run.after), peak)
 
 
-def planned_memory(executed: ExecutedGraph, events: Sequence[dict[str, Any]]) -> StaticMemory | None:
+def planned_memory(
+    executed: ExecutedGraph, events: Sequence[dict[str, Any]], first_run: FirstRun | None = None
+) -> StaticMemory | None:
     """The planner over the graph onnxruntime ran, in the order of the first profiled run's kernel
-    events, with the output shapes they recorded (None where the trace has none of its nodes)."""
+    events, with the output shapes they recorded (None where the trace has none of its nodes);
+    ``first_run``: those events already read (``memory.trace.first_run_outputs``)."""
     from pytest_roofline.memory.trace import first_run_outputs
 
     by_name = {node.name: node for node in executed.nodes}
     steps: list[Step] = []
     shapes: dict[str, tuple[int, tuple[int, ...]] | None] = {}
-    for name, keys in first_run_outputs(events):
+    for name, keys in first_run if first_run is not None else first_run_outputs(events):
         node = by_name.get(name)
         if node is None:
             continue

@@ -6,7 +6,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from pytest_roofline.memory.estimate import planned_memory, static_memory
-from pytest_roofline.memory.trace import trace_memory
+from pytest_roofline.memory.trace import first_run_outputs, read_nodes, trace_memory
 from pytest_roofline.memory.trtexec_log import log_memory
 
 if TYPE_CHECKING:
@@ -32,10 +32,13 @@ def profiled_memory(
         logged = log_memory(kernels.console_log)
         if logged is not None:
             return logged, {}
-    measured = trace_memory(kernels.trace_events) if kernels.trace_events else None
+    events = kernels.trace_events
+    nodes = read_nodes(events) if events else []
+    measured = trace_memory(events, nodes) if nodes else None
     if measured is None:
         return None, {}
     memory, layers, asked_before = measured
-    planned = planned_memory(kernels.executed, kernels.trace_events) if kernels.executed else None
+    first_run = first_run_outputs(events, nodes) if kernels.executed else None
+    planned = planned_memory(kernels.executed, events, first_run) if kernels.executed else None
     static = planned if planned is not None else static_memory(analysis)
     return replace(memory, predicted_peak=asked_before + static.peak_activations), layers

@@ -33,7 +33,7 @@ from pytest_roofline.memory import LayerMemory, MemoryProfile
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["first_run_outputs", "has_memory_fields", "trace_memory"]
+__all__ = ["first_run_outputs", "has_memory_fields", "read_nodes", "trace_memory"]
 
 #: Bytes per element of the type names onnxruntime's profiler writes in ``output_type_shape``.
 ELEMENT_BYTES = {
@@ -130,11 +130,12 @@ def _run_of(events: Sequence[dict[str, Any]], nodes: list[_Counters]) -> list[in
 
 
 def trace_memory(
-    events: Sequence[dict[str, Any]],
+    events: Sequence[dict[str, Any]], nodes: list[_Counters] | None = None
 ) -> tuple[MemoryProfile, dict[str, LayerMemory], int] | None:
     """The memory of one inference, of each kernel (by its trace name) and the bytes requested
-    before the first node (the weights, unrounded), or None without the fields."""
-    nodes = _node_events(events)
+    before the first node (the weights, unrounded), or None without the fields; ``nodes``: the
+    events already read (:func:`read_nodes`)."""
+    nodes = _node_events(events) if nodes is None else nodes
     if not nodes:
         return None
     runs = _run_of(events, nodes)
@@ -166,12 +167,17 @@ def trace_memory(
     return memory, layers, max(asked_before, 0)
 
 
+def read_nodes(events: Sequence[dict[str, Any]]) -> list[_Counters]:
+    """The kernel events' counters, read once for :func:`trace_memory` and :func:`first_run_outputs`."""
+    return _node_events(events)
+
+
 def first_run_outputs(
-    events: Sequence[dict[str, Any]],
+    events: Sequence[dict[str, Any]], nodes: list[_Counters] | None = None
 ) -> list[tuple[str, list[tuple[int, tuple[int, ...]] | None]]]:
     """The first profiled run's kernels in the order they ran, each with its outputs' (element
     bytes, shape) as the profiler recorded them (None for a type it does not size, e.g. strings)."""
-    nodes = _node_events(events)
+    nodes = _node_events(events) if nodes is None else nodes
     runs = _run_of(events, nodes)
     found = []
     for counters, run in zip(nodes, runs, strict=True):
