@@ -264,3 +264,27 @@ def test_baseline_diff_shows_and_rejudges_memory_beside_latency(project, monkeyp
     rejudged = capsys.readouterr().out.split("re-judged against the baselines in", 1)[1]
     rows = [line.split() for line in rejudged.splitlines()]
     assert [row[0] for row in rows if len(row) > 5 and row[4] == "memory"] == ["pass"]
+
+
+def test_the_requested_peak_is_judged_where_both_sides_have_one():
+    """The arena's in-use peak can fall while the bytes the tensors ask for grow (a BFC chunk up to
+    twice a request's size): the verdict follows the requested bytes when both records have them."""
+    from pytest_roofline.gate.memory import compare_memory
+
+    def record(peak: int, requested: int) -> MemoryRecord:
+        memory = MemoryProfile(
+            peak=peak,
+            arena_held=peak,
+            weights=4_194_304,
+            peak_activations=peak - 4_194_304,
+            source="onnxruntime profiler",
+            requested_peak=requested,
+        )
+        return MemoryRecord(memory, {})
+
+    before, kept = record(9_437_188, 6_684_676), record(7_733_252, 7_208_964)  # +524 kB requested
+    verdict = compare_memory(kept, before, MemoryTolerance())
+    assert verdict.status == "regression" and verdict.baseline == 6_684_676 and verdict.current == 7_208_964
+    assert "requested peak grew" in verdict.message
+    unknown = record(9_437_188, 0)  # a baseline written without the requested peak: the peaks compare
+    assert compare_memory(kept, unknown, MemoryTolerance()).status == "improved"
