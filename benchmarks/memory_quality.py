@@ -173,7 +173,8 @@ def test_model(model_profile, name):
     assert prof.memory is not None
 """
 
-#: Times every call into the memory code of a gated test (the trace's counters, the estimate, the
+#: Times every call into the memory code of a gated test (the executed graph and the shapes ONNX
+#: inference declares, which only the estimate uses; the trace's counters, the estimate, the
 #: verdict beside latency and the record a baseline keeps) and each test's call, per test.
 OVERHEAD_CONFTEST = """
 import functools, json, time
@@ -181,6 +182,7 @@ import pytest
 import pytest_roofline.gate.memory as gate_memory
 import pytest_roofline.gate.runner as runner
 import pytest_roofline.memory.measure as measure
+import pytest_roofline.backends.onnxruntime.runner as ort_runner
 
 SPENT, CPU, CALLS, CALLS_CPU, CURRENT = {}, {}, {}, {}, [None]
 
@@ -198,7 +200,8 @@ def _timed(module, name):
     setattr(module, name, timed)
 
 for module, name in ((measure, "profiled_memory"), (runner, "_memory_verdicts"),
-                     (runner, "_memory_unchanged"), (gate_memory, "memory_record")):
+                     (runner, "_memory_unchanged"), (gate_memory, "memory_record"),
+                     (ort_runner, "_executed_graph")):  # the executed graph and its declared shapes
     _timed(module, name)
 
 @pytest.hookimpl(wrapper=True)
