@@ -28,6 +28,11 @@ Timings on a shared machine are noisy; the memory figures are counters and are n
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -49,8 +54,9 @@ SMALLEST_SHARE = 0.015  # below 5 %, a variant is still judged when the buffer c
 
 
 def measure(path: Path, dims: dict[str, int], threads: str | None) -> tuple[Any, ...]:
-    """(memory, per-layer memory, seconds of the profiled run, seconds reading memory, analysis) of
-    one fresh session, profiled and analyzed as the plugin does (``pipeline.profile_layers``)."""
+    """(memory, per-layer memory, seconds of the profiled run, seconds reading memory, analysis, the
+    graph the backend ran) of one fresh session, profiled and analyzed as the plugin does
+    (``pipeline.profile_layers``)."""
     options = {"intra_op_threads": threads} if threads else None
     prepared = prepare(ModelCall(str(path), dims=dims or None, options=options))
     start = time.perf_counter()
@@ -59,27 +65,212 @@ def measure(path: Path, dims: dict[str, int], threads: str | None) -> tuple[Any,
     start = time.perf_counter()
     memory, layers = profiled_memory(run.kernels, run.analysis)
     reading = time.perf_counter() - start
-    return memory, layers, profiled, reading, run.analysis
+    return memory, layers, profiled, reading, run.analysis, run.kernels
 
 
-def keep_alive_variant(path: Path, analysis: Any, peak: int, out: Path) -> tuple[Path, str, int] | None:
-    """The model with its largest intermediate (at least :data:`SMALLEST_SHARE` of ``peak``) made a
-    graph output: (path, the tensor's producer, its bytes), or None when none is that large."""
-    outputs = set(analysis.graph_outputs)
-    candidates = [
-        life for life in lifetimes(analysis).values() if life.tensor not in outputs and life.last_reader
-    ]
-    if not candidates:
-        return None
-    largest = max(candidates, key=lambda life: life.bytes)
-    if largest.bytes < SMALLEST_SHARE * peak:
-        return None
+def keep_alive_variant(
+    path: Path, analysis: Any, kernels: Any, peak: int, out: Path
+) -> tuple[Path, str, int] | None:
+    """The model with one large intermediate kept alive to the end of the run, so that the peak
+    grows by at least :data:`KEEP_SHARE` of ``peak`` (else :data:`SMALLEST_SHARE`): (path, what
+    was kept, its bytes), or None when no intermediate does.
+
+    Candidates are the intermediates the backend's own graph still writes (``kernels.executed``:
+    onnxruntime's optimized graph; one inside a kernel it fuses would end the fusion when kept),
+    largest first; each is tried on the planner model (memory.estimate.planned_memory, over the
+    profiled run's order and shapes) as a graph output, and the first whose predicted growth is
+    large enough is made one.  A tensor that is live at the peak already adds nothing kept longer
+    (einsum_attention's largest MLP activation).  A main graph whose only node is a Loop keeps
+    nothing longer that way (its outputs already live to the run's end): the Loop body's largest
+    intermediate is then scanned out, one copy per iteration kept to the end (:func:`_keep_loop_body`).
+    """
+    import dataclasses
+
+    from pytest_roofline.memory.estimate import planned_memory
+
     model = onnx.load(str(path))
-    dtype = helper.np_dtype_to_tensor_dtype(np.dtype(analysis.tensors[largest.tensor].dtype))
-    model.graph.output.append(helper.make_tensor_value_info(largest.tensor, dtype, None))
+    main = [node for node in model.graph.node if node.op_type != "Constant"]
+    if len(main) == 1 and main[0].op_type == "Loop":
+        return _keep_loop_body(model, main[0], analysis, peak, out / f"{path.stem}__keep.onnx")
+    executed, events = kernels.executed, kernels.trace_events
+    outputs = set(analysis.graph_outputs)
+    written = {t for node in executed.nodes for t in node.outputs} if executed is not None else set()
+    candidates = sorted(
+        (life for life in lifetimes(analysis).values() if life.tensor not in outputs and life.last_reader),
+        key=lambda life: -life.bytes,
+    )
+    base = planned_memory(executed, events) if executed is not None else None
+
+    def growth(life: Any) -> int:
+        """The predicted growth of the requested peak with ``life`` kept; a tensor the backend's
+        graph no longer writes (relaid, fused) is materialized anew when kept: its bytes."""
+        if base is None or life.tensor not in written:
+            return life.bytes
+        kept = planned_memory(dataclasses.replace(executed, outputs=(*executed.outputs, life.tensor)), events)
+        return kept.peak_activations - base.peak_activations if kept is not None else 0
+
+    chosen = next((life for life in candidates[:40] if growth(life) >= KEEP_SHARE * peak), None)
+    if chosen is None:
+        chosen = next((life for life in candidates[:40] if growth(life) >= SMALLEST_SHARE * peak), None)
+    if chosen is None:
+        return None
+    dtype = helper.np_dtype_to_tensor_dtype(np.dtype(analysis.tensors[chosen.tensor].dtype))
+    model.graph.output.append(helper.make_tensor_value_info(chosen.tensor, dtype, None))
     target = out / f"{path.stem}__keep.onnx"
     onnx.save(model, str(target))
-    return target, largest.producer, largest.bytes
+    return target, chosen.producer, chosen.bytes
+
+
+def _keep_loop_body(
+    model: onnx.ModelProto, loop: onnx.NodeProto, analysis: Any, peak: int, target: Path
+) -> tuple[Path, str, int] | None:
+    """``model`` whose Loop scans out its body's largest intermediate (one copy per iteration,
+    kept to the end as a graph output): (path, what was kept, its bytes), or None."""
+    body = next(a.g for a in loop.attribute if a.name == "body")
+    body_outputs = {o.name for o in body.output}
+    sized = [
+        (info.nbytes, tensor, info)
+        for node in body.node
+        for tensor in node.output
+        if tensor not in body_outputs
+        for info in [analysis.tensors.get(tensor) or analysis.tensors.get(f"{loop.name}/{tensor}")]
+        if info is not None
+    ]
+    if not sized:
+        return None
+    per_trip, tensor, info = max(sized, key=lambda item: item[0])
+    trips = _loop_trips(model, loop)
+    if trips is None or per_trip * trips < SMALLEST_SHARE * peak:
+        return None
+    dtype = helper.np_dtype_to_tensor_dtype(np.dtype(info.dtype))
+    body.node.append(helper.make_node("Identity", [tensor], [f"{tensor}__kept"], name=f"{tensor}__keep"))
+    body.output.append(helper.make_tensor_value_info(f"{tensor}__kept", dtype, None))
+    loop.output.append(f"{loop.name}__{tensor}__kept")
+    model.graph.output.append(helper.make_tensor_value_info(f"{loop.name}__{tensor}__kept", dtype, None))
+    onnx.save(model, str(target))
+    return target, f"{loop.name} body's {tensor} (x{trips} iterations)", per_trip * trips
+
+
+def _loop_trips(model: onnx.ModelProto, loop: onnx.NodeProto) -> int | None:
+    """A Loop's constant trip count (an initializer), else None."""
+    from onnx import numpy_helper
+
+    initializers = {init.name: init for init in model.graph.initializer}
+    trips = initializers.get(loop.input[0]) if loop.input and loop.input[0] else None
+    return int(numpy_helper.to_array(trips)) if trips is not None else None
+
+
+OVERHEAD_TEST = """
+import json
+import pytest
+
+MODELS = json.loads(open("models.json").read())
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_model(model_profile, name):
+    path, dims = MODELS[name]
+    prof = model_profile(path, dims=dims or None)
+    assert prof.memory is not None
+"""
+
+#: Times every call into the memory code of a gated test (the executed graph and the shapes ONNX
+#: inference declares, which only the estimate uses; the trace's counters, the estimate, the
+#: verdict beside latency and the record a baseline keeps) and each test's call, per test.
+OVERHEAD_CONFTEST = """
+import functools, json, time
+import pytest
+import pytest_roofline.gate.memory as gate_memory
+import pytest_roofline.gate.runner as runner
+import pytest_roofline.memory.measure as measure
+import pytest_roofline.backends.onnxruntime.runner as ort_runner
+
+SPENT, CPU, CALLS, CALLS_CPU, CURRENT = {}, {}, {}, {}, [None]
+
+def _timed(module, name):
+    original = getattr(module, name)
+    @functools.wraps(original)
+    def timed(*args, **kwargs):
+        start, cpu = time.perf_counter(), time.process_time()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            if CURRENT[0] is not None:
+                SPENT[CURRENT[0]] = SPENT.get(CURRENT[0], 0.0) + time.perf_counter() - start
+                CPU[CURRENT[0]] = CPU.get(CURRENT[0], 0.0) + time.process_time() - cpu
+    setattr(module, name, timed)
+
+for module, name in ((measure, "profiled_memory"), (runner, "_memory_verdicts"),
+                     (runner, "_memory_unchanged"), (gate_memory, "memory_record"),
+                     (ort_runner, "_executed_graph")):  # the executed graph and its declared shapes
+    _timed(module, name)
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    CURRENT[0] = item.callspec.params["name"]
+    start, cpu = time.perf_counter(), time.process_time()
+    try:
+        return (yield)
+    finally:
+        CALLS[CURRENT[0]] = time.perf_counter() - start
+        CALLS_CPU[CURRENT[0]] = time.process_time() - cpu
+        CURRENT[0] = None
+
+def pytest_sessionfinish(session):
+    with open("overhead.json", "w") as handle:
+        json.dump({"memory": SPENT, "memory_cpu": CPU, "test": CALLS, "test_cpu": CALLS_CPU}, handle)
+"""
+
+
+def gated_overhead(
+    names: list[str], paths: dict[str, Path], work: Path, dims: dict[str, dict[str, int]]
+) -> None:
+    """The seconds the memory code takes in a gated test (a new baseline: profiled, gated,
+    recorded) against that test's own seconds, per model, in one pytest process."""
+    project = work / "overhead-project"
+    shutil.rmtree(project, ignore_errors=True)
+    project.mkdir(parents=True)
+    models = {n: [str(paths[n]), dims[n]] for n in names}
+    (project / "models.json").write_text(json.dumps(models))
+    (project / "test_memory_overhead.py").write_text(OVERHEAD_TEST)
+    (project / "conftest.py").write_text(OVERHEAD_CONFTEST)
+    # the calibration is cached even on a busy machine, so no test pays for one
+    env = {**os.environ, "ROOFLINE_CACHE_DIR": str(work / "overhead-cache"), "ROOFLINE_CACHE_UNSETTLED": "1"}
+    cli = "from pytest_roofline.cli import entry_point; entry_point()"
+    subprocess.run([sys.executable, "-c", cli, "calibrate"], capture_output=True, check=False, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env=env,
+        check=False,
+    )
+    spent_file = project / "overhead.json"
+    if not spent_file.exists():
+        print(f"overhead run failed: {proc.stdout[-1500:]}{proc.stderr[-1500:]}")
+        return
+    spent = json.loads(spent_file.read_text())
+    shares = []
+    for name in names:
+        test, memory = spent["test"].get(name), spent["memory"].get(name, 0.0)
+        test_cpu, memory_cpu = spent["test_cpu"].get(name), spent["memory_cpu"].get(name, 0.0)
+        if not test or not test_cpu:
+            print(f"  {name:18} no gated test time recorded")
+            continue
+        shares.append((memory / test, memory_cpu / test_cpu, name))
+        print(
+            f"  {name:18} gated test {test:7.3f} s wall, {test_cpu:7.3f} s CPU; memory code "
+            f"{memory * 1e3:7.2f} ms wall ({memory / test * 100:.3f} %), {memory_cpu * 1e3:7.2f} ms CPU "
+            f"({memory_cpu / test_cpu * 100:.3f} %)"
+        )
+    if shares:
+        wall, cpu = max(shares), max(shares, key=lambda item: item[1])
+        print(
+            f"overhead of memory in a gated test (new baseline): worst {wall[0] * 100:.3f} % of the wall "
+            f"time ({wall[2]}), worst {cpu[1] * 100:.3f} % of the CPU time ({cpu[2]}) (target <= 2 %); "
+            f"pytest exit {proc.returncode}"
+        )
 
 
 def _spread(values: list[int]) -> float:
@@ -102,8 +293,21 @@ def main() -> None:
     parser.add_argument("--models", default="", help="comma-separated zoo names (default: all)")
     parser.add_argument("--sessions", type=int, default=5)
     parser.add_argument("--out", type=Path, default=Path("/tmp/roofline-zoo"))
+    parser.add_argument(
+        "--gated-overhead",
+        default="tiny_mlp,tiny_cnn,scan,loop,tcn",
+        help="zoo models whose gated tests (new baselines, one pytest run) time the memory code ('' to skip)",
+    )
+    parser.add_argument("--skip-quality", action="store_true", help="only the gated-test overhead")
     args = parser.parse_args()
     names = [n for n in args.models.split(",") if n] or [entry.name for entry in ZOO]
+    gated = [n for n in args.gated_overhead.split(",") if n]
+    if gated:
+        print(f"memory code in gated tests ({', '.join(gated)}), one pytest run:", flush=True)
+        gated_paths = write_zoo(args.out, gated)
+        gated_overhead(gated, gated_paths, args.out, {n: dict(zoo_model(n).dims) for n in gated})
+    if args.skip_quality:
+        return
     paths = write_zoo(args.out, names)
     rows, errors, not_repeatable, caught, unchanged_ok, overheads = [], [], [], [], [], []
     readings: list[tuple[float, str]] = []
@@ -129,13 +333,13 @@ def main() -> None:
         memory = default[0][0]
         error = memory.predicted_error or 0.0
         errors.append((name, error))
-        overheads.extend(reading / profiled for _, _, profiled, reading, _ in default)
-        readings.extend((reading, name) for _, _, _, reading, _ in default)
+        overheads.extend(reading / profiled for _, _, profiled, reading, *_ in default)
+        readings.extend((reading, name) for _, _, _, reading, *_ in default)
         record = MemoryRecord(memory, default[0][1])
         again = _Profile(*(default[1] if len(default) > 1 else single[0])[:2], name)
         same = memory_verdict(again, record, MemoryTolerance())  # type: ignore[arg-type]
         unchanged_ok.append((name, same.status if same else "none"))
-        variant = keep_alive_variant(path, default[0][4], memory.peak, args.out)
+        variant = keep_alive_variant(path, default[0][4], default[0][5], memory.peak, args.out)
         keep = "-"
         if variant is None:
             keep = f"no intermediate >= {SMALLEST_SHARE * 100:.1f} % of the peak"

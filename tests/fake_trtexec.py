@@ -10,6 +10,11 @@ Run as ``python fake_trtexec.py ARGS...`` (tests wrap it in an executable script
   ``kill`` (SIGKILL itself), ``nofiles`` (exit 0 without writing exports).
 * ``FAKE_TRT_LOG``: a file each invocation appends its argv to (one JSON list per line).
 * ``FAKE_TRT_DATA``: the directory of recorded exports (default: tests/data/trtexec).
+
+Its console prints the memory lines TensorRT logs, in TensorRT's formats (``[MemUsageChange]`` at
+INFO, the context's byte counts at ``--verbose``, ``Total ... Memory`` when it builds): the weight
+bytes are those of the recorded layer information (``Weights``/``Bias`` counts × their type's
+size), the activation and persistent bytes the fake's own fixed numbers (:data:`ACTIVATION_BYTES`).
 """
 
 from __future__ import annotations
@@ -23,6 +28,45 @@ from pathlib import Path
 
 DATA = Path(os.environ.get("FAKE_TRT_DATA", Path(__file__).parent / "data" / "trtexec"))
 REMOVED_IN_11 = ("--fp16", "--int8", "--best", "--bf16", "--fp8", "--int4")
+ACTIVATION_BYTES = 51_380_224  # the fake's own: two 32x64x112x112 fp16 tensors
+PERSISTENT_BYTES = 5632
+TYPE_BYTES = {"Half": 2, "Float": 4, "Int8": 1, "Int32": 4}
+
+
+def weight_bytes() -> int:
+    """Bytes of the weights and biases the recorded layer information lists."""
+    info = json.loads((DATA / "resnet.onnx.engine.graph.json").read_text())
+    return sum(
+        layer[key]["Count"] * TYPE_BYTES[layer[key]["Type"]]
+        for layer in info["Layers"]
+        for key in ("Weights", "Bias")
+        if isinstance(layer.get(key), dict)
+    )
+
+
+def _memory_lines(version: tuple[int, int, int], options: dict[str, str]) -> list[str]:
+    """The memory lines TensorRT logs for a build (when asked) and a context, in its formats."""
+    mib = 1 << 20
+    weights = weight_bytes()
+    lines = []
+    if "--saveEngine" in options:
+        lines.append(f"[I] [TRT] Total Activation Memory: {ACTIVATION_BYTES}")
+        if version >= (8, 6, 0):
+            lines.append(f"[I] [TRT] Total Weights Memory: {weights}")
+    held = -(-weights // mib)
+    lines.append(
+        "[I] [TRT] [MemUsageChange] TensorRT-managed allocation in engine deserialization: "
+        f"CPU +0, GPU +{held}, now: CPU 0, GPU {held} (MiB)"
+    )
+    if "--verbose" in options:
+        lines.append(f"[V] [TRT] Total per-runner device persistent memory is {PERSISTENT_BYTES}")
+        lines.append(f"[V] [TRT] Allocated activation device memory of size {ACTIVATION_BYTES}")
+    context = -(-(ACTIVATION_BYTES + PERSISTENT_BYTES) // mib)
+    lines.append(
+        "[I] [TRT] [MemUsageChange] TensorRT-managed allocation in IExecutionContext creation: "
+        f"CPU +0, GPU +{context}, now: CPU 0, GPU {held + context} (MiB)"
+    )
+    return lines
 
 
 def _version() -> tuple[int, int, int]:
@@ -131,6 +175,7 @@ def main(argv: list[str]) -> int:
             print("[E] Could not open the ONNX file")
             return 1
         Path(options["--saveEngine"]).write_bytes(b"fake engine\n")
+    print("\n".join(_memory_lines(version, options)))
     if mode == "nofiles":
         return 0
     profiling = "--exportProfile" in options

@@ -12,8 +12,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 from pytest_roofline.analysis import analyze
 from pytest_roofline.api import profile_model
+from pytest_roofline.backends.base import ExecutedGraph, ExecutedNode
 from pytest_roofline.memory import LayerMemory, MemoryProfile
-from pytest_roofline.memory.estimate import static_memory
+from pytest_roofline.memory.estimate import planned_memory, static_memory
 from pytest_roofline.memory.trace import has_memory_fields, trace_memory
 from pytest_roofline.profile import ModelProfile
 
@@ -233,8 +234,101 @@ def gap_model() -> onnx.ModelProto:
 def test_static_estimate_packs_buffers_as_the_memory_pattern_does() -> None:
     static = static_memory(analyze(gap_model()))
     output = 50 * 4
-    # live at once at most: b, c and e at n5 (200 + 480 + 200 B)
-    assert static.live_peak - output == 880 and static.peak_node == "n5"
+    # live at once at most: b, c and e at n5 (200 + 480 + 200 B); y is allocated only at n6
+    assert static.live_peak == 880 and static.peak_node == "n5"
     # packed: a at 0, b at 400, d at 600; a freed leaves a 400 B gap, too small for c: c at 640;
     # e then takes the gap (0-200)
     assert static.peak_activations - output == 640 + 480
+
+
+# --- the planner over the graph onnxruntime ran (issue 34 item 1) ---------------------------------
+
+
+def fp16_chain(rows: int = 64, width: int = 256) -> onnx.ModelProto:
+    """An fp16 MatMul chain with a residual Add: onnxruntime's CPU EP runs it in float32 between
+    the Casts it inserts, buffers the model's graph does not show."""
+    rng = np.random.default_rng(0)
+    weights = [
+        numpy_helper.from_array((rng.random((width, width)) * 0.01).astype(np.float16), f"W{i}")
+        for i in range(3)
+    ]
+    nodes = [
+        helper.make_node("MatMul", ["x", "W0"], ["a"], name="mm0"),
+        helper.make_node("Relu", ["a"], ["b"], name="relu0"),
+        helper.make_node("MatMul", ["b", "W1"], ["c"], name="mm1"),
+        helper.make_node("Add", ["c", "x"], ["d"], name="add"),
+        helper.make_node("MatMul", ["d", "W2"], ["y"], name="mm2"),
+    ]
+    io = [helper.make_tensor_value_info(n, TensorProto.FLOAT16, [rows, width]) for n in ("x", "y")]
+    graph = helper.make_graph(nodes, "fp16_chain", io[:1], io[1:], weights)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_the_estimate_over_the_graph_onnxruntime_ran_meets_the_requested_peak(tmp_path: Path) -> None:
+    """The inserted float32 copies are planned too: the estimate reads the arena's requested peak
+    to the byte, where the model's own graph (fp16 only) falls short."""
+    from pytest_roofline.pipeline import ModelCall, prepare, profile_layers
+
+    path = tmp_path / "fp16_chain.onnx"
+    onnx.save(fp16_chain(), path)
+    run = profile_layers(prepare(ModelCall(str(path))), iterations=2)
+    assert run.kernels.executed is not None
+    assert "Cast" in {node.op_type for node in run.kernels.executed.nodes}  # what the CPU EP inserted
+    measured = trace_memory(run.kernels.trace_events)
+    assert measured is not None
+    memory, _, weights = measured
+    prof = profile_model(path, sessions=1, rounds=2, profile_iterations=2)
+    assert prof.memory is not None and prof.memory.requested_peak == memory.requested_peak
+    assert prof.memory.predicted_peak == memory.requested_peak and prof.memory.predicted_error == 0.0
+    assert weights + static_memory(run.analysis).peak_activations < memory.requested_peak  # the fp16 graph
+
+
+def _executed(*nodes: tuple[str, str, tuple[str, ...], tuple[str, ...]], declared=None) -> ExecutedGraph:
+    weights = frozenset(t for _, _, inputs, _ in nodes for t in inputs if t.startswith("W"))
+    return ExecutedGraph(
+        nodes=tuple(ExecutedNode(*node) for node in nodes),
+        inputs=frozenset({"x"}),
+        outputs=("y",),
+        initializers=weights,
+        declared=declared or {},
+    )
+
+
+def _trace(*outputs: tuple[str, tuple[int, ...]]) -> list[dict]:
+    """A one-run profiler trace: one kernel event per (node, fp32 output shape), in order."""
+    counters = {f: "0" for f in ("mem_bytes_in_use", "mem_in_use_delta", "mem_in_use_peak", "mem_arena_held")}
+    run = [{"cat": "Session", "name": "model_run", "ts": 0}]
+    return run + [
+        {
+            "cat": "Node",
+            "name": f"{node}_kernel_time",
+            "ts": index + 1,
+            "args": {**counters, "output_type_shape": [{"float": list(shape)}]},
+        }
+        for index, (node, shape) in enumerate(outputs)
+    ]
+
+
+def test_the_planner_reuses_a_freed_buffer_of_the_same_shape_and_holds_it() -> None:
+    """onnxruntime's rules (allocation_planner.cc): Relu writes in place; d takes a's freed buffer
+    (same shape), which is then held across e's life instead of freed; a shape the planner cannot
+    know before the run (a dim inference left open) is never reused."""
+    nodes = (
+        ("n1", "MatMul", ("x", "W1"), ("a",)),
+        ("n2", "Relu", ("a",), ("b",)),
+        ("n3", "MatMul", ("b", "W2"), ("c",)),
+        ("n4", "MatMul", ("c", "W3"), ("e",)),
+        ("n5", "MatMul", ("e", "W4"), ("d",)),
+        ("n6", "MatMul", ("d", "W5"), ("y",)),
+    )
+    shapes = {"n1": (1, 100), "n2": (1, 100), "n3": (1, 50), "n4": (1, 60), "n5": (1, 100), "n6": (1, 50)}
+    trace = _trace(*shapes.items())
+    reused = planned_memory(_executed(*nodes), trace)
+    assert reused is not None
+    # a (400 B, b in place) and c (200) live; e (240) goes after them; d reuses a's block: 840 B + y
+    assert reused.live_peak == 840 and reused.peak_activations == 840 + 200
+    unknown = {"d": (1, None), "a": (1, 100), "b": (1, 100)}
+    fresh = planned_memory(_executed(*nodes, declared=unknown), trace)
+    assert fresh is not None
+    # a is freed after n3: e takes its place (0-240), d goes after e (240-640): 640 B + y
+    assert fresh.live_peak == 640 and fresh.peak_activations == 640 + 200

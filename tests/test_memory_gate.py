@@ -75,8 +75,10 @@ def test_a_kept_alive_buffer_is_a_memory_regression_on_the_first_run(project):
     assert re.search(rf"\+{BUFFER / 1000:.3g} kB at (relu|matmul)[12]\b", verdict["message"]), verdict[
         "message"
     ]
-    changed.stdout.fnmatch_lines(["*memory: peak grew*kB at *"])
-    assert "raw seconds" not in changed.stdout.str().split("memory: peak grew", 1)[1].split("\n\n")[0]
+    changed.stdout.fnmatch_lines(["*memory: requested peak grew*kB at *"])
+    assert (
+        "raw seconds" not in changed.stdout.str().split("memory: requested peak grew", 1)[1].split("\n\n")[0]
+    )
 
 
 def test_memory_tolerance_in_bytes_lets_the_growth_pass(project):
@@ -235,3 +237,54 @@ def test_a_baseline_recorded_before_memory_is_no_missing_baseline(project):
     strict.assert_outcomes(passed=1)
     verdict = _memory_verdict(project.path / "r.json")
     assert verdict["status"] == "not-compared" and "--roofline-update adds them" in verdict["message"]
+
+
+def test_baseline_diff_shows_and_rejudges_memory_beside_latency(project, monkeypatch, capsys):
+    """Issue 34 item 4: `roofline baseline diff` shows the run's memory verdict and re-judges the
+    recorded peak against the stored one, at the run's memory tolerance or the one given."""
+    from pytest_roofline.cli import main
+
+    monkeypatch.setenv("ROOFLINE_MODEL_STORE_MAX_BYTES", "0")  # stored figures, not a paired run
+    project.runpytest(*ORT).assert_outcomes(passed=1)
+    keep_alive(project.path / "mm.onnx", "m1")
+    project.runpytest(*ORT, "--roofline-tolerance", "90", "--roofline-report", "r.json").assert_outcomes(
+        failed=1
+    )
+    monkeypatch.chdir(project.path)
+
+    assert main(["baseline", "diff", "r.json"]) == 1
+    recorded, rejudged = capsys.readouterr().out.split("re-judged against the baselines in", 1)
+    rows = [line.split() for line in recorded.splitlines() + rejudged.splitlines()]
+    memory_rows = [row for row in rows if len(row) > 5 and row[4] == "memory"]  # the model is "mm.onnx b4"
+    assert [row[0] for row in memory_rows] == ["regression", "regression"], memory_rows
+    assert all(row[5] == "x1.020" and row[-1] == "1%" for row in memory_rows), memory_rows
+    assert "memory: requested peak grew" in rejudged and "kB at " in rejudged
+
+    assert main(["baseline", "diff", "r.json", "--memory-tolerance-bytes", "2k"]) in (0, 1)  # latency's own
+    rejudged = capsys.readouterr().out.split("re-judged against the baselines in", 1)[1]
+    rows = [line.split() for line in rejudged.splitlines()]
+    assert [row[0] for row in rows if len(row) > 5 and row[4] == "memory"] == ["pass"]
+
+
+def test_the_requested_peak_is_judged_where_both_sides_have_one():
+    """The arena's in-use peak can fall while the bytes the tensors ask for grow (a BFC chunk up to
+    twice a request's size): the verdict follows the requested bytes when both records have them."""
+    from pytest_roofline.gate.memory import compare_memory
+
+    def record(peak: int, requested: int) -> MemoryRecord:
+        memory = MemoryProfile(
+            peak=peak,
+            arena_held=peak,
+            weights=4_194_304,
+            peak_activations=peak - 4_194_304,
+            source="onnxruntime profiler",
+            requested_peak=requested,
+        )
+        return MemoryRecord(memory, {})
+
+    before, kept = record(9_437_188, 6_684_676), record(7_733_252, 7_208_964)  # +524 kB requested
+    verdict = compare_memory(kept, before, MemoryTolerance())
+    assert verdict.status == "regression" and verdict.baseline == 6_684_676 and verdict.current == 7_208_964
+    assert "requested peak grew" in verdict.message
+    unknown = record(9_437_188, 0)  # a baseline written without the requested peak: the peaks compare
+    assert compare_memory(kept, unknown, MemoryTolerance()).status == "improved"

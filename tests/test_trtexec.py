@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import fake_trtexec
 import pytest
 from _calibration_helpers import use_fake_nvml
 
@@ -17,6 +18,9 @@ from pytest_roofline.backends.attribution import GraphIndex, attributed_fraction
 from pytest_roofline.backends.base import get_backend
 from pytest_roofline.backends.trtexec.runner import TrtexecBackend, engine_cache_dir
 from pytest_roofline.errors import BackendError, BackendUnavailable, OptionError
+from pytest_roofline.memory import MemoryProfile
+from pytest_roofline.memory.measure import profiled_memory
+from pytest_roofline.memory.trtexec_log import log_memory
 from pytest_roofline.model import ModelSpec, bind_input_shapes, load_model, make_inputs
 
 HERE = Path(__file__).parent
@@ -111,8 +115,10 @@ def test_a_hostile_graph_name_keeps_the_engine_and_its_lock_in_the_cache(
     created = {p for p in set(tmp_path.rglob("*")) - before if p.is_file() and p.name != "calls.jsonl"}
     cache = engine_cache_dir()
     assert created and all(p.parent == cache for p in created), sorted(map(str, created))
-    (engine,) = created  # the engine only: its lock went away with the build
-    assert engine.name.endswith(".engine") and not engine.name.startswith(".")
+    (engine,) = [p for p in created if p.name.endswith(".engine")]
+    # the engine and its build's log (its memory lines) only: the lock went away with the build
+    assert created == {engine, engine.with_name(engine.name + ".build.log")}
+    assert not engine.name.startswith(".")
     readable = {"../../escaped/evil": "escaped_evil-", "..": "model-", "模型/../x": "模型_.._x-"}
     assert engine.name.startswith(readable.get(name, "tmp_"))
 
@@ -265,3 +271,81 @@ def test_a_trtexec_run_is_identified_by_the_gpu_of_its_device_option(
         assert "gpu" not in imported.fingerprint()  # exports made elsewhere: no GPU of ours to name
     finally:
         gpu_info.cache_clear()
+
+
+# --- memory: what TensorRT logs it allocated (issue 34 item 5) ------------------------------------
+
+
+def _memory(profile) -> MemoryProfile | None:
+    """The profile's memory as the pipeline reads it (the trtexec path needs no analysis)."""
+    memory, layers = profiled_memory(profile, None)  # type: ignore[arg-type]
+    assert layers == {}  # TensorRT logs no per-layer allocations
+    return memory
+
+
+@pytest.mark.parametrize("version", ["8401", "8601", "100300"])
+def test_a_profiled_run_reads_its_memory_from_trtexecs_log(fake, resnet18: Path, version: str) -> None:
+    """The profiled run runs at --verbose: the context's activation and persistent bytes; the weights
+    from the build's log, kept beside the cached engine (TensorRT 8.6 on), else its MiB line."""
+    fake(version)
+    backend = get_backend("trtexec", {"precision": "fp16"})
+    with _session(backend, resnet18) as session:
+        built = _memory(session.profile(1))  # this run built the engine
+    with _session(backend, resnet18) as session:
+        loaded = _memory(session.profile(1))  # this one loaded the cached engine: no build lines
+    profiled = [call for call in fake.calls() if any(a.startswith("--exportProfile") for a in call)]
+    assert len(profiled) == 2 and all("--verbose" in call for call in profiled)
+    weights = fake_trtexec.weight_bytes()
+    assert 23_000_000 < weights < 23_500_000  # the recorded ResNet-18's 11.7 M parameters in fp16
+    exact = version != "8401"  # TensorRT logs the weights in bytes from 8.6
+    expected = weights if exact else -(-weights // (1 << 20)) * (1 << 20)
+    for memory in (built, loaded):
+        assert memory is not None and memory.source == "trtexec-log" and memory.exact is exact
+        assert memory.weights == expected
+        assert memory.peak_activations == fake_trtexec.ACTIVATION_BYTES + fake_trtexec.PERSISTENT_BYTES
+        assert memory.peak == memory.weights + memory.peak_activations
+        assert memory.arena_held % (1 << 20) == 0 and memory.arena_held >= memory.peak
+
+
+def test_trtexec_log_lines_in_each_form(tmp_path: Path) -> None:
+    """The byte lines win over the MiB lines; MiB alone is not exact; no memory line: None."""
+    stamp = "[11/27/2026-10:00:00]"
+    build = [
+        f"{stamp} [I] [TRT] Total Host Persistent Memory: 30784",
+        f"{stamp} [I] [TRT] Total Device Persistent Memory: 61892096",
+        f"{stamp} [I] [TRT] Total Activation Memory: 22118400",
+        f"{stamp} [I] [TRT] Total Weights Memory: 194000000",
+    ]
+    memory = log_memory("\n".join(build))
+    assert memory is not None and memory.exact
+    assert (memory.weights, memory.peak) == (194000000, 194000000 + 22118400 + 61892096)
+    info = [
+        "[TRT] [MemUsageChange] TensorRT-managed allocation in engine deserialization: "
+        "CPU +0, GPU +13, now: CPU 0, GPU 13 (MiB)",
+        "[TRT] [MemUsageChange] TensorRT-managed allocation in IExecutionContext creation: "
+        "CPU +0, GPU +3, now: CPU 0, GPU 16 (MiB)",
+    ]
+    memory = log_memory("\n".join(info))
+    assert memory is not None and not memory.exact
+    assert (memory.weights, memory.peak, memory.arena_held) == (13 << 20, 16 << 20, 16 << 20)
+    verbose = [*info[:1], "[TRT] Allocated activation device memory of size 3613184", info[1]]
+    memory = log_memory("\n".join(verbose))
+    assert memory is not None and memory.peak_activations == 3613184 and not memory.exact  # weights in MiB
+    assert log_memory("&&&& PASSED TensorRT.trtexec") is None
+
+
+def test_import_mode_reads_memory_from_a_log_and_none_without(resnet18: Path, tmp_path: Path) -> None:
+    """The recorded exports carry no memory (shared/data's trtexec files have no console log)."""
+    options = {"profile": str(DATA / RECORDED[0]), "layer_info": str(DATA / RECORDED[1])}
+    with _session(get_backend("trtexec", options), resnet18) as session:
+        assert _memory(session.profile(1)) is None
+    log = tmp_path / "trtexec.log"
+    log.write_text("\n".join(fake_trtexec._memory_lines((8, 6, 1), {"--verbose": ""})))
+    with _session(get_backend("trtexec", {**options, "log": str(log)}), resnet18) as session:
+        memory = _memory(session.profile(1))
+    assert memory is not None and memory.peak_activations == fake_trtexec.ACTIVATION_BYTES + 5632
+    with pytest.raises(BackendError, match="no such file"):
+        with _session(
+            get_backend("trtexec", {**options, "log": str(tmp_path / "none")}), resnet18
+        ) as session:
+            session.profile(1)

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 __all__ = [
     "Backend",
     "BackendSession",
+    "ExecutedGraph",
+    "ExecutedNode",
     "KernelProfile",
     "KernelRecord",
     "MAX_THREADS",
@@ -69,6 +71,31 @@ class KernelRecord:
 
 
 @dataclass(frozen=True)
+class ExecutedNode:
+    """One node of the graph a backend ran (onnxruntime: its optimized graph), by tensor names."""
+
+    name: str
+    op_type: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    domain: str = ""
+
+
+@dataclass(frozen=True)
+class ExecutedGraph:
+    """The main graph a backend ran after its own rewriting (fusions, layout reorders, inserted
+    precision casts): what its memory planner plans, which the model's graph does not show."""
+
+    nodes: tuple[ExecutedNode, ...]
+    inputs: frozenset[str]  # the caller's buffers
+    outputs: tuple[str, ...]
+    initializers: frozenset[str]
+    #: The shapes the backend's planner knows before running, of the model's own tensors it kept:
+    #: dims as numbers or symbols, None for a dim (or a whole shape) inference left unknown
+    declared: Mapping[str, tuple[int | str | None, ...] | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class KernelProfile:
     """The result of a profiled run: kernels, and ONNX nodes folded away (no time).
 
@@ -88,6 +115,10 @@ class KernelProfile:
     timing_source: str = ""  # e.g. "onnxruntime profiler", "CUPTI", "trtexec --exportProfile"
     timer_resolution: float = 1e-6
     extra: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, hash=False)
+    #: The profiled run's console log where the backend reports its memory only there (trtexec)
+    console_log: str = field(default="", repr=False, compare=False, hash=False)
+    #: The graph the backend ran, where it says (onnxruntime's optimized-graph dump)
+    executed: ExecutedGraph | None = field(default=None, repr=False, compare=False, hash=False)
 
 
 class BackendSession(ABC):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import sys
@@ -14,8 +15,8 @@ from pytest_roofline.errors import RooflineError
 from pytest_roofline.fmt import fmt_pct, fmt_seconds_fixed, printable, text_table
 from pytest_roofline.gate.baseline import BaselineEntry
 from pytest_roofline.gate.store import BaselineStore
-from pytest_roofline.gate.verdict import Verdict
-from pytest_roofline.pytest.options import parse_percent
+from pytest_roofline.gate.verdict import Verdict, verdict_table
+from pytest_roofline.pytest.options import parse_byte_count, parse_percent
 from pytest_roofline.results import ProfileRecord, RunResults, load_results
 
 __all__ = ["add_parser", "run"]
@@ -68,6 +69,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         metavar="PERCENT",
         help="re-judge at this allowed slowdown in percent (default: each result's own, as the run judged)",
+    )
+    diff.add_argument(
+        "--memory-tolerance",
+        type=parse_percent,
+        default=None,
+        metavar="PERCENT",
+        help="re-judge memory at this allowed growth of the peak in percent (default: the run's own)",
+    )
+    diff.add_argument(
+        "--memory-tolerance-bytes",
+        type=parse_byte_count,
+        default=None,
+        metavar="BYTES",
+        help="re-judge memory allowing this many bytes of growth (e.g. 64k, 2M; default: the run's own)",
     )
     common(diff)
 
@@ -236,40 +251,36 @@ def _show(args: argparse.Namespace, store: BaselineStore) -> int:
 
 def _diff(args: argparse.Namespace, store: BaselineStore) -> int:
     """The run's own verdicts as recorded, then a re-judgement against the stored baselines, said
-    to be one and with which settings (issue 24: a report of a run shows that run's verdicts)."""
-    from pytest_roofline.gate.judge import compare_entries
-    from pytest_roofline.gate.verdict import verdict_table
-
+    to be one and with which settings (issue 24: a report of a run shows that run's verdicts).
+    Latency and memory each get a row (issue 34: memory shows wherever latency does)."""
     results = load_results(args.results)
     records = [record for record in results.records if record.entry is not None]
     if not records:
         print("no stored-mode figures in the results (paired or disabled runs store nothing)")
         return 0
-    header = ("status", "test", "model", "ratio", "95% CI", "tolerance")
-    recorded = [(r.verdict.status, r.test, _label(r.entry), *_figures(r.verdict)) for r in records if r.entry]
+    header = ("status", "test", "model", "metric", "ratio", "95% CI", "tolerance")
+    recorded = [
+        (v.status, r.test, _label(r.entry), v.metric, *_figures(v))
+        for r in records
+        if r.entry
+        for v in (r.verdict, *(m for m in r.extra_verdicts if m.metric == "memory"))
+    ]
     when = ", ".join(x for x in (results.created, (results.commit or "")[:10]) if x)
     print(
         printable(f"the run's verdicts, as recorded in {args.results}" + (f" ({when})" if when else "") + ":")
     )
-    for line in text_table(header, recorded, left=3):
+    for line in text_table(header, recorded, left=4):
         print(printable(line))
-    rows, details, regressions = [], [], 0
+    rows, details = [], []
     for record in records:
-        entry = record.entry
-        assert entry is not None
-        stored = store.get(entry.key, entry.test)
-        if stored is None:
-            rows.append(("new", entry.test, _label(entry), "-", "-", "-"))
-            continue
-        tolerance = record.verdict.tolerance if args.tolerance is None else args.tolerance
-        verdict = compare_entries(stored, entry, tolerance)
-        rows.append((verdict.status, entry.test, _label(entry), *_figures(verdict)))
-        if verdict.status == "regression":
-            regressions += 1
-            details.append(f"{entry.test} :: {_label(entry)}: {verdict.message}")
-            details.extend(f"    {line}" for line in verdict_table(verdict))
-        elif verdict.status in ("inconclusive", "incomparable"):
-            details.append(f"{entry.test} :: {_label(entry)}: {verdict.message}")
+        for verdict in _rejudged(record, store, args):
+            entry = record.entry
+            assert entry is not None
+            rows.append((verdict.status, entry.test, _label(entry), verdict.metric, *_figures(verdict)))
+            if verdict.status in ("regression", "inconclusive", "incomparable"):
+                details.append(f"{entry.test} :: {_label(entry)}: {verdict.message}")
+            if verdict.status == "regression" and verdict.metric == "latency":
+                details.extend(f"    {line}" for line in verdict_table(verdict))
     at = (
         "each result's own tolerance (the run's)"
         if args.tolerance is None
@@ -281,11 +292,40 @@ def _diff(args: argparse.Namespace, store: BaselineStore) -> int:
             "recorded (the run's load check and configured-threads check are not repeated):"
         )
     )
-    for line in text_table(header, rows, left=3):
+    for line in text_table(header, rows, left=4):
         print(printable(line))
     for line in details:
         print(printable(line))
-    return 1 if regressions else 0
+    return 1 if any(row[0] == "regression" for row in rows) else 0
+
+
+def _rejudged(record: ProfileRecord, store: BaselineStore, args: argparse.Namespace) -> list[Verdict]:
+    """``record``'s entry judged again against the stored one: latency, and memory where the entry
+    has it (at the run's memory tolerance unless ``--memory-tolerance[-bytes]`` say otherwise)."""
+    from pytest_roofline.gate.judge import compare_entries
+    from pytest_roofline.gate.memory import MemoryTolerance, against_entry, compare_memory
+
+    entry = record.entry
+    assert entry is not None
+    stored = store.get(entry.key, entry.test)
+    if stored is None:
+        new = Verdict("new", "stored", "latency", entry.figure, record.verdict.tolerance)
+        return [new, *([dataclasses.replace(new, metric="memory")] if entry.memory else [])]
+    tolerance = record.verdict.tolerance if args.tolerance is None else args.tolerance
+    verdicts = [compare_entries(stored, entry, tolerance)]
+    if entry.memory is not None:
+        ran = next((v for v in record.extra_verdicts if v.metric == "memory"), None)
+        share = ran.tolerance if ran is not None else MemoryTolerance.share
+        ran_bytes = int((ran.raw.get("tolerance_bytes") or 0) if ran is not None else 0)
+        allowed = MemoryTolerance(
+            share if args.memory_tolerance is None else args.memory_tolerance,
+            ran_bytes if args.memory_tolerance_bytes is None else args.memory_tolerance_bytes,
+        )
+        differences = stored.conditions.differences(entry.conditions)
+        verdicts.append(
+            against_entry(compare_memory(entry.memory, stored.memory, allowed), stored, differences, allowed)
+        )
+    return verdicts
 
 
 def _figures(verdict: Verdict) -> tuple[str, str, str]:

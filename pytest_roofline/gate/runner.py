@@ -352,27 +352,14 @@ def _memory_verdicts(request: GateRequest, profile: ModelProfile, current: Condi
 
     Decided against the stored baseline's memory on one run, in paired mode too (the timings are
     paired; the bytes need no pairing)."""
-    from pytest_roofline.gate.judge import incomparable
-    from pytest_roofline.gate.memory import MemoryTolerance, memory_verdict
+    from pytest_roofline.gate.memory import MemoryTolerance, against_entry, memory_verdict
 
     tolerance = request.memory_tolerance or MemoryTolerance()
     explicit = "memory" in request.metrics
     baseline = request.baseline
     differences = baseline.conditions.differences(current) if baseline is not None else []
     verdict = memory_verdict(profile, baseline.memory if baseline else None, tolerance, explicit)
-    if verdict is None:
-        return []
-    if baseline is not None and baseline.memory is None and verdict.status == "new":
-        # an entry recorded before memory was measured: nothing to compare, yet no missing baseline
-        why = "memory: the baseline entry holds no memory figures (recorded before they were measured)"
-        return [
-            dataclasses.replace(verdict, status="not-compared", message=f"{why}; --roofline-update adds them")
-        ]
-    if differences and verdict.status != "new":
-        verdict = dataclasses.replace(
-            incomparable(differences, [verdict.current], tolerance.share), metric="memory"
-        )
-    return [verdict]
+    return [] if verdict is None else [against_entry(verdict, baseline, differences, tolerance)]
 
 
 def _with_rss_memory(

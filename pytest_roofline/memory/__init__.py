@@ -5,7 +5,7 @@ the weights, the peak activations, where the figures come from, the static estim
 them) and :class:`LayerMemory` (bytes a layer added to what is in use, bytes live at its end).
 The readers live beside it: ``trace.py`` (onnxruntime's profiler fields), ``rss.py`` (a helper
 process's peak RSS over a fixed load-and-run), ``estimate.py`` (liveness over the graph's
-schedule).  This module imports neither onnx nor numpy.
+schedule), ``trtexec_log.py`` (what TensorRT logs it allocated).  This module imports neither onnx nor numpy.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ SOURCES = {
     "onnxruntime profiler (CUDA arena)": "the CUDA EP's device arena, per node event of the profiler",
     "peak RSS": "a helper process's peak resident set (VmHWM) over a fixed load-and-run",
     "static estimate": "weights plus the peak of live activations over the graph's schedule",
-    "trtexec layer info": "device tensors of trtexec's exported layer information",
+    "trtexec-log": "weights, activation and persistent device memory TensorRT logs (trtexec's console)",
 }
 
 

@@ -1,25 +1,72 @@
 """The static memory estimate: weights plus the peak of live activations over the schedule.
 
-The schedule is the analysis' node order (topological, as onnxruntime's sequential executor
-runs the main graph).  A tensor a node writes is live from that node to its last reader; at each
-node its outputs are allocated before its inputs are freed, as an allocator must; views share their
-input's buffer and elementwise ops may write in place (:func:`static_memory`).  Graph outputs
-are counted whole beside the intermediates: onnxruntime plans the intermediates into one block
-held for the run (its memory pattern) and allocates the outputs apart, so a 3-MatMul chain held
-weights + the peak of two live intermediates + its output, to the byte.  Graph inputs are the
-caller's buffers and are left out unless asked for.  A control-flow node's body is counted as its
-outputs only.
+A model of onnxruntime's sequential allocation planner (``core/framework/allocation_planner.cc``)
+and its memory pattern (``core/framework/mem_pattern_planner.h``), run over a schedule of nodes:
+
+* each output gets a buffer at its node: a view (Reshape, Flatten, Squeeze, Unsqueeze, Identity)
+  takes its input's; an op that may work in place (:data:`IN_PLACE`: the kernel's ``MayInplace``)
+  takes the buffer of that input when the node is its last user and the two have the same shape and
+  element size; otherwise a freed buffer of the same shape and element size, the most recently
+  freed first; otherwise a new one.  A buffer handed on stays held across the gap: it is released
+  after the last node that uses any tensor in it;
+* graph outputs are allocated apart and held to the end; graph inputs are the caller's buffers;
+  weights and what is folded from them at load are no activations;
+* the first run allocates buffer by buffer; later runs take one block planned from that run's
+  allocations and frees (each buffer into the gap between live ones that wastes least, the end of
+  the block included, else after the last), so the estimate is the larger of the two peaks.
+
+:func:`static_memory` runs it over the model's graph in topological order; :func:`planned_memory`
+over the graph onnxruntime itself ran (its optimized graph: NCHWc reorders, fused kernels, the
+float32 copies its CPU EP inserts around fp16 ops it cannot run), in the order its profiler saw
+and with the shapes it recorded.  A control-flow node's body is counted as its outputs only, and
+scratch a kernel allocates inside its own run is not modelled.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pytest_roofline.backends.base import ExecutedNode as Step  # one node of a schedule, by tensor names
 
 if TYPE_CHECKING:
     from pytest_roofline.analysis.types import ModelAnalysis
+    from pytest_roofline.backends.base import ExecutedGraph
 
-__all__ = ["Lifetime", "StaticMemory", "constant_tensors", "lifetimes", "static_memory"]
+__all__ = [
+    "IN_PLACE",
+    "Lifetime",
+    "StaticMemory",
+    "constant_tensors",
+    "lifetimes",
+    "planned_memory",
+    "static_memory",
+]
+
+#: Ops onnxruntime's CPU kernels let write into an input's buffer (``MayInplace(input, 0)``): the
+#: input's index.  A Conv's (NCHWc or fused) fourth input is the residual it adds its result to.
+IN_PLACE: Mapping[str, int] = {"Conv": 3, "FusedConv": 3} | {
+    op: 0
+    for op in (
+        "Relu",
+        "Sigmoid",
+        "Tanh",
+        "LeakyRelu",
+        "HardSigmoid",
+        "Softplus",
+        "Softsign",
+        "Elu",
+        "Selu",
+        "Celu",
+        "ThresholdedRelu",
+    )
+}
+ALIASES = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
+#: The first profiled run's kernels in order, with their outputs' (element bytes, shape).
+FirstRun = list[tuple[str, list[tuple[int, tuple[int, ...]] | None]]]
+#: A buffer's shape for reuse: (element size, dims as numbers or symbols); None where unknown (never reused).
+Key = tuple[int, tuple[int | str, ...]] | None
 
 
 @dataclass(frozen=True)
@@ -47,6 +94,138 @@ class StaticMemory:
         }
 
 
+@dataclass
+class _Planner:
+    """The planner's state over a schedule (:func:`_plan`)."""
+
+    key: Callable[[str], Key]
+    uses: dict[str, int]
+    buffer_of: dict[str, str] = field(default_factory=dict)  # tensor -> the buffer holding it
+    count: dict[str, int] = field(default_factory=dict)  # buffer -> uses left
+    free: list[str] = field(default_factory=list)  # buffers whose uses ran out, latest first
+    allocated: dict[str, int] = field(default_factory=dict)  # buffer -> step it was allocated at
+    released: dict[str, int] = field(default_factory=dict)  # buffer -> step after which it is released
+
+    keys: dict[str, Key] = field(default_factory=dict)  # key() per tensor, asked once
+
+    def known(self, tensor: str) -> Key:
+        if tensor not in self.keys:
+            self.keys[tensor] = self.key(tensor)
+        return self.keys[tensor]
+
+    def same(self, one: str, other: str) -> bool:
+        mine = self.known(one)
+        return mine is not None and mine == self.known(other)
+
+    def place(self, step: Step, position: int, tensor: str) -> None:
+        """The buffer ``tensor``, written by ``step``, goes into."""
+        owner = None
+        if step.op_type in ALIASES and step.inputs:
+            if step.inputs[0] not in self.buffer_of:  # a view of the caller's input or of a weight
+                return
+            owner = self.buffer_of[step.inputs[0]]
+        elif step.op_type in IN_PLACE and IN_PLACE[step.op_type] < len(step.inputs):
+            source = step.inputs[IN_PLACE[step.op_type]]
+            held = self.buffer_of.get(source)
+            if held is not None and self.count.get(held) == 1 and self.same(source, tensor):
+                owner = held
+        if owner is None and (known := self.known(tensor)) is not None and known[1]:
+            owner = next((b for b in self.free if self.same(b, tensor)), None)
+            if owner is not None:
+                self.free.remove(owner)
+        if owner is None:
+            owner, self.allocated[tensor], self.count[tensor] = tensor, position, 0
+        self.buffer_of[tensor] = owner
+        self.count[owner] = self.count.get(owner, 0) + self.uses.get(tensor, 0)
+
+    def release(self, tensor: str, position: int) -> None:
+        owner = self.buffer_of.get(tensor)
+        if owner is None or owner not in self.count:
+            return
+        self.count[owner] -= 1
+        if self.count[owner] == 0:
+            self.free.insert(0, owner)
+            self.released[owner] = position
+
+
+@dataclass(frozen=True)
+class _Run:
+    """A plan's runtime: bytes in use during each step (first run, outputs included), the bytes of
+    intermediates live after each step, the pattern's block and the outputs' bytes."""
+
+    during: list[int]
+    after: list[tuple[str, int]]
+    block: int
+    outputs: int
+
+    def peak(self, steps: Sequence[Step], extra: Sequence[int] = ()) -> tuple[int, str]:
+        """The first run's peak (with ``extra`` bytes per step) and the step it falls at."""
+        best, node = 0, steps[0].name if steps else ""
+        for position, used in enumerate(self.during):
+            total = used + (extra[position] if extra else 0)
+            if total > best:
+                best, node = total, steps[position].name
+        return best, node
+
+
+def _plan(
+    steps: Sequence[Step],
+    key: Callable[[str], Key],
+    size: Callable[[str], int],
+    inputs: set[str],
+    outputs: set[str],
+    fixed: set[str],
+) -> _Run:
+    """Run the planner over ``steps`` (``fixed``: weights and folded tensors, never planned)."""
+    uses: dict[str, int] = {}
+    for step in steps:
+        for tensor in (*step.inputs, *step.outputs):
+            if tensor:
+                uses[tensor] = uses.get(tensor, 0) + 1
+    for tensor in (*inputs, *outputs, *fixed):
+        uses[tensor] = uses.get(tensor, 0) + 1
+    planner = _Planner(key, uses)
+    held_outputs: list[int] = []
+    produced = 0
+    for position, step in enumerate(steps):
+        for tensor in step.outputs:
+            if not tensor or tensor in fixed:
+                continue
+            if tensor in outputs:
+                produced += size(tensor)
+                continue
+            planner.place(step, position, tensor)
+        held_outputs.append(produced)
+        for tensor in (*step.inputs, *step.outputs):
+            if tensor and tensor not in outputs:
+                planner.release(tensor, position)
+    return _replay(steps, planner, size, held_outputs)
+
+
+def _replay(steps: Sequence[Step], planner: _Planner, size: Callable[[str], int], held: list[int]) -> _Run:
+    """The runtime of a plan: bytes in use step by step (first run) and the pattern's block."""
+    starts: dict[int, list[str]] = {}
+    ends: dict[int, list[str]] = {}
+    for buffer, position in planner.allocated.items():
+        starts.setdefault(position, []).append(buffer)
+        ends.setdefault(planner.released.get(buffer, len(steps)), []).append(buffer)
+    current = block = 0
+    offsets: dict[str, int] = {}
+    sizes = {buffer: size(buffer) for buffer in planner.allocated}
+    during, after = [], []
+    for position, step in enumerate(steps):
+        for buffer in starts.get(position, ()):
+            current += sizes[buffer]
+            offsets[buffer] = _best_fit(offsets, sizes, sizes[buffer], block)
+            block = max(block, offsets[buffer] + sizes[buffer])
+        during.append(current + held[position])
+        for buffer in ends.get(position, ()):
+            current -= sizes[buffer]
+            offsets.pop(buffer, None)
+        after.append((step.name, current))
+    return _Run(during, after, block, held[-1] if held else 0)
+
+
 def constant_tensors(analysis: ModelAnalysis) -> set[str]:
     """Weights, and what nodes compute from weights alone (folded at load time, as onnxruntime's
     constant folding does: T5's tied embedding transposed for its LM head, 33 MB, is no activation)."""
@@ -58,108 +237,99 @@ def constant_tensors(analysis: ModelAnalysis) -> set[str]:
 
 
 def static_memory(analysis: ModelAnalysis, count_inputs: bool = False) -> StaticMemory:
-    """Liveness of the main graph's tensors over its topological schedule.
+    """The planner (module docstring) over the model's main graph in topological order.
 
-    Buffers, as onnxruntime's allocation planner hands them out: a view (Reshape, Flatten,
-    Squeeze, Unsqueeze, Identity) writes into its input's buffer; an elementwise op writes into
-    the buffer of an input it is the last reader of when that buffer is large enough (in place);
-    any other output gets a new buffer, freed when the last tensor in it is read for the last time.
-    The later runs of onnxruntime take the intermediates from one block planned on the first run
-    (its memory pattern): each new buffer goes into the gap between live ones that wastes least,
-    else after the last; the block's size is the packed peak, ``peak_activations`` (with the graph's
-    outputs beside it); ``live_peak`` is the unpacked one (a run allocating node by node).
+    ``count_inputs`` adds the caller's inputs, live until their last reader, to the bytes in use.
     MobileNetV2: 11.186 MB unpacked, 11.989 MB packed, onnxruntime's later runs requested 11.989 MB.
     """
-    from pytest_roofline.analysis.costs import ELEMENTWISE_FLOPS
-    from pytest_roofline.analysis.views import ALIAS_OPS
-
     nodes = [node for node in analysis.nodes if not node.graph]
     tensors = analysis.tensors
-    inputs = set(analysis.input_shapes)
-    outputs = set(analysis.graph_outputs)
     constant = constant_tensors(analysis)
+    read = {tensor for node in nodes for tensor in node.inputs}
+    weights = sum(info.nbytes for name, info in tensors.items() if info.is_weight and name in read)
+
+    def key(name: str) -> Key:
+        info = tensors.get(name)
+        return None if info is None or name in constant else (info.itemsize, tuple(info.shape))
 
     def size(name: str) -> int:
         info = tensors.get(name)
         return info.nbytes if info is not None and name not in constant else 0
 
-    read = {tensor for node in nodes for tensor in node.inputs}
-    weights = sum(info.nbytes for name, info in tensors.items() if info.is_weight and name in read)
-    last_use: dict[str, int] = {}
-    for position, node in enumerate(nodes):
-        for tensor in node.inputs:
-            if tensor:
-                last_use[tensor] = position
-    held = sum(size(name) for name in outputs)  # outputs: allocated apart, held to the end
-    buffer_of: dict[str, str] = {}  # live tensor -> the buffer holding it (named by its first tensor)
-    buffers: dict[str, int] = {}  # live buffer -> bytes
-    if count_inputs:
-        for name in inputs:
-            buffer_of[name], buffers[name] = name, size(name)
-    holders = {bid: {bid} for bid in buffers}  # live buffer -> the live tensors in it
-    current = sum(buffers.values())
-    peak, peak_node, after = current, "", []
-    offsets: dict[str, int] = {}  # live planned buffer -> its offset in the pattern's block
-    block = 0  # the pattern block's size: the packed peak
-    for position, node in enumerate(nodes):
-        for tensor in node.outputs:
-            if not tensor or tensor in buffer_of or tensor in outputs:
-                continue
-            need = size(tensor)
-            reuse = None
-            if node.op_type in ALIAS_OPS and node.inputs and node.inputs[0] in buffer_of:
-                reuse = buffer_of[node.inputs[0]]
-            elif node.op_type in ELEMENTWISE_FLOPS:
-                for source in node.inputs:
-                    bid = buffer_of.get(source)
-                    if bid is None or source in inputs or buffers[bid] < need:
-                        continue
-                    if all(last_use.get(t, -1) <= position for t in holders[bid]):  # read last here
-                        reuse = bid
-                        break
-            if reuse is None:
-                offsets[tensor] = _best_fit(offsets, buffers, need)
-                buffer_of[tensor], buffers[tensor], holders[tensor] = tensor, need, {tensor}
-                block = max(block, offsets[tensor] + need)
-                current += need
-            else:
-                buffer_of[tensor] = reuse
-                holders[reuse].add(tensor)
-        if current > peak or not peak_node:
-            peak, peak_node = max(peak, current), node.name
-        for tensor in [*node.inputs, *node.outputs]:
-            if tensor in buffer_of and last_use.get(tensor, -1) <= position:
-                bid = buffer_of.pop(tensor)
-                holders[bid].discard(tensor)
-                if not holders[bid]:
-                    current -= buffers.pop(bid)
-                    del holders[bid]
-                    offsets.pop(bid, None)
-        after.append((node.name, current))
-    return StaticMemory(
-        weights=weights,
-        peak_activations=max(block, peak) + held,
-        peak_node=peak_node,
-        live_after=tuple(after),
-        live_peak=peak + held,
-    )
+    steps = [Step(node.name, node.op_type, tuple(node.inputs), tuple(node.outputs)) for node in nodes]
+    inputs = set(analysis.input_shapes)
+    run = _plan(steps, key, size, inputs, set(analysis.graph_outputs), constant)
+    extra: list[int] = []
+    if count_inputs:  # the caller's buffers, live until their last reader
+        last = {t: i for i, step in enumerate(steps) for t in step.inputs if t in inputs}
+        extra = [sum(size(t) for t, end in last.items() if end >= i) for i in range(len(steps))]
+    peak, peak_node = run.peak(steps, extra)
+    return StaticMemory(weights, max(run.block + run.outputs, peak), peak_node, tuple(run.after), peak)
 
 
-def _best_fit(offsets: dict[str, int], sizes: dict[str, int], size: int) -> int:
+def planned_memory(
+    executed: ExecutedGraph, events: Sequence[dict[str, Any]], first_run: FirstRun | None = None
+) -> StaticMemory | None:
+    """The planner over the graph onnxruntime ran, in the order of the first profiled run's kernel
+    events, with the output shapes they recorded (None where the trace has none of its nodes);
+    ``first_run``: those events already read (``memory.trace.first_run_outputs``)."""
+    from pytest_roofline.memory.trace import first_run_outputs
+
+    by_name = {node.name: node for node in executed.nodes}
+    steps: list[Step] = []
+    shapes: dict[str, tuple[int, tuple[int, ...]] | None] = {}
+    for name, keys in first_run if first_run is not None else first_run_outputs(events):
+        node = by_name.get(name)
+        if node is None:
+            continue
+        steps.append(node)
+        shapes.update(zip([t for t in node.outputs if t], keys, strict=False))
+    if not steps:
+        return None
+
+    def size(name: str) -> int:
+        known = shapes.get(name)
+        if known is None:
+            return 0
+        count = 1
+        for dim in known[1]:
+            count *= dim
+        return count * known[0]
+
+    declared = executed.declared
+
+    def key(name: str) -> Key:
+        """What the planner compares buffers by: the declared shape of a model's own tensor (None
+        where inference left a dim unknown: never reused), the run's shape of one the backend made."""
+        ran = shapes.get(name)
+        if ran is None or name not in declared:
+            return ran
+        dims = declared[name]
+        if dims is None or any(d is None for d in dims):
+            return None
+        return ran[0], dims  # type: ignore[return-value]
+
+    fixed = set(executed.initializers)
+    run = _plan(steps, key, size, set(executed.inputs), set(executed.outputs), fixed)
+    peak, peak_node = run.peak(steps)
+    return StaticMemory(0, max(run.block + run.outputs, peak), peak_node, tuple(run.after), peak)
+
+
+def _best_fit(offsets: dict[str, int], sizes: dict[str, int], size: int, block: int) -> int:
     """Where onnxruntime's memory-pattern planner (``MemPatternPlanner::TraceAllocation``) puts a
-    new buffer of ``size`` bytes among the live ones (``offsets``, their ``sizes``): the gap between
-    live buffers, in offset order, that wastes least; else after the last one."""
-    placed = sorted((offsets[b], sizes[b]) for b in offsets)
-    best = placed[-1][0] + placed[-1][1] if placed else 0
-    waste = None
-    current = 0
-    for offset, length in placed:
+    new buffer of ``size`` bytes among the live ones (``offsets``, their ``sizes``) in a block of
+    ``block`` bytes so far: the gap between live buffers, in offset order, or between the last and
+    the block's end, that wastes least; else after the last one."""
+    current, waste, best = 0, None, None
+    for offset, length in sorted((offsets[b], sizes[b]) for b in offsets):
         if offset >= current:
             gap = offset - current
             if gap >= size and (waste is None or gap - size < waste):
                 waste, best = gap - size, current
         current = max(current, offset + length)
-    return best
+    if current < block and block - current >= size and (waste is None or block - current - size < waste):
+        best = current
+    return current if best is None else best
 
 
 @dataclass(frozen=True)

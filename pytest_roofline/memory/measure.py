@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from pytest_roofline.memory.estimate import static_memory
-from pytest_roofline.memory.trace import trace_memory
+from pytest_roofline.memory.estimate import planned_memory, static_memory
+from pytest_roofline.memory.trace import first_run_outputs, read_nodes, trace_memory
+from pytest_roofline.memory.trtexec_log import log_memory
 
 if TYPE_CHECKING:
     from pytest_roofline.analysis.types import ModelAnalysis
@@ -19,15 +20,25 @@ __all__ = ["profiled_memory"]
 def profiled_memory(
     kernels: KernelProfile, analysis: ModelAnalysis
 ) -> tuple[MemoryProfile | None, dict[str, LayerMemory]]:
-    """The memory of one inference (None where the backend's trace reports none) and per kernel.
+    """The memory of one inference (None where the backend reports none) and per kernel.
 
     The measured peak carries the static estimate as ``predicted_peak``: the weights the backend
     holds (the bytes requested before the first node, measured) plus the peak of live activations
-    over the graph's schedule; it is compared with the requested peak (no allocator rounding).
+    the planner model gives (memory.estimate) over the graph the backend ran where it says which
+    (onnxruntime's optimized graph), else over the model's graph; it is compared with the requested
+    peak (no allocator rounding).
     """
-    measured = trace_memory(kernels.trace_events) if kernels.trace_events else None
+    if kernels.console_log:  # trtexec: what TensorRT logged it allocated, no per-layer counters
+        logged = log_memory(kernels.console_log)
+        if logged is not None:
+            return logged, {}
+    events = kernels.trace_events
+    nodes = read_nodes(events) if events else []
+    measured = trace_memory(events, nodes) if nodes else None
     if measured is None:
         return None, {}
     memory, layers, asked_before = measured
-    static = static_memory(analysis)
+    first_run = first_run_outputs(events, nodes) if kernels.executed else None
+    planned = planned_memory(kernels.executed, events, first_run) if kernels.executed else None
+    static = planned if planned is not None else static_memory(analysis)
     return replace(memory, predicted_peak=asked_before + static.peak_activations), layers

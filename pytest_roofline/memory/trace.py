@@ -33,7 +33,24 @@ from pytest_roofline.memory import LayerMemory, MemoryProfile
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["has_memory_fields", "trace_memory"]
+__all__ = ["first_run_outputs", "has_memory_fields", "read_nodes", "trace_memory"]
+
+#: Bytes per element of the type names onnxruntime's profiler writes in ``output_type_shape``.
+ELEMENT_BYTES = {
+    "float": 4,
+    "float16": 2,
+    "bfloat16": 2,
+    "double": 8,
+    "int8": 1,
+    "uint8": 1,
+    "int16": 2,
+    "uint16": 2,
+    "int32": 4,
+    "uint32": 4,
+    "int64": 8,
+    "uint64": 8,
+    "bool": 1,
+}
 
 _KERNEL_SUFFIX = "_kernel_time"
 _FIELDS = ("mem_bytes_in_use", "mem_in_use_delta", "mem_in_use_peak", "mem_arena_held")
@@ -48,6 +65,7 @@ class _Counters:
     ts: float
     provider: str
     values: dict[str, int]
+    output_shapes: Any = None  # the profiler's ``output_type_shape``: [{type name: dims}, ...]
 
     def __getitem__(self, key: str) -> int:
         return self.values.get(key, 0)
@@ -67,13 +85,30 @@ def _counters(event: dict[str, Any]) -> _Counters | None:
             if key in _FIELDS:
                 return None
     provider = str(args.get("provider", ""))
-    return _Counters(name[: -len(_KERNEL_SUFFIX)], float(event.get("ts", 0)), provider, values)
+    shapes = args.get("output_type_shape")
+    return _Counters(name[: -len(_KERNEL_SUFFIX)], float(event.get("ts", 0)), provider, values, shapes)
+
+
+#: The runs whose counters are read: the first (buffer by buffer) and two on the memory pattern
+#: planned from it, which every later run repeats to the byte (the gate profiles 1 + 5 runs; a
+#: longer profile costs no more to read).
+RUNS_READ = 3
 
 
 def _node_events(events: Sequence[dict[str, Any]]) -> list[_Counters]:
-    """The kernel events carrying every memory field, in time order."""
-    nodes = [c for c in map(_counters, events) if c is not None]
+    """The kernel events carrying every memory field, in time order, of the first
+    :data:`RUNS_READ` runs."""
+    starts = sorted(_run_starts(events))
+    cutoff = starts[RUNS_READ] if len(starts) > RUNS_READ else float("inf")
+    nodes = [c for c in map(_counters, events) if c is not None and c.ts < cutoff]
     return sorted(nodes, key=lambda c: c.ts)
+
+
+def _run_starts(events: Sequence[dict[str, Any]]) -> list[float]:
+    """When each ``model_run`` of the trace started."""
+    return [
+        float(e.get("ts", 0)) for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"
+    ]
 
 
 def _on_cuda(nodes: list[_Counters]) -> bool:
@@ -88,20 +123,19 @@ def has_memory_fields(events: Sequence[dict[str, Any]]) -> bool:
 
 def _run_of(events: Sequence[dict[str, Any]], nodes: list[_Counters]) -> list[int]:
     """The ``model_run`` each node event belongs to (0 for all without run events)."""
-    starts = sorted(
-        float(e.get("ts", 0)) for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"
-    )
+    starts = sorted(_run_starts(events))
     if not starts:
         return [0] * len(nodes)
     return [max(bisect.bisect_right(starts, c.ts) - 1, 0) for c in nodes]
 
 
 def trace_memory(
-    events: Sequence[dict[str, Any]],
+    events: Sequence[dict[str, Any]], nodes: list[_Counters] | None = None
 ) -> tuple[MemoryProfile, dict[str, LayerMemory], int] | None:
     """The memory of one inference, of each kernel (by its trace name) and the bytes requested
-    before the first node (the weights, unrounded), or None without the fields."""
-    nodes = _node_events(events)
+    before the first node (the weights, unrounded), or None without the fields; ``nodes``: the
+    events already read (:func:`read_nodes`)."""
+    nodes = _node_events(events) if nodes is None else nodes
     if not nodes:
         return None
     runs = _run_of(events, nodes)
@@ -131,3 +165,32 @@ def trace_memory(
         requested_peak=requested,
     )
     return memory, layers, max(asked_before, 0)
+
+
+def read_nodes(events: Sequence[dict[str, Any]]) -> list[_Counters]:
+    """The kernel events' counters, read once for :func:`trace_memory` and :func:`first_run_outputs`."""
+    return _node_events(events)
+
+
+def first_run_outputs(
+    events: Sequence[dict[str, Any]], nodes: list[_Counters] | None = None
+) -> list[tuple[str, list[tuple[int, tuple[int, ...]] | None]]]:
+    """The first profiled run's kernels in the order they ran, each with its outputs' (element
+    bytes, shape) as the profiler recorded them (None for a type it does not size, e.g. strings)."""
+    nodes = _node_events(events) if nodes is None else nodes
+    runs = _run_of(events, nodes)
+    found = []
+    for counters, run in zip(nodes, runs, strict=True):
+        if run != runs[0]:
+            break
+        shapes = counters.output_shapes
+        keys: list[tuple[int, tuple[int, ...]] | None] = []
+        for entry in shapes if isinstance(shapes, list) else []:
+            (dtype, dims), *_ = entry.items() if isinstance(entry, dict) and entry else ((None, None),)
+            size = ELEMENT_BYTES.get(str(dtype))
+            if size and isinstance(dims, list) and all(isinstance(d, int) and d >= 0 for d in dims):
+                keys.append((size, tuple(dims)))
+            else:
+                keys.append(None)
+        found.append((counters.name, keys))
+    return found

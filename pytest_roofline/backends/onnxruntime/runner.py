@@ -22,7 +22,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from pytest_roofline.backends.base import MAX_THREADS, Backend, BackendSession, KernelProfile, importable
+from pytest_roofline.backends.base import (
+    MAX_THREADS,
+    Backend,
+    BackendSession,
+    ExecutedGraph,
+    ExecutedNode,
+    KernelProfile,
+    importable,
+)
 from pytest_roofline.backends.bounded import on_timeout
 from pytest_roofline.errors import BackendError, OptionError, ShapeError
 
@@ -274,6 +282,62 @@ class OnnxRuntimeBackend(Backend):
     def open(self, spec: ModelSpec, inputs: Mapping[str, np.ndarray]) -> OnnxRuntimeSession:
         """Create the timing session and check ``inputs`` against the model's inputs."""
         return OnnxRuntimeSession(self, spec, inputs)
+
+
+def _executed_graph(optimized: Any, original: Any) -> ExecutedGraph | None:
+    """The main graph onnxruntime ran, from its optimized-graph dump (None without one), with the
+    shapes its planner knew of the model's tensors (:func:`_declared_shapes`)."""
+    if optimized is None:
+        return None
+    graph = optimized.graph
+    initializers = frozenset(init.name for init in graph.initializer)
+    nodes = tuple(
+        ExecutedNode(node.name, node.op_type, tuple(node.input), tuple(node.output), node.domain)
+        for node in graph.node
+    )
+    written = {t for node in nodes for t in node.outputs if t}
+    declared = _declared_shapes(original)
+    return ExecutedGraph(
+        nodes=nodes,
+        inputs=frozenset(i.name for i in graph.input) - initializers,
+        outputs=tuple(o.name for o in graph.output),
+        initializers=initializers,
+        declared={name: dims for name, dims in declared.items() if name in written},
+    )
+
+
+def _declared_shapes(model: Any) -> dict[str, tuple[int | str | None, ...] | None]:
+    """The model's tensors' shapes as ONNX shape inference gives them from its declared inputs
+    (symbolic dims stay symbols): what onnxruntime's allocation planner reuses buffers by.  Large
+    weights are passed by their dims only."""
+    import onnx
+
+    light = onnx.ModelProto()
+    light.ir_version = model.ir_version
+    light.opset_import.extend(model.opset_import)
+    graph = light.graph
+    graph.node.extend(model.graph.node)
+    graph.input.extend(model.graph.input)
+    graph.output.extend(model.graph.output)
+    for init in model.graph.initializer:
+        small = init.data_location != onnx.TensorProto.EXTERNAL and init.ByteSize() <= 4096
+        graph.initializer.append(
+            init if small else onnx.TensorProto(name=init.name, data_type=init.data_type, dims=init.dims)
+        )
+    try:
+        inferred = onnx.shape_inference.infer_shapes(light, data_prop=True)
+    except Exception:  # a model ONNX cannot infer: the planner is modelled with the run's shapes
+        return {}
+    shapes: dict[str, tuple[int | str | None, ...] | None] = {}
+    for info in (*inferred.graph.value_info, *inferred.graph.output):
+        tensor = info.type.tensor_type
+        if not tensor.HasField("shape"):
+            shapes[info.name] = None
+            continue
+        shapes[info.name] = tuple(
+            d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor.shape.dim
+        )
+    return shapes
 
 
 def _first_line(exc: BaseException) -> str:
@@ -586,6 +650,7 @@ class OnnxRuntimeSession(BackendSession):
             timing_source=source,
             timer_resolution=resolution,
             extra=extra,
+            executed=_executed_graph(optimized, original),
         )
 
     _no_gpu_timer = "no GPU timer: cupti-python is not installed or CUPTI cannot be loaded"

@@ -6,15 +6,18 @@ Two modes:
   precision and workspace (``--profilingVerbosity=detailed``), cached in the user cache dir
   (``$ROOFLINE_CACHE_DIR/engines`` or ``platformdirs.user_cache_dir("pytest-roofline")/engines``).
   ``time(n)`` reads ``--exportTimes``; ``profile(n)`` reads ``--exportProfile`` and
-  ``--exportLayerInfo``.
-* import: ``--option profile=P layer_info=L times=T`` reads exports made elsewhere (a Jetson, a CI
-  GPU box) and gives the same profile without running anything.
+  ``--exportLayerInfo`` and runs at ``--verbose``, its console log kept for the memory room.
+* import: ``--option profile=P layer_info=L times=T [log=LOG]`` reads exports made elsewhere (a
+  Jetson, a CI GPU box) and gives the same profile without running anything.
 
-Only the files trtexec exports are parsed; of its console output only the version banner is read.
+Times and layers come only from the files trtexec exports; of its console output the version banner
+is read here, and the profiled run's log is handed on whole (``KernelProfile.console_log``) for
+``memory.trtexec_log``: the exports carry no memory, TensorRT's log lines do.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -41,7 +44,7 @@ from pytest_roofline.backends.trtexec.formats import (
     read_json,
 )
 from pytest_roofline.errors import BackendError, BackendUnavailable, OptionError
-from pytest_roofline.files import file_lock
+from pytest_roofline.files import atomic_write_text, file_lock, read_document
 from pytest_roofline.model import graph_inputs, load_model, model_hash
 
 if TYPE_CHECKING:
@@ -54,7 +57,8 @@ if TYPE_CHECKING:
 __all__ = ["TrtexecBackend", "TrtexecSession", "engine_cache_dir", "engine_stem", "run_trtexec"]
 
 _PRECISIONS = ("fp32", "fp16", "int8", "best")
-_IMPORT_KEYS = ("profile", "layer_info", "times")
+_IMPORT_KEYS = ("profile", "layer_info", "times", "log")
+_VERBOSE = ("--verbose",)
 
 
 def engine_cache_dir() -> Path:
@@ -154,6 +158,7 @@ class TrtexecBackend(Backend):
         "profile": "import mode: an existing --exportProfile JSON",
         "layer_info": "import mode: an existing --exportLayerInfo JSON",
         "times": "import mode: an existing --exportTimes JSON",
+        "log": "import mode: trtexec's console log of that run (its memory lines: prof.memory)",
     }
 
     def __init__(self, options: Mapping[str, str] | None = None) -> None:
@@ -174,7 +179,7 @@ class TrtexecBackend(Backend):
         self.imports = {k: self.options[k] for k in _IMPORT_KEYS if k in self.options}
         if self.imports and "profile" not in self.imports and "times" not in self.imports:
             raise OptionError(
-                "trtexec import mode needs profile=FILE or times=FILE (layer_info alone has no times)"
+                "trtexec import mode needs profile=FILE or times=FILE (layer_info or log alone has no times)"
             )
         self.chunk = int(self._number("chunk", 100.0))
         self._version: TrtVersion | None = None
@@ -329,6 +334,7 @@ class TrtexecSession(BackendSession):
         self._workdir = Path(tempfile.mkdtemp(prefix="roofline-trtexec-"))
         self._model_file: Path | None = None
         self._buffer: list[float] = []
+        self._log = ""  # the last trtexec run's console log (its memory lines)
 
     # -- engine ------------------------------------------------------------------------------
     def _model_path(self) -> str:
@@ -388,14 +394,17 @@ class TrtexecSession(BackendSession):
                 times=str(files["times"]) if files["times"] else None,
                 profile=str(files["profile"]) if files["profile"] else None,
                 layer_info=str(files["layer_info"]) if files["layer_info"] else None,
-                extra_args=backend.extra_args,
+                # a profiled run logs its context's activation bytes at --verbose (prof.memory)
+                extra_args=(*backend.extra_args, *_VERBOSE) if profile else backend.extra_args,
             )
             try:
-                run_trtexec(cmd, backend.timeout)
+                self._log = run_trtexec(cmd, backend.timeout)
             except BackendError:
                 if build and engine.exists():
                     engine.unlink()  # never keep a half-written engine
                 raise
+            if build:  # what the build logged (the weights' bytes) holds for every later load
+                atomic_write_text(_build_log(engine), self._log)
         self._engine = engine
         return {k: v for k, v in files.items() if v is not None}
 
@@ -433,11 +442,35 @@ class TrtexecSession(BackendSession):
         if layer_file is not None and (backend.import_mode or layer_file.exists()):
             layers = parse_layer_info(read_json(layer_file, "--exportLayerInfo"))
         default = {"fp32": "fp32", "fp16": "fp16", "int8": "int8"}.get(backend.precision, "mixed")
-        return attribute_layers(rows, layers, self._index, count, default_precision=default)
+        kernels = attribute_layers(rows, layers, self._index, count, default_precision=default)
+        return dataclasses.replace(kernels, console_log=self._profiled_log())
+
+    def _profiled_log(self) -> str:
+        """The console log of the profiled run: import mode's ``log=FILE`` (else none), or the run's."""
+        backend = self._backend
+        if not backend.import_mode:
+            built = _build_log(self._engine) if self._engine is not None else None
+            if built is None or not built.is_file():
+                return self._log
+            return read_document(built) + "\n" + self._log  # a build's lines: as the log of the build
+        if "log" not in backend.imports:
+            return ""
+        path = Path(backend.imports["log"])
+        try:
+            return read_document(path)
+        except FileNotFoundError:
+            raise BackendError(f"{path}: no such file (expected trtexec's console log)") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BackendError(f"{path}: cannot read trtexec's console log ({exc})") from None
 
     def close(self) -> None:
         """Remove the temporary export files (the cached engine stays)."""
         shutil.rmtree(self._workdir, ignore_errors=True)
+
+
+def _build_log(engine: Path) -> Path:
+    """Where the console log of ``engine``'s build is kept, beside it."""
+    return engine.with_name(engine.name + ".build.log")
 
 
 def _is_dynamic(vi: Any) -> bool:
