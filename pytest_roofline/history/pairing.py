@@ -26,16 +26,18 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.history.points import Paired
 
 if TYPE_CHECKING:
+    from pytest_roofline.backends.base import Backend
     from pytest_roofline.gate.sampling import GateDesign
     from pytest_roofline.gate.types import GateOutcome, GateRequest
     from pytest_roofline.history.points import HistoryPoint
+    from pytest_roofline.model import ModelSpec
 
 __all__ = [
     "PAIR_BUDGET",
@@ -47,6 +49,7 @@ __all__ = [
     "pair_with_previous",
     "previous_point",
     "series_before",
+    "time_pairing",
     "with_history",
 ]
 
@@ -171,33 +174,55 @@ def _positive(figures: Sequence[Any]) -> tuple[float, ...]:
 def _paired_figures(
     request: GateRequest, reference: Path, run_estimate: float | None
 ) -> tuple[tuple[float, ...], float]:
-    """Per-session figures (median of per-round ratios) of the new model over ``reference``,
-    interleaved: the gate's paired run, at the configured threads as the gate's paired mode; and
-    the load share it ran under (the noise model's pressure)."""
-    import dataclasses
-
-    from pytest_roofline.gate.isolated import sampler_for
-    from pytest_roofline.gate.paired import paired_run
-    from pytest_roofline.gate.sampling import GateDesign
-    from pytest_roofline.measure.rounds import SessionOpener
+    """Per-session figures of the request's model over ``reference`` (:func:`time_pairing`), and
+    the load share it ran under."""
     from pytest_roofline.model import ModelSpec
 
     prepared = request.prepared
     assert prepared is not None
-    engine = request.backend
     spec = ModelSpec.create(str(reference), request.batch, dict(request.dims))
+    return time_pairing(
+        request.backend,
+        prepared.spec,
+        spec,
+        prepared.arrays,
+        budget=max(request.budget, PAIR_BUDGET),
+        run_estimate=run_estimate,
+    )
+
+
+def time_pairing(
+    engine: Backend,
+    new: ModelSpec,
+    reference: ModelSpec,
+    arrays: Mapping[str, Any],
+    *,
+    budget: float = PAIR_BUDGET,
+    run_estimate: float | None = None,
+) -> tuple[tuple[float, ...], float]:
+    """Per-session figures (median of per-round ratios) of ``new`` over ``reference``, interleaved
+    in fresh session pairs on ``engine`` (the gate's paired run, at the configured threads as the
+    gate's paired mode), and the load share it ran under (the noise model's pressure).
+
+    The history's pairing at a model change; ``benchmarks/history_under_load.py`` times it too."""
+    import dataclasses
+
+    from pytest_roofline.gate.isolated import sampler_for
+    from pytest_roofline.gate.noise import pressure
+    from pytest_roofline.gate.paired import paired_run
+    from pytest_roofline.gate.sampling import GateDesign
+    from pytest_roofline.measure.rounds import SessionOpener
+
     estimate = run_estimate if run_estimate is not None and math.isfinite(run_estimate) else None
-    design = GateDesign(budget=max(request.budget, PAIR_BUDGET), run_estimate=estimate)
+    design = GateDesign(budget=budget, run_estimate=estimate)
     run = paired_run(
-        [SessionOpener(engine, prepared.spec, prepared.arrays), SessionOpener(engine, spec, prepared.arrays)],
+        [SessionOpener(engine, new, arrays), SessionOpener(engine, reference, arrays)],
         dataclasses.replace(design, rounds=pair_rounds(design)),
         PAIR_TOLERANCE,
         sampler=sampler_for(engine),
         watch_load=engine.wall_clock,
         step_pairs=STEP_PAIRS,
     )
-    from pytest_roofline.gate.noise import pressure
-
     return _positive(run.figures), pressure(run.load)
 
 
@@ -274,7 +299,6 @@ def judged_by_pairing(
     import dataclasses
 
     from pytest_roofline.gate.order import current_identity
-    from pytest_roofline.gate.verdict import compare
 
     verdict, baseline = outcome.verdict, request.baseline
     if paired is None or previous is None or not request.timed or verdict.mode != "stored":
@@ -286,16 +310,7 @@ def judged_by_pairing(
     changes = baseline.identity.changes(current_identity(request, request.prepared))
     if not changes or any(change.kind != "model" for change in changes):
         return outcome  # the pairing times the model alone: another change is the stored figure's
-    from pytest_roofline.gate.noise import noise_model
-
-    judged = compare(
-        paired.judged,
-        None,
-        tolerance=request.tolerance,
-        mode="paired",
-        metric=verdict.metric,
-        drift=noise_model().floor("paired", paired.pressure),
-    )
+    judged = paired.verdict(request.tolerance, verdict.metric)
     why = f"judged on the history's pairing with the baseline's model ({len(paired.figures)} session pairs)"
     if verdict.ratio is not None:
         why += f"; the stored comparison read {verdict.status}, ratio {verdict.ratio:.3f}"
