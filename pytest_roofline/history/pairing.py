@@ -47,6 +47,7 @@ __all__ = [
     "judged_by_pairing",
     "pair_rounds",
     "pair_with_previous",
+    "pairing_engine",
     "previous_point",
     "series_before",
     "time_pairing",
@@ -214,20 +215,14 @@ def time_pairing(
 
     The history's pairing at a model change; ``benchmarks/history_under_load.py`` times it too."""
     import dataclasses
-    import time
 
-    from pytest_roofline.device.load import between, snapshot
     from pytest_roofline.gate.isolated import sampler_for
     from pytest_roofline.gate.noise import pressure
     from pytest_roofline.gate.paired import paired_run
-    from pytest_roofline.gate.runner import paired_engine
     from pytest_roofline.gate.sampling import GateDesign
     from pytest_roofline.measure.rounds import SessionOpener
 
-    if engine.wall_clock:
-        start = snapshot()
-        time.sleep(LOAD_WINDOW)
-        engine = paired_engine(engine, between(start, snapshot())) or engine
+    engine, _ = pairing_engine(engine)
     estimate = run_estimate if run_estimate is not None and math.isfinite(run_estimate) else None
     design = GateDesign(budget=budget, run_estimate=estimate)
     run = paired_run(
@@ -239,6 +234,24 @@ def time_pairing(
         step_pairs=STEP_PAIRS,
     )
     return _positive(run.figures), pressure(run.load)
+
+
+def pairing_engine(engine: Backend) -> tuple[Backend, bool]:
+    """The engine a pairing runs on now, and whether it is the one-thread one: the configured
+    threads on a quiet machine, one intra-op thread per session when others share the CPUs
+    (``gate.runner.paired_engine``, the load read over :data:`LOAD_WINDOW`).  The history's
+    pairing and ``roofline bisect`` pick their threads here."""
+    import time
+
+    from pytest_roofline.device.load import between, snapshot
+    from pytest_roofline.gate.runner import paired_engine
+
+    if not engine.wall_clock:
+        return engine, False
+    start = snapshot()
+    time.sleep(LOAD_WINDOW)
+    one = paired_engine(engine, between(start, snapshot()))
+    return (one, True) if one is not None else (engine, False)
 
 
 def pair_rounds(design: GateDesign) -> int:
