@@ -181,9 +181,10 @@ def test_bisect_times_at_the_threads_the_history_recorded(repo, capsys, monkeypa
 
 def test_bisect_beside_other_processes_times_at_one_thread_and_says_so(repo, capsys, monkeypatch) -> None:
     """Beside other processes bisect times each candidate at one intra-op thread per session, as
-    the gate's paired mode and the history's pairing: at load 10 on 2 cores, 2-thread sessions read
-    MobileNetV2's +12 % commits at 1.029 and 1.270 and named commit 15 of the 20-commit scenario
-    where commit 6 was the first slower (docs/history.md, "Under load")."""
+    the gate's paired mode and the history's pairing (the threads the noise model was fitted at),
+    and says so.  At load 10 on 2 cores, 2-thread sessions read MobileNetV2's +12 % commits at
+    1.029 and 1.270 and named commit 15 of the 20-commit scenario where commit 6 was the first
+    slower; one thread named commit 10 (docs/history.md, "Under load")."""
     from pytest_roofline.device import load
     from pytest_roofline.history import pairing
 
