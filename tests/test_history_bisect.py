@@ -184,7 +184,7 @@ def test_bisect_beside_other_processes_times_at_one_thread_and_says_so(repo, cap
     the gate's paired mode and the history's pairing (the threads the noise model was fitted at),
     and says so.  At load 10 on 2 cores, 2-thread sessions read MobileNetV2's +12 % commits at
     1.029 and 1.270 and named commit 15 of the 20-commit scenario where commit 6 was the first
-    slower; one thread named commit 10 (docs/history.md, "Under load")."""
+    slower; at one thread two runs named 10 and 6 (docs/history.md, "Under load")."""
     from pytest_roofline.device import load
     from pytest_roofline.history import pairing
 
