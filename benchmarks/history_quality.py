@@ -398,6 +398,67 @@ def _git(repo: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
+def scenario_repo(
+    work: Path, repo: Path, commits: int, quick: bool, after_commit: Callable[[int], object] | None = None
+) -> tuple[list[str], dict[int, Path]]:
+    """The git scenario's repository in ``repo`` (models built in ``work``): ``commits`` commits of
+    MobileNetV2 (the tiny CNN when ``quick``), two of them adding blocks (about +4 % and +7 %,
+    sized by a paired run at default threads); ``after_commit(index)`` runs after each commit.
+
+    Returns the commits' shas (oldest first) and the step commits' indices with their models."""
+    import shutil
+
+    import onnx
+
+    sys.path.insert(0, str(HERE))
+    from gate_quality import base_model, paired_slowdown, with_extra_blocks
+
+    base = base_model(quick)  # MobileNetV2; the tiny CNN in quick mode (one block ~ +10 %)
+    onnx.save(base, str(work / "base.onnx"))
+    onnx.save(with_extra_blocks(base, 2), str(work / "probe.onnx"))
+    per_block = max((paired_slowdown(work / "base.onnx", work / "probe.onnx", threads="0") - 1) / 2, 1e-3)
+    first_blocks = max(1, round(0.04 / per_block))
+    second_blocks = first_blocks + max(1, round(0.07 / per_block))
+    print(
+        f"  one extra block: {per_block * 100:+.2f} %; steps of {first_blocks} and "
+        f"{second_blocks - first_blocks} blocks",
+        flush=True,
+    )
+    onnx.save(with_extra_blocks(base, first_blocks), str(work / "first.onnx"))
+    onnx.save(with_extra_blocks(base, second_blocks), str(work / "second.onnx"))
+    steps_at = {commits // 3: work / "first.onnx", 2 * commits // 3: work / "second.onnx"}
+    _git(repo, "init", "-q")
+    _git(repo, "config", "user.email", "bench@example.com")
+    _git(repo, "config", "user.name", "bench")
+    (repo / "test_model.py").write_text(TEST)
+    (repo / ".gitignore").write_text(".roofline/\n__pycache__/\n")
+    shas, model = [], work / "base.onnx"
+    for index in range(commits):
+        model = steps_at.get(index, model)
+        shutil.copy(model, repo / "model.onnx")
+        (repo / "CHANGES.txt").write_text(f"commit {index}\n")
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-qm", f"commit {index}")
+        shas.append(_git(repo, "rev-parse", "HEAD"))
+        if after_commit is not None:
+            after_commit(index)
+    return shas, steps_at
+
+
+def run_bisect(repo: Path, env: dict[str, str], good: str, bad: str, *more: str) -> tuple[Any, float, str]:
+    """``roofline bisect GOOD BAD --test test_model.py::test_model --threshold 3`` in ``repo``:
+    its JSON result, the seconds it took, and its error (empty when it exited 0)."""
+    import json
+
+    command = [ROOFLINE, "bisect", good, bad, "--test", "test_model.py::test_model", "--threshold", "3"]
+    started = time.monotonic()
+    done = subprocess.run(
+        [*command, *more, "--format", "json"], cwd=repo, env=env, capture_output=True, text=True, check=False
+    )
+    took = time.monotonic() - started
+    return json.loads(done.stdout or "{}"), took, done.stderr.strip() if done.returncode else ""
+
+
 def git_scenario(commits: int, budget: float, quick: bool) -> None:
     """A repository of ``commits`` commits of MobileNetV2; two add blocks (about +4 % and +7 %).
 
@@ -407,52 +468,24 @@ def git_scenario(commits: int, budget: float, quick: bool) -> None:
     """
     import json
     import math
-    import shutil
-
-    import onnx
-
-    sys.path.insert(0, str(HERE))
-    from gate_quality import base_model, paired_slowdown, with_extra_blocks
 
     with tempfile.TemporaryDirectory(prefix="history-git-") as tmp:
         work, repo = Path(tmp) / "work", Path(tmp) / "repo"
         work.mkdir()
         repo.mkdir()
-        base = base_model(quick)  # MobileNetV2; the tiny CNN in quick mode (one block ~ +10 %)
-        onnx.save(base, str(work / "base.onnx"))
-        onnx.save(with_extra_blocks(base, 2), str(work / "probe.onnx"))
-        per_block = max((paired_slowdown(work / "base.onnx", work / "probe.onnx", threads="0") - 1) / 2, 1e-3)
-        first_blocks = max(1, round(0.04 / per_block))
-        second_blocks = first_blocks + max(1, round(0.07 / per_block))
-        print(
-            f"  one extra block: {per_block * 100:+.2f} %; steps of {first_blocks} and "
-            f"{second_blocks - first_blocks} blocks",
-            flush=True,
-        )
-        onnx.save(with_extra_blocks(base, first_blocks), str(work / "first.onnx"))
-        onnx.save(with_extra_blocks(base, second_blocks), str(work / "second.onnx"))
-        steps_at = {commits // 3: work / "first.onnx", 2 * commits // 3: work / "second.onnx"}
-        _git(repo, "init", "-q")
-        _git(repo, "config", "user.email", "bench@example.com")
-        _git(repo, "config", "user.name", "bench")
-        (repo / "test_model.py").write_text(TEST)
-        (repo / ".gitignore").write_text(".roofline/\n__pycache__/\n")
-        shas, model = [], work / "base.onnx"
         env = {**os.environ, "ROOFLINE_CACHE_DIR": os.environ.get("ROOFLINE_CACHE_DIR", str(work / "cache"))}
         env.pop("ROOFLINE_HISTORY", None)
         measured = 0.0
-        for index in range(commits):
-            model = steps_at.get(index, model)
-            shutil.copy(model, repo / "model.onnx")
-            (repo / "CHANGES.txt").write_text(f"commit {index}\n")
-            _git(repo, "add", "-A")
-            _git(repo, "commit", "-qm", f"commit {index}")
-            shas.append(_git(repo, "rev-parse", "HEAD"))
+
+        def run_plugin(index: int) -> None:
+            nonlocal measured
             started = time.monotonic()
             done = pytest_history(repo, env, "--roofline-history", budget)
             measured += time.monotonic() - started
             status = "" if done.returncode == 0 else f" (pytest exit {done.returncode})"
             print(f"  commit {index + 1}/{commits} measured{status}", flush=True)
+
+        shas, steps_at = scenario_repo(work, repo, commits, quick, run_plugin)
         listed = subprocess.run(
             [ROOFLINE, "history", "--format", "json"],
             cwd=repo,
@@ -492,35 +525,14 @@ def git_scenario(commits: int, budget: float, quick: bool) -> None:
             f"{'exactly' if found == expected else 'NOT exactly'} "
             f"(found at commits {[shas.index(c) for c in found if c in shas]}, expected {sorted(steps_at)})"
         )
-        started = time.monotonic()
-        bisected = subprocess.run(
-            [
-                ROOFLINE,
-                "bisect",
-                shas[0],
-                shas[-1],
-                "--test",
-                "test_model.py::test_model",
-                "--threshold",
-                "3",
-                "--format",
-                "json",
-            ],
-            cwd=repo,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        took = time.monotonic() - started
-        result = json.loads(bisected.stdout or "{}")
+        result, took, error = run_bisect(repo, env, shas[0], shas[-1])
         culprit = result.get("culprit")
         limit = math.ceil(math.log2(commits)) + 2
         print(
             f"roofline bisect first last --threshold 3: culprit at commit "
             f"{shas.index(culprit) if culprit in shas else culprit} (expected {min(steps_at)}), "
             f"{result.get('steps')} steps (limit {limit}), {took:.0f} s (limit 600)"
-            + (f"; error: {bisected.stderr.strip()}" if bisected.returncode else "")
+            + (f"; error: {error}" if error else "")
         )
         for verdict in result.get("verdicts", []):
             at = shas.index(verdict["commit"]) if verdict["commit"] in shas else verdict["commit"]

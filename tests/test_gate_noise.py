@@ -106,6 +106,19 @@ def test_a_history_pairing_is_judged_with_the_floor_of_the_load_it_ran_under(mon
     assert Paired.from_dict({**busy.to_dict(), "pressure": "x"}).pressure == 0.0  # a bad value: no widening
 
 
+def test_a_pairings_interval_and_its_verdict_read_one_floor(monkeypatch):
+    """The history looks the pairing's floor up in one place (``Paired.floor``): its interval (the
+    detector's evidence) and its verdict (``judged_by_pairing``: the gate's rule at the test's
+    tolerance) both widen by it, so the two can never disagree on what a load is worth."""
+    from pytest_roofline.history.points import Paired
+
+    figures = (1.061, 1.059, 1.060, 1.062, 1.058, 1.060)
+    monkeypatch.setattr(Paired, "floor", property(lambda self: 0.003 + 0.05 * self.pressure))
+    quiet, busy = Paired(figures, "before"), Paired(figures, "before", pressure=0.6)
+    assert quiet.verdict(0.05).status == "regression" and busy.verdict(0.05).status == "inconclusive"
+    assert busy.ci() == busy.verdict().ci and busy.ci()[0] < 1.0 < busy.ci()[1]
+
+
 def test_load_limit_off_says_other_processes_do_not_disturb(monkeypatch):
     load = MachineLoad(1.0, 0.5, 0.02, 1.0, 2)
     monkeypatch.setenv("ROOFLINE_LOAD_LIMIT", "off")

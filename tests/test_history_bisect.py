@@ -137,22 +137,12 @@ def test_unknown_is_measured_again_with_more_sessions(repo, capsys, monkeypatch)
     assert result["verdicts"][0]["status"] == "different" and result["verdicts"][0]["sessions"] == 20
 
 
-def test_bisect_times_at_the_threads_the_history_recorded(repo, capsys, monkeypatch) -> None:
-    """The history pairs at the test's configured threads; bisect, its model from the history, times
-    at those threads too (and its repro says so); ``--option`` overrides them."""
-    from dataclasses import replace
-
-    from _history_data import point
-
+def _slower_at_threads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """``measure_change`` replaced by one that calls every candidate slower; the intra-op threads
+    it was asked to time at, one per call."""
     from pytest_roofline.gate import paired
     from pytest_roofline.gate.verdict import Verdict
-    from pytest_roofline.history.store import JsonLinesStore
 
-    root, shas = repo
-    settings = {"intra_op_threads": "1", "execution_mode": "sequential"}
-    JsonLinesStore(root / ".roofline" / "history").append(
-        [replace(point(0, 1.0, commit=shas[0]), detail={"settings": settings})]
-    )
     threads: list[str] = []
 
     def slower(old, new, backend, **kwargs):
@@ -162,7 +152,50 @@ def test_bisect_times_at_the_threads_the_history_recorded(repo, capsys, monkeypa
         )
 
     monkeypatch.setattr(paired, "measure_change", slower)
+    return threads
+
+
+def test_bisect_times_at_the_threads_the_history_recorded(repo, capsys, monkeypatch) -> None:
+    """The history pairs at the test's configured threads; bisect, its model from the history, times
+    at those threads too (and its repro says so); ``--option`` overrides them."""
+    from dataclasses import replace
+
+    from _history_data import point
+
+    from pytest_roofline.device import load
+    from pytest_roofline.history.store import JsonLinesStore
+
+    quiet = load.MachineLoad(0.5, 0.0, 0.0, 0.1, 2)  # a busy machine times at one thread (below)
+    monkeypatch.setattr(load, "between", lambda start, end: quiet)
+    root, shas = repo
+    settings = {"intra_op_threads": "1", "execution_mode": "sequential"}
+    JsonLinesStore(root / ".roofline" / "history").append(
+        [replace(point(0, 1.0, commit=shas[0]), detail={"settings": settings})]
+    )
+    threads = _slower_at_threads(monkeypatch)
     result = _bisect(capsys, shas[3], shas[4], "--threshold", "3")
     assert threads == ["1"] and result["repro"].endswith("--option intra_op_threads=1")
     result = _bisect(capsys, shas[3], shas[4], "--threshold", "3", "--option", "intra_op_threads=2")
     assert threads[-1] == "2"
+
+
+def test_bisect_beside_other_processes_times_at_one_thread_and_says_so(repo, capsys, monkeypatch) -> None:
+    """Beside other processes bisect times each candidate at one intra-op thread per session, as
+    the gate's paired mode and the history's pairing (the threads the noise model was fitted at),
+    and says so.  At load 10 on 2 cores, 2-thread sessions read MobileNetV2's +12 % commits at
+    1.029 and 1.270 and named commit 15 of the 20-commit scenario where commit 6 was the first
+    slower; at one thread two runs named 10 and 6 (docs/history.md, "Under load")."""
+    from pytest_roofline.device import load
+    from pytest_roofline.history import pairing
+
+    root, shas = repo
+    busy = load.MachineLoad(0.5, 0.6, 0.0, 3.0, 2)
+    monkeypatch.setattr(pairing, "LOAD_WINDOW", 0.0, raising=False)
+    monkeypatch.setattr(load, "between", lambda start, end: busy)
+    threads = _slower_at_threads(monkeypatch)
+    result = _bisect(capsys, shas[3], shas[4], "--model", "model.onnx", "--threshold", "3")
+    assert threads == ["1"] and result["culprit"] == shas[4]
+    assert result["notes"] == [
+        "1 of 1 timed commits ran at one intra-op thread per session: other processes shared the CPUs "
+        "(as the gate's paired mode)"
+    ]

@@ -266,3 +266,31 @@ def test_a_slow_models_pairing_trades_rounds_for_session_pairs() -> None:
     assert FEW_ROUNDS < rounds < 10
     budget = paired_budget(bert.budget, bert.run_estimate, PAIR_TOLERANCE, bert)
     assert STEP_PAIRS * (rounds + bert.warmup) * 2 * 0.185 <= budget
+
+
+@pytest.mark.parametrize(("other", "threads"), [(0.02, "default"), (0.6, "1")])
+def test_a_pairing_beside_other_processes_runs_at_one_thread(monkeypatch, other, threads) -> None:
+    """As the gate's paired mode, the history's pairing runs at the configured threads on a quiet
+    machine and at one thread per session when others share the CPUs: beside a loaded machine two
+    2-thread sessions read A/A ratios of 0.70-1.07 on the zoo, and the paired floor the pairing is
+    judged with was fitted on one-thread pairings."""
+    from pytest_roofline.backends.base import get_backend
+    from pytest_roofline.device import load
+    from pytest_roofline.gate import paired
+    from pytest_roofline.gate.sampling import GateRun
+    from pytest_roofline.history import pairing
+
+    window = load.MachineLoad(0.5, other, 0.0, 3.0, 2)
+    monkeypatch.setattr(pairing, "LOAD_WINDOW", 0.0, raising=False)
+    monkeypatch.setattr(load, "between", lambda start, end: window)
+    used: list[str] = []
+
+    def timed(openers, design, tolerance, **kwargs):
+        used.extend(str(o.backend.options.get("intra_op_threads", "default")) for o in openers)
+        return GateRun((1.01, 0.99), 1e-3, 1e-3, 0.1, window)
+
+    monkeypatch.setattr(paired, "paired_run", timed)
+    engine = get_backend("onnxruntime", {})
+    figures, busy = pairing.time_pairing(engine, "new", "old", {}, run_estimate=1e-3)  # type: ignore[arg-type]
+    assert used == [threads, threads]
+    assert figures == (1.01, 0.99) and busy == pytest.approx(other)

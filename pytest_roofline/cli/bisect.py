@@ -126,4 +126,6 @@ def run(args: argparse.Namespace) -> int:
         f"{head} ({result.steps} steps of {result.candidates} commits, {result.seconds:.0f} s)\n"
     )
     sys.stdout.write(f"why: {result.explanation}\nrepro: {result.repro}\n")
+    for note in result.notes:
+        sys.stdout.write(f"note: {note}\n")
     return 0

@@ -91,6 +91,7 @@ class BisectResult:
             "bad": self.bad,
             "candidates": self.candidates,
             "seconds": self.seconds,
+            "notes": list(self.notes),
         }
 
 
@@ -305,6 +306,7 @@ def _bisect(
 ) -> BisectResult:
     from pytest_roofline.backends.base import get_backend
     from pytest_roofline.gate.paired import measure_change
+    from pytest_roofline.history.pairing import pairing_engine
 
     started = time.monotonic()
     build_command(build)  # a bad --build string is one line before anything is checked out
@@ -317,6 +319,7 @@ def _bisect(
     engine = get_backend(backend, options)
     trees = _Worktrees(root, build, progress)
     verdicts: list[CommitVerdict] = []
+    shared: set[str] = set()  # candidates timed at one thread: others shared the CPUs
     try:
         good_model = model_inside(trees.checkout(good_sha), model)
         if not good_model.is_file():
@@ -338,9 +341,12 @@ def _bisect(
             else:
                 count, deadline = sessions, time.monotonic() + budget
                 while True:
+                    pick, one = pairing_engine(engine)  # one thread while others share the CPUs
+                    if one:
+                        shared.add(sha)
                     began = time.monotonic()
                     measured = measure_change(
-                        good_model, path, engine, batch=batch, sessions=count, tolerance=threshold
+                        good_model, path, pick, batch=batch, sessions=count, tolerance=threshold
                     )
                     took = time.monotonic() - began
                     ratio = measured.ratio if measured.ratio is not None else float("nan")
@@ -355,7 +361,17 @@ def _bisect(
             return verdict
 
         def result(culprit: str | None, explanation: str, before: str | None = None) -> BisectResult:
+            timed = sum(1 for v in verdicts if v.sessions)
+            notes = (
+                (
+                    f"{len(shared)} of {timed} timed commits ran at one intra-op thread per session: "
+                    "other processes shared the CPUs (as the gate's paired mode)",
+                )
+                if shared
+                else ()
+            )
             return _result(
+                notes,
                 culprit,
                 verdicts,
                 explanation,
@@ -406,6 +422,7 @@ def _explain(old: Path, new: Path, batch: int | None) -> str:
 
 
 def _result(
+    notes: tuple[str, ...],
     culprit: str | None,
     verdicts: list[CommitVerdict],
     explanation: str,
@@ -450,4 +467,5 @@ def _result(
         bad=bad,
         seconds=time.monotonic() - started,
         candidates=count,
+        notes=notes,
     )

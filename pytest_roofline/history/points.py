@@ -28,6 +28,7 @@ from pytest_roofline.schema import (
 )
 
 if TYPE_CHECKING:
+    from pytest_roofline.gate.verdict import Verdict
     from pytest_roofline.results import ProfileRecord, RunResults
 
 __all__ = [
@@ -93,16 +94,26 @@ class Paired:
 
         return float(np.median(self.judged))
 
+    @property
+    def floor(self) -> float:
+        """The gate's paired floor at the load this pairing ran under (``gate.noise``)."""
+        from pytest_roofline.gate.noise import noise_model
+
+        return noise_model().floor("paired", self.pressure)
+
+    def verdict(self, tolerance: float = 0.0, metric: str = "latency") -> Verdict:
+        """The gate's paired verdict of these figures at ``tolerance``: the one place a pairing is
+        judged (its interval here, a verdict in ``pairing.judged_by_pairing``), with :attr:`floor`."""
+        from pytest_roofline.gate.verdict import compare
+
+        return compare(self.judged, None, tolerance=tolerance, mode="paired", metric=metric, drift=self.floor)
+
     @functools.cached_property
     def _judged(self) -> tuple[tuple[float, float], float] | None:
         """The gate's 95 % interval of the ratio and its log half-width (None with one pair)."""
         if len(self.figures) < 2:
             return None
-        from pytest_roofline.gate.noise import noise_model
-        from pytest_roofline.gate.verdict import compare
-
-        drift = noise_model().floor("paired", self.pressure)  # the gate's floor at the pairing's load
-        verdict = compare(self.judged, None, tolerance=0.0, mode="paired", drift=drift)
+        verdict = self.verdict()
         assert verdict.ci is not None and verdict.noise is not None
         return verdict.ci, verdict.noise
 
