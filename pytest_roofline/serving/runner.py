@@ -95,7 +95,7 @@ class Workers:
         except BaseException:
             self.close()
             raise
-        self.samples: queue.SimpleQueue[tuple[int, list[int]] | None] = queue.SimpleQueue()
+        self.samples: queue.SimpleQueue[tuple[int, list[Any]] | None] = queue.SimpleQueue()
         self.errors: list[BaseException] = []
         #: (issued ns, completed ns, samples) per chunk of the current LoadGen test
         self.timings: list[tuple[int, int, int]] = []
@@ -109,25 +109,29 @@ class Workers:
         return statistics.median(self.sessions[0].time(16)) + SAMPLE_OVERHEAD
 
     def _work(self, session: BackendSession) -> None:
-        lg, take, clock, timings = self.lg, self.samples.get, time.perf_counter_ns, self.timings
-        response = lg.QuerySampleResponse
+        complete, take, clock, timings = (
+            self.lg.QuerySamplesComplete,
+            self.samples.get,
+            time.perf_counter_ns,
+            self.timings,
+        )
         while (chunk := take()) is not None:
-            issued, ids = chunk
+            issued, responses = chunk
             if not self.errors:
                 try:
-                    session.time(len(ids))
+                    session.time(len(responses))
                 except BaseException as exc:  # reported after LoadGen's test ends
                     self.errors.append(exc)
-            timings.append((issued, clock(), len(ids)))
-            lg.QuerySamplesComplete([response(sample_id, 0, 0) for sample_id in ids])
+            timings.append((issued, clock(), len(responses)))
+            complete(responses)
 
     def issue(self, query_samples: list[Any]) -> None:
-        """LoadGen's issue callback: queue the samples in chunks, return at once."""
-        issued, put = time.perf_counter_ns(), self.samples.put
-        ids = [sample.id for sample in query_samples]
-        size = chunk_size(len(ids), self.concurrency)
-        for start in range(0, len(ids), size):
-            put((issued, ids[start : start + size]))
+        """LoadGen's issue callback: queue the samples in chunks, each with its LoadGen responses
+        made here (while the workers run), so a worker's only work beside the model is one call."""
+        issued, put, response = time.perf_counter_ns(), self.samples.put, self.lg.QuerySampleResponse
+        size = chunk_size(len(query_samples), self.concurrency)
+        for start in range(0, len(query_samples), size):
+            put((issued, [response(sample.id, 0, 0) for sample in query_samples[start : start + size]]))
 
     def __enter__(self) -> Workers:
         return self
@@ -188,6 +192,9 @@ def run_window(
     log_settings = lg.LogSettings()
     log_settings.log_output.outdir = str(log_dir)
     log_settings.log_output.copy_summary_to_stdout = False
+    # LoadGen's trace (an event per sample, megabytes a second written by its logging thread) costs
+    # a microsecond model a third of its throughput; its figures come from the summary and detail
+    log_settings.enable_trace = False
     with _LOADGEN_LOCK:
         workers.timings.clear()
         sut = lg.ConstructSUT(workers.issue, lambda: None)
