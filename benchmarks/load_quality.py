@@ -227,6 +227,8 @@ def part_variants(
     tolerance: float,
     out: Path,
 ) -> None:
+    from pytest_roofline.serving.gate import WINDOW_QUERIES  # the gate's paired windows ask as many
+
     tail_share, loss_share = shares
     print(
         f"3. per zoo model, {runs} run(s) each, tolerance {tolerance:.0%}, {DEFAULT_WINDOWS} window pairs of"
@@ -234,7 +236,7 @@ def part_variants(
         f" ({tail_share:.0%} of queries run the model twice) in single-stream; a throughput variant"
         f" ({loss_share:.0%} of samples run it twice) in Offline"
     )
-    single = ScenarioSettings("single-stream", min_duration=duration, min_query_count=100)
+    single = ScenarioSettings("single-stream", min_duration=duration, min_query_count=WINDOW_QUERIES)
     offline = ScenarioSettings("offline", min_duration=duration)
     totals = {"aa": 0, "aa_false": 0, "tail": 0, "tail_caught": 0, "loss": 0, "loss_caught": 0}
     out.mkdir(parents=True, exist_ok=True)
