@@ -95,7 +95,7 @@ class Workers:
         except BaseException:
             self.close()
             raise
-        self.samples: queue.SimpleQueue[tuple[int, list[Any]] | None] = queue.SimpleQueue()
+        self.samples: queue.SimpleQueue[tuple[int, list[int]] | None] = queue.SimpleQueue()
         self.errors: list[BaseException] = []
         #: (issued ns, completed ns, samples) per chunk of the current LoadGen test
         self.timings: list[tuple[int, int, int]] = []
@@ -109,29 +109,27 @@ class Workers:
         return statistics.median(self.sessions[0].time(16)) + SAMPLE_OVERHEAD
 
     def _work(self, session: BackendSession) -> None:
-        complete, take, clock, timings = (
-            self.lg.QuerySamplesComplete,
-            self.samples.get,
-            time.perf_counter_ns,
-            self.timings,
-        )
+        lg, take, clock, timings = self.lg, self.samples.get, time.perf_counter_ns, self.timings
+        response = lg.QuerySampleResponse
         while (chunk := take()) is not None:
-            issued, responses = chunk
+            issued, ids = chunk
             if not self.errors:
                 try:
-                    session.time(len(responses))
+                    session.time(len(ids))
                 except BaseException as exc:  # reported after LoadGen's test ends
                     self.errors.append(exc)
-            timings.append((issued, clock(), len(responses)))
-            complete(responses)
+            timings.append((issued, clock(), len(ids)))
+            lg.QuerySamplesComplete([response(sample_id, 0, 0) for sample_id in ids])
 
-    def issue(self, query_samples: list[Any]) -> None:
-        """LoadGen's issue callback: queue the samples in chunks, each with its LoadGen responses
-        made here (while the workers run), so a worker's only work beside the model is one call."""
-        issued, put, response = time.perf_counter_ns(), self.samples.put, self.lg.QuerySampleResponse
-        size = chunk_size(len(query_samples), self.concurrency)
-        for start in range(0, len(query_samples), size):
-            put((issued, [response(sample.id, 0, 0) for sample in query_samples[start : start + size]]))
+    def issue(self, ids: list[int], indices: list[int]) -> None:
+        """LoadGen's issue callback (its *fast* SUT's: the samples' ids as plain integers, no
+        QuerySample objects made): queue them in chunks, return at once.  The responses are made
+        by the worker that ran the chunk: made here, they held the GIL against the workers (5 ms
+        switch interval) while a query of thousands was issued."""
+        issued, put = time.perf_counter_ns(), self.samples.put
+        size = chunk_size(len(ids), self.concurrency)
+        for start in range(0, len(ids), size):
+            put((issued, ids[start : start + size]))
 
     def __enter__(self) -> Workers:
         return self
@@ -197,13 +195,13 @@ def run_window(
     log_settings.enable_trace = False
     with _LOADGEN_LOCK:
         workers.timings.clear()
-        sut = lg.ConstructSUT(workers.issue, lambda: None)
+        sut = lg.ConstructFastSUT(workers.issue, lambda: None)
         qsl = lg.ConstructQSL(QSL_SAMPLES, QSL_SAMPLES, lambda samples: None, lambda samples: None)
         try:
             lg.StartTestWithLogSettings(sut, qsl, _test_settings(lg, settings, latency), log_settings)
         finally:
             lg.DestroyQSL(qsl)
-            lg.DestroySUT(sut)
+            lg.DestroyFastSUT(sut)
     if workers.errors:
         error = workers.errors[0]
         raise error if isinstance(error, RooflineError) else RooflineError(f"serving failed: {error}")
