@@ -4,32 +4,33 @@
    (``serving.runner.run_scenario``, short runs); each reported figure — p50/p90/p99/p99.9 and mean
    latency, QPS, the early-stopping estimate, validity — is checked against the line LoadGen wrote
    in that run's ``mlperf_log_summary.txt``.
-2. **Offline throughput vs a bare onnxruntime loop** at the same concurrency: LoadGen's Offline
-   samples/s against threads that each call the same backend session back to back for the same
-   wall time (``BackendSession.time``), interleaved, the median of ``--repeats`` each.
-3. **Paired A/A tail comparisons** (``serving.compare.compare_models``, a model against itself in
-   single-stream): false ``regression`` verdicts among p50/p99/QPS verdicts, with the 95 % upper
-   bound; and the slower zoo variant (``zoo.slower_variant``, the heaviest layer computed twice)
-   caught.
+2. **Offline throughput vs a bare onnxruntime loop** at the same concurrency, on every model:
+   LoadGen's Offline samples/s against threads that each call the same backend session back to
+   back for the same wall time (``BackendSession.time``), in alternating order, the median of
+   ``--repeats`` each; the ratio per model and concurrency, and the worst.
+3. **Paired comparisons per zoo model** (``serving.compare.compare_models``, the gate's paired
+   serving comparison, at ``--tolerance``): A/A (the model against itself: single-stream p99 and
+   QPS, Offline QPS) — false ``regression`` verdicts with their 95 % upper bound; a *tail variant*
+   (an ``If`` on ``RandomUniform`` runs the whole graph a second time on ``--tail-share`` of the
+   queries: p99 about twice, median the model's own plus the draw) in single-stream — caught on
+   p99?; a *throughput variant* (the same on ``--loss-share`` of the samples: ~13 % fewer samples/s)
+   in Offline — caught on QPS?
 4. **A Server QPS search decides within its budget**: the wall time of ``--budget`` s searches.
-5. **A tail regression and a throughput loss**: a MatMul chain against its *tail variant* (an
-   ``If`` on ``RandomUniform`` runs a 2x-longer chain on ``--slow-share`` of the queries: p99
-   worse, median the same up to the If's few microseconds), paired in single-stream — p99 caught,
-   p50 called regression; and against a chain one block longer (+12.5 % work), paired in Offline —
-   QPS caught.
 
 The machine's load around each part is printed (others' share of our CPUs, ``device.load``): on a
 shared machine every figure here was measured beside whatever else ran.
 
 Usage::
 
-    python benchmarks/load_quality.py [--models tiny_mlp,tiny_cnn,...] [--duration 0.5] [--aa 10]
+    python benchmarks/load_quality.py [--models tiny_mlp,tiny_cnn,...] [--parts 1234] [--runs 2]
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
+import os
 import statistics
 import sys
 import tempfile
@@ -45,11 +46,11 @@ from onnx import TensorProto, helper, numpy_helper
 from pytest_roofline.device.load import between, snapshot
 from pytest_roofline.gate.noise import pressure
 from pytest_roofline.pipeline import ModelCall, PreparedModel, prepare
-from pytest_roofline.serving.compare import compare_models
+from pytest_roofline.serving.compare import DEFAULT_WINDOWS, compare_models
 from pytest_roofline.serving.logs import read_summary
 from pytest_roofline.serving.runner import QPS_LINES, run_scenario
 from pytest_roofline.serving.types import SCENARIOS, ScenarioResult, ScenarioSettings
-from pytest_roofline.zoo import slower_variant, write_zoo, zoo_model
+from pytest_roofline.zoo import write_zoo, zoo_model
 
 MODELS = "tiny_mlp,tiny_cnn,mobilenet_v2,efficientnet,tcn,einsum_attention,moe,lstm_gru"
 OPTIONS = {"intra_op_threads": "1"}
@@ -132,53 +133,162 @@ def _bare_loop(prepared: PreparedModel, concurrency: int, seconds: float) -> flo
     return sum(counts) / elapsed
 
 
+def _offline_vs_bare(
+    prepared: PreparedModel, concurrency: int, duration: float, repeats: int, out: Path
+) -> tuple[float, float]:
+    """Medians of ``repeats`` Offline runs and bare loops, interleaved in alternating order."""
+    loadgen: list[float] = []
+    bare: list[float] = []
+    settings = ScenarioSettings("offline", min_duration=duration, concurrency=concurrency)
+    for repeat in range(repeats):
+        for step in ("offline", "bare") if repeat % 2 == 0 else ("bare", "offline"):
+            if step == "offline":
+                result = run_scenario(prepared, settings, out / f"c{concurrency}-{repeat}")
+                loadgen.append(result.achieved_qps or 0.0)
+            else:
+                bare.append(_bare_loop(prepared, concurrency, duration))
+    return statistics.median(loadgen), statistics.median(bare)
+
+
 def part_offline(models: dict[str, PreparedModel], duration: float, repeats: int, out: Path) -> None:
-    print("2. Offline throughput vs a bare onnxruntime loop at the same concurrency (medians, interleaved)")
+    print("2. Offline throughput vs a bare onnxruntime loop at the same concurrency (medians, alternated)")
+    worst: tuple[float, str] = (float("inf"), "")
     for name, prepared in models.items():
         for concurrency in (1, 2):
-            start, loadgen, bare = snapshot(), [], []
-            for repeat in range(repeats):
-                settings = ScenarioSettings("offline", min_duration=duration, concurrency=concurrency)
-                result = run_scenario(prepared, settings, out / f"{name}-c{concurrency}-{repeat}")
-                loadgen.append(result.achieved_qps or 0.0)
-                bare.append(_bare_loop(prepared, concurrency, duration))
+            start = snapshot()
+            offline_qps, loop_qps = _offline_vs_bare(prepared, concurrency, duration, repeats, out / name)
             load = pressure(between(start, snapshot()))
-            offline, loop = statistics.median(loadgen), statistics.median(bare)
+            ratio = offline_qps / loop_qps
+            worst = min(worst, (ratio, f"{name} concurrency {concurrency}"))
             print(
-                f"   {name:16s} concurrency {concurrency}: Offline {offline:10.1f}/s,"
-                f" bare loop {loop:10.1f}/s, ratio {offline / loop:.3f} (load: others {load:.0%} of CPUs)"
+                f"   {name:16s} concurrency {concurrency}: Offline {offline_qps:10.1f}/s,"
+                f" bare loop {loop_qps:10.1f}/s, ratio {ratio:.3f} (load: others {load:.0%} of CPUs)"
             )
+    print(f"   worst: {worst[1]} at {worst[0]:.3f} of the bare loop (target: >= 0.95)")
 
 
-def part_paired(models: dict[str, PreparedModel], paths: dict[str, Path], runs: int, out: Path) -> None:
-    print("3. paired comparisons in single-stream (6 window pairs each, 0.25 s windows)")
-    settings = ScenarioSettings("single-stream", min_duration=0.25, min_query_count=16)
-    aa_total = aa_false = slow_total = slow_caught = 0
-    start = snapshot()
+def tail_variant(proto: onnx.ModelProto, share: float) -> onnx.ModelProto:
+    """``proto`` with an input-independent slow branch: on ``share`` of the runs (``RandomUniform``
+    drawn at each run) an ``If`` runs the whole graph a second time, its sum an extra output.  The
+    median run is the model's own plus a few microseconds of the draw and the If; ``share`` 0.03
+    makes the p99 about twice the model's, ``share`` 0.15 costs about 15 % of the throughput."""
+    model = copy.deepcopy(proto)
+    graph = model.graph
+    produced = {o for n in graph.node for o in n.output if o} | {t.name for t in graph.initializer}
+    rename = {name: f"tail_{name}" for name in produced}
+    nodes = []
+    for node in graph.node:
+        twin = copy.deepcopy(node)
+        twin.name = f"tail_{node.name}"
+        twin.input[:] = [rename.get(i, i) for i in node.input]
+        twin.output[:] = [rename.get(o, o) for o in node.output]
+        nodes.append(twin)
+    inits = []
+    for tensor in graph.initializer:
+        twin = copy.deepcopy(tensor)
+        twin.name = rename[tensor.name]
+        inits.append(twin)
+    nodes.append(helper.make_node("Cast", [rename[graph.output[0].name]], ["tail_f"], to=TensorProto.FLOAT))
+    nodes.append(helper.make_node("ReduceSum", ["tail_f"], ["tail_t"], keepdims=0))
+    scalar = [helper.make_tensor_value_info("tail_t", TensorProto.FLOAT, [])]
+    zero = numpy_helper.from_array(np.array(0.0, np.float32))
+    graph.initializer.append(numpy_helper.from_array(np.array([share], np.float32), "tail_share"))
+    graph.node.extend(
+        [
+            helper.make_node("RandomUniform", [], ["tail_u"], shape=[1], dtype=TensorProto.FLOAT),
+            helper.make_node("Less", ["tail_u", "tail_share"], ["tail_c1"]),
+            helper.make_node("Squeeze", ["tail_c1"], ["tail_c"]),
+            helper.make_node(
+                "If",
+                ["tail_c"],
+                ["tail_z"],
+                then_branch=helper.make_graph(nodes, "slow", [], scalar, inits),
+                else_branch=helper.make_graph(
+                    [helper.make_node("Constant", [], ["tail_t"], value=zero)], "fast", [], scalar
+                ),
+            ),
+        ]
+    )
+    graph.output.append(helper.make_tensor_value_info("tail_z", TensorProto.FLOAT, []))
+    return model
+
+
+def _has_subgraphs(proto: onnx.ModelProto) -> bool:
+    graphs = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+    return any(a.type in graphs for n in proto.graph.node for a in n.attribute)
+
+
+def part_variants(
+    models: dict[str, PreparedModel],
+    paths: dict[str, Path],
+    runs: int,
+    shares: tuple[float, float],
+    duration: float,
+    tolerance: float,
+    out: Path,
+) -> None:
+    from pytest_roofline.serving.gate import WINDOW_QUERIES  # the gate's paired windows ask as many
+
+    tail_share, loss_share = shares
+    print(
+        f"3. per zoo model, {runs} run(s) each, tolerance {tolerance:.0%}, {DEFAULT_WINDOWS} window pairs of"
+        f" >= {duration:g} s: A/A (single-stream p99 + QPS, Offline QPS); a tail variant"
+        f" ({tail_share:.0%} of queries run the model twice) in single-stream; a throughput variant"
+        f" ({loss_share:.0%} of samples run it twice) in Offline"
+    )
+    single = ScenarioSettings("single-stream", min_duration=duration, min_query_count=WINDOW_QUERIES)
+    offline = ScenarioSettings("offline", min_duration=duration)
+    totals = {"aa": 0, "aa_false": 0, "tail": 0, "tail_caught": 0, "loss": 0, "loss_caught": 0}
     out.mkdir(parents=True, exist_ok=True)
+    start = snapshot()
     for name, prepared in models.items():
         proto = onnx.load(str(paths[name]))
-        slow_path = out / f"{name}-slower.onnx"
-        onnx.save(slower_variant(proto, dims=dict(zoo_model(name).dims)), str(slow_path))
-        slow = prepare(ModelCall(str(slow_path), dims=dict(zoo_model(name).dims), options=OPTIONS))
+        if _has_subgraphs(proto):
+            print(f"   {name:16s} skipped: its graph has subgraphs, which the variant's copy does not rename")
+            continue
+        dims = dict(zoo_model(name).dims)
+        variants = {}
+        for kind, share in (("tail", tail_share), ("loss", loss_share)):
+            path = out / f"{name}-{kind}.onnx"
+            onnx.save(tail_variant(proto, share), str(path))
+            variants[kind] = prepare(ModelCall(str(path), dims=dims, options=OPTIONS))
+        model_start = snapshot()
         for run in range(runs):
-            at = dataclasses.replace(settings, seed=100 * run)
-            same = compare_models(prepared, prepared, at, out / f"{name}-aa-{run}")
-            aa_total += len(same.metrics)
-            aa_false += sum(m.status == "regression" for m in same.metrics)
-            slower = compare_models(prepared, slow, at, out / f"{name}-slow-{run}")
-            p50 = slower.verdict("p50")
-            slow_total, slow_caught = slow_total + 1, slow_caught + (p50.status == "regression")
+            seed = 1000 * run
+            at, off = dataclasses.replace(single, seed=seed), dataclasses.replace(offline, seed=seed)
+            same = compare_models(prepared, prepared, at, out / f"{name}-aa-{run}", tolerance=tolerance)
+            same_off = compare_models(prepared, prepared, off, out / f"{name}-aao-{run}", tolerance=tolerance)
+            aa = [same.verdict("p99"), same.verdict("qps"), same_off.verdict("qps")]
+            tail = compare_models(
+                prepared, variants["tail"], at, out / f"{name}-tail-{run}", tolerance=tolerance
+            )
+            loss = compare_models(
+                prepared, variants["loss"], off, out / f"{name}-loss-{run}", tolerance=tolerance
+            )
+            p99, p50, qps = tail.verdict("p99"), tail.verdict("p50"), loss.verdict("qps")
+            totals["aa"] += len(aa)
+            totals["aa_false"] += sum(v.status == "regression" for v in aa)
+            totals["tail"] += 1
+            totals["tail_caught"] += p99.status == "regression"
+            totals["loss"] += 1
+            totals["loss_caught"] += qps.status == "regression"
             print(
                 f"   {name:16s} run {run}: A/A "
-                + " ".join(f"{m.metric} {m.ratio:.3f} {m.status}" for m in same.metrics)
-                + f" | slower variant p50 {p50.ratio:.3f} [{p50.low:.3f}, {p50.high:.3f}] {p50.status}"
+                + " ".join(f"{v.ratio:.3f} {v.status}" for v in aa)
+                + f" | tail p99 {p99.ratio:.3f} [{p99.low:.3f}, {p99.high:.3f}] {p99.status}"
+                f" (p50 {p50.ratio:.3f} {p50.status}) | Offline QPS {qps.ratio:.3f}"
+                f" [{qps.low:.3f}, {qps.high:.3f}] {qps.status}"
             )
+        load = pressure(between(model_start, snapshot()))
+        print(f"   {name:16s} (load: others {load:.0%} of CPUs)")
     load = pressure(between(start, snapshot()))
     print(
-        f"   A/A: {aa_false} false regression in {aa_total} verdicts (95 % upper bound "
-        f"{_upper95(aa_false, aa_total):.1%}); slower variant caught on p50 in {slow_caught}/{slow_total} "
-        f"(load: others {load:.0%} of CPUs)"
+        f"   A/A: {totals['aa_false']} false regression in {totals['aa']} verdicts (95 % upper bound"
+        f" {_upper95(totals['aa_false'], totals['aa']):.1%}; the target asks for >= 300)"
+    )
+    print(
+        f"   tail variant caught on p99 in {totals['tail_caught']}/{totals['tail']}; Offline throughput"
+        f" variant caught in {totals['loss_caught']}/{totals['loss']} (load: others {load:.0%} of CPUs)"
     )
 
 
@@ -198,127 +308,44 @@ def part_search(models: dict[str, PreparedModel], budget: float, out: Path) -> N
         )
 
 
-def _chain(nodes: list, inits: list, source: str, blocks: int, size: int, prefix: str, seed: int) -> str:
-    """``blocks`` MatMul+Relu from ``source``; returns the last output's name."""
-    rng, previous = np.random.default_rng(seed), source
-    for i in range(blocks):
-        weight = rng.standard_normal((size, size)).astype(np.float32) / size**0.5
-        inits.append(numpy_helper.from_array(weight, f"{prefix}w{i}"))
-        nodes.append(helper.make_node("MatMul", [previous, f"{prefix}w{i}"], [f"{prefix}m{i}"]))
-        nodes.append(helper.make_node("Relu", [f"{prefix}m{i}"], [f"{prefix}r{i}"]))
-        previous = f"{prefix}r{i}"
-    return previous
-
-
-def chain_model(blocks: int = 8, size: int = 512, slow_share: float = 0.0) -> onnx.ModelProto:
-    """A MatMul chain; with ``slow_share`` its tail variant: on that share of the queries (drawn by
-    ``RandomUniform`` at each run) an ``If`` also runs a chain twice as long, its sum added x 1e-9."""
-    nodes: list = []
-    inits: list = []
-    out = _chain(nodes, inits, "x", blocks, size, "b", 0)
-    scalar = [helper.make_tensor_value_info("t", TensorProto.FLOAT, [])]
-    if slow_share:
-        slow_nodes: list = []
-        slow_inits: list = []
-        heavy = _chain(slow_nodes, slow_inits, "x", 2 * blocks, size, "h", 1)
-        slow_nodes.append(helper.make_node("ReduceSum", [heavy], ["t"], keepdims=0))
-        zero = numpy_helper.from_array(np.array(0.0, np.float32))
-        inits += [
-            numpy_helper.from_array(np.array([slow_share], np.float32), "share"),
-            numpy_helper.from_array(np.array(1e-9, np.float32), "tiny"),
-        ]
-        nodes += [
-            helper.make_node("RandomUniform", [], ["u"], shape=[1], dtype=TensorProto.FLOAT),
-            helper.make_node("Less", ["u", "share"], ["c1"]),
-            helper.make_node("Squeeze", ["c1"], ["c"]),
-            helper.make_node(
-                "If",
-                ["c"],
-                ["z"],
-                then_branch=helper.make_graph(slow_nodes, "slow", [], scalar, slow_inits),
-                else_branch=helper.make_graph(
-                    [helper.make_node("Constant", [], ["t"], value=zero)], "fast", [], scalar
-                ),
-            ),
-            helper.make_node("Mul", ["z", "tiny"], ["zs"]),
-            helper.make_node("Add", [out, "zs"], ["y"]),
-        ]
-    else:
-        nodes.append(helper.make_node("Identity", [out], ["y"]))
-    io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, size]) for n in ("x", "y")]
-    graph = helper.make_graph(nodes, "chain", io[:1], io[1:], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-
-
-def part_variants(runs: int, slow_share: float, out: Path) -> None:
-    print(f"5. a tail variant ({slow_share:.0%} of queries 3x) in single-stream, +12.5 % work in Offline")
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {}
-    for name, proto in (
-        ("base", chain_model()),
-        ("tail", chain_model(slow_share=slow_share)),
-        ("longer", chain_model(blocks=9)),
-    ):
-        onnx.save(proto, str(out / f"{name}.onnx"))
-        paths[name] = prepare(ModelCall(str(out / f"{name}.onnx"), options=OPTIONS))
-    single = ScenarioSettings("single-stream", min_duration=0.5, min_query_count=200)
-    offline = ScenarioSettings("offline", min_duration=0.5)
-    start, tail_caught, median_flagged, qps_caught = snapshot(), 0, 0, 0
-    for run in range(runs):
-        at = dataclasses.replace(single, seed=100 * run)
-        tail = compare_models(paths["base"], paths["tail"], at, out / f"tail-{run}")
-        p99, p50 = tail.verdict("p99"), tail.verdict("p50")
-        tail_caught += p99.status == "regression"
-        median_flagged += p50.status == "regression"
-        loss = compare_models(
-            paths["base"], paths["longer"], dataclasses.replace(offline, seed=run), out / f"x-{run}"
-        )
-        qps = loss.verdict("qps")
-        qps_caught += qps.status == "regression"
-        print(
-            f"   run {run}: tail p99 {p99.ratio:.3f} [{p99.low:.3f}, {p99.high:.3f}] {p99.status},"
-            f" p50 {p50.ratio:.3f} {p50.status} | Offline +12.5 % QPS {qps.ratio:.3f}"
-            f" [{qps.low:.3f}, {qps.high:.3f}] {qps.status}"
-        )
-    load = pressure(between(start, snapshot()))
-    print(
-        f"   tail variant caught on p99 in {tail_caught}/{runs}, its unchanged median called regression in"
-        f" {median_flagged}/{runs}; Offline throughput loss caught in {qps_caught}/{runs}"
-        f" (load: others {load:.0%} of CPUs)"
-    )
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", default=MODELS)
     parser.add_argument("--duration", type=float, default=0.5, help="LoadGen's min duration, s")
-    parser.add_argument("--repeats", type=int, default=3, help="Offline/bare pairs per model")
-    parser.add_argument("--aa", type=int, default=4, help="A/A and slower comparisons per model")
-    parser.add_argument("--paired-models", default="tiny_cnn,mobilenet_v2")
-    parser.add_argument("--budget", type=float, default=10.0)
-    parser.add_argument("--parts", default="12345")
-    parser.add_argument("--variant-runs", type=int, default=4, help="part 5's comparisons of each kind")
+    parser.add_argument("--repeats", type=int, default=3, help="part 2: Offline/bare pairs per model")
+    parser.add_argument("--budget", type=float, default=10.0, help="part 4: a search's budget, s")
+    parser.add_argument("--search-models", default="tiny_cnn,mobilenet_v2")
+    parser.add_argument("--parts", default="1234")
+    parser.add_argument("--runs", type=int, default=2, help="part 3: comparisons of each kind per model")
+    parser.add_argument("--window", type=float, default=0.25, help="part 3: a window's min duration, s")
+    parser.add_argument("--tolerance", type=float, default=5.0, help="part 3: the gate's tolerance, %%")
     parser.add_argument(
-        "--slow-share", type=float, default=0.03, help="part 5: queries the tail variant slows"
+        "--tail-share", type=float, default=0.03, help="part 3: queries the tail variant slows"
+    )
+    parser.add_argument(
+        "--loss-share", type=float, default=0.15, help="part 3: samples the Offline variant slows"
     )
     args = parser.parse_args()
     out = Path(tempfile.mkdtemp(prefix="load-quality-"))
     names = args.models.split(",")
     paths = write_zoo(out / "zoo", names)
     models = {name: _prepared(paths[name], name) for name in names}
-    paired = {name: models[name] for name in args.paired_models.split(",") if name in models}
+    searched = {name: models[name] for name in args.search_models.split(",") if name in models}
     started = time.perf_counter()
+    print(f"load average at start: {os.getloadavg()[0]:.1f} (2-core VM shared with other work)")
     if "1" in args.parts:
         part_summary(models, args.duration, out / "summary")
     if "2" in args.parts:
-        part_offline(paired, args.duration, args.repeats, out / "offline")
+        part_offline(models, args.duration, args.repeats, out / "offline")
     if "3" in args.parts:
-        part_paired(paired, paths, args.aa, out / "paired")
+        shares = (args.tail_share, args.loss_share)
+        part_variants(models, paths, args.runs, shares, args.window, args.tolerance / 100, out / "variants")
     if "4" in args.parts:
-        part_search(paired, args.budget, out / "search")
-    if "5" in args.parts:
-        part_variants(args.variant_runs, args.slow_share, out / "variants")
-    print(f"(all parts: {time.perf_counter() - started:.0f} s; LoadGen logs under {out})")
+        part_search(searched, args.budget, out / "search")
+    print(
+        f"(all parts: {time.perf_counter() - started:.0f} s; load average at end {os.getloadavg()[0]:.1f};"
+        f" LoadGen logs under {out})"
+    )
     sys.stdout.flush()
 
 

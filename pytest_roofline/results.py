@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pytest_roofline.errors import RooflineError
 from pytest_roofline.files import read_document
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from pytest_roofline.model.gitref import GitInfo
     from pytest_roofline.profile import ModelProfile
     from pytest_roofline.roofline import DeviceRoofline
+    from pytest_roofline.serving.gate import ServingRecord
 
 __all__ = [
     "RESULTS_KIND",
@@ -44,6 +45,7 @@ __all__ = [
     "RunResults",
     "load_results",
     "parse_results",
+    "serving_records",
     "with_outcomes",
     "with_spans",
 ]
@@ -161,6 +163,7 @@ class RunResults:
     outcomes: dict[str, str] = field(default_factory=dict, hash=False)  # every test's pytest outcome
     accepted: bool = False  # run with --roofline-update: its figures became the baselines
     baselines_written: tuple[str, ...] = ()
+    serving: tuple[ServingRecord, ...] = ()  # model_load calls: LoadGen's results and their verdicts
 
     @classmethod
     def of_profiles(cls, profiles: Sequence[ModelProfile], label: str = "roofline profile") -> RunResults:
@@ -206,6 +209,8 @@ class RunResults:
             data["accepted"] = True
         if self.baselines_written:
             data["baselines_written"] = list(self.baselines_written)
+        if self.serving:
+            data["serving"] = [r.to_dict() for r in self.serving]
         return data
 
     @classmethod
@@ -237,6 +242,7 @@ class RunResults:
             },
             accepted=bool(data.get("accepted", False)),
             baselines_written=tuple(str(p) for p in read_list(data, "baselines_written")),
+            serving=serving_records(read_list(data, "serving")),
         )
 
     @classmethod
@@ -251,6 +257,7 @@ class RunResults:
         outcomes: Mapping[str, str],
         accepted: bool,
         baselines_written: Sequence[str],
+        serving: Sequence[ServingRecord] = (),
     ) -> RunResults:
         """A test run's results; its roofline is the first calibrated one, else a profile's."""
         roofline = next((r for r in rooflines if r is not None), None)
@@ -267,6 +274,7 @@ class RunResults:
             outcomes=dict(outcomes),
             accepted=accepted,
             baselines_written=tuple(baselines_written),
+            serving=tuple(serving),
         )
 
     def with_records(self, records: Sequence[ProfileRecord]) -> RunResults:
@@ -284,9 +292,21 @@ def with_spans(
     ]
 
 
-def with_outcomes(records: Sequence[ProfileRecord], outcomes: Mapping[str, str]) -> list[ProfileRecord]:
+Record = TypeVar("Record", "ProfileRecord", "ServingRecord")
+
+
+def with_outcomes(records: Sequence[Record], outcomes: Mapping[str, str]) -> list[Record]:
     """``records`` with each test's pytest outcome from ``outcomes`` (test → outcome) where known."""
     return [replace(r, outcome=outcomes.get(r.test, r.outcome)) for r in records]
+
+
+def serving_records(items: list[Any]) -> tuple[ServingRecord, ...]:
+    """A results document's serving records (serving/ loads only when it has some)."""
+    if not items:
+        return ()
+    from pytest_roofline.serving.gate import ServingRecord
+
+    return tuple(ServingRecord.from_dict(as_mapping(item, "a serving result")) for item in items)
 
 
 # --- migrations and the one loader ---------------------------------------------------------------

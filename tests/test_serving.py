@@ -14,7 +14,7 @@ from _plugin_helpers import matmul_chain
 
 from pytest_roofline.errors import OptionError, RooflineError
 from pytest_roofline.pipeline import ModelCall, PreparedModel, prepare
-from pytest_roofline.serving.logs import read_summary
+from pytest_roofline.serving.logs import read_detail, read_summary
 from pytest_roofline.serving.runner import SEARCH_STEPS, run_scenario
 from pytest_roofline.serving.types import ScenarioResult, ScenarioSettings
 
@@ -139,3 +139,24 @@ def test_settings_round_trip_and_ignore_unknown_keys() -> None:
     settings = ScenarioSettings("server", target_qps=50.0, p99_bound=0.01, concurrency=2, seed=7)
     assert ScenarioSettings.from_dict({**settings.to_dict(), "future": 1}) == settings
     assert dataclasses.replace(settings, seed=8) != settings
+
+
+def test_offline_samples_are_run_in_chunks_and_timed(prepared: PreparedModel, tmp_path: Path) -> None:
+    """Offline's one query of thousands is answered in chunks (one LoadGen completion call and one
+    backend call per chunk, as a bare loop runs), every sample timed for the report's series, and
+    LoadGen writes no per-sample trace (a third of a microsecond model's throughput)."""
+    from pytest_roofline.serving.runner import MAX_CHUNK, Workers, chunk_size, load_loadgen, run_window
+
+    assert [chunk_size(n, 1) for n in (1, 8, 160, 10_000)] == [1, 1, 10, MAX_CHUNK]
+    assert chunk_size(160, 2) == 5  # every worker still takes at least 16 chunks
+    settings = ScenarioSettings("offline", **SHORT)
+    with Workers(prepared, 1, load_loadgen()) as workers:
+        result = run_window(workers, prepared, settings, tmp_path, workers.expected_latency())
+        sizes = [count for _, _, count in workers.timings]
+    samples = int(read_detail(Path(result.detail_log))["generated_samples_per_query"])
+    assert sum(sizes) == samples and max(sizes) == chunk_size(samples, 1) > 1
+    quantiles = list(result.latency_quantiles)
+    assert len(quantiles) == 101 and quantiles == sorted(quantiles)
+    assert len(result.timeline) == 50
+    assert (tmp_path / "mlperf_log_trace.json").stat().st_size == 0  # LoadGen's per-sample trace: off
+    assert sum(result.timeline) * result.timeline_step == pytest.approx(samples)

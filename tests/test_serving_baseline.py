@@ -8,32 +8,12 @@ import sys
 
 import pytest
 from _baselines import make_entry
+from _serving_data import RESULT
 
 from pytest_roofline.gate.baseline import BaselineEntry
 from pytest_roofline.schema import SchemaError
-from pytest_roofline.serving.types import ScenarioResult, ScenarioSettings
 
-SERVER = ScenarioResult(
-    scenario="server",
-    model="mm",
-    backend="onnxruntime",
-    settings=ScenarioSettings("server", target_qps=50.0, p99_bound=0.01),
-    p50=0.001,
-    p90=0.002,
-    p99=0.004,
-    p999=0.005,
-    mean=0.0012,
-    query_count=120,
-    achieved_qps=49.5,
-    tail_percentile=0.99,
-    early_stopping_estimate=None,
-    early_stopping_met=False,
-    constraint_met=True,
-    valid=False,
-    invalid_reason="too few queries",
-    summary_log="logs/mlperf_log_summary.txt",
-    detail_log="logs/mlperf_log_detail.txt",
-)
+SERVER = RESULT  # a QPS search's result, with the report's series
 
 
 def test_an_entry_keeps_its_scenario_results() -> None:

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from _plugin_helpers import matmul_chain
+from _plugin_helpers import fixed_calibration, matmul_chain
 
 from pytest_roofline.cli import main
 from pytest_roofline.serving.compare import ScenarioComparison
@@ -69,7 +69,11 @@ def test_load_without_loadgen_names_the_extra(model: str, capsys, monkeypatch) -
     assert 'pip install "pytest-roofline[serving]"' in capsys.readouterr().err
 
 
-def test_model_load_fixture_serves_at_the_runs_options(pytester: pytest.Pytester) -> None:
+def test_model_load_fixture_serves_at_the_runs_options(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # a first run measures the model's latency for its baseline entry: a fixed roofline, no calibration
+    monkeypatch.setenv("ROOFLINE_CACHE_DIR", str(fixed_calibration(tmp_path, {"intra_op_threads": "1"})))
     matmul_chain(pytester.path / "models" / "mm.onnx", blocks=2, size=32)
     pytester.makepyfile(
         test_serve="""
@@ -79,7 +83,7 @@ def test_model_load_fixture_serves_at_the_runs_options(pytester: pytest.Pytester
             result = model_load("models/mm.onnx", "server", qps=100, p99=10.0, duration=0.3, queries=16)
             assert result.scenario == "server" and result.backend == "onnxruntime"
             assert result.constraint_met
-            assert Path(result.summary_log).parent == tmp_path
+            assert Path(result.summary_log).parent == tmp_path / "loadgen"
 
         def test_tight(model_load):
             result = model_load("models/mm.onnx", "offline", p99=1e-9, duration=0.3, queries=16)

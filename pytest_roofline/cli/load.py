@@ -39,6 +39,7 @@ def _positive(text: str) -> float:
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register ``load``."""
+    from pytest_roofline.serving.compare import DEFAULT_WINDOWS
     from pytest_roofline.serving.types import SCENARIOS
 
     parser = subparsers.add_parser(
@@ -72,7 +73,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         metavar="OLD",
         help="compare MODEL with the OLD model, paired: the same schedules in interleaved windows",
     )
-    parser.add_argument("--windows", type=int, default=6, metavar="N", help="--against: window pairs")
+    parser.add_argument(
+        "--windows", type=int, default=DEFAULT_WINDOWS, metavar="N", help="--against: window pairs"
+    )
     parser.add_argument(
         "--tolerance", type=_positive, default=10.0, metavar="PCT", help="--against: allowed slowdown, %%"
     )

@@ -411,6 +411,9 @@ class BaselineEntry:
         """This entry replacing ``previous``: previous's history plus previous itself, bounded."""
         if previous is None:
             return self
+        same = (previous.time, previous.figure, previous.commit) == (self.time, self.figure, self.commit)
+        if same and previous.scenarios != self.scenarios:  # serving results joined the same measurement
+            return replace(self, history=previous.history)
         history = (*previous.history, previous.history_point())[-limit:]
         return replace(self, history=history)
 

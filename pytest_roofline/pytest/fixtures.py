@@ -124,7 +124,10 @@ def model_load(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., 
 
     Returns LoadGen's figures (``ScenarioResult``: p50/p90/p99/p99.9, QPS, the early-stopping
     tail estimate, ``constraint_met``); its logs are kept in the test's ``tmp_path``.  The run's
-    backend and options apply as for ``model_profile``.  Not gated yet: assert on the result.
+    backend and options apply as for ``model_profile``.  Gated like latency: the result is kept
+    in the test's baseline entry, nothing is run again while nothing that runs changed, and a
+    changed model is run paired with the baseline's (``windows=`` pairs); a regression of p99 or
+    QPS fails the test.
     """
     session = _session(request.config)
 
@@ -132,15 +135,15 @@ def model_load(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., 
         path: str | os.PathLike[str], scenario: str = "single-stream", **settings: Any
     ) -> ScenarioResult:
         __tracebackhide__ = True
-        from pytest_roofline.gate.request import resolve_model_path
-        from pytest_roofline.serving.runner import run_model
+        from pytest_roofline.serving.compare import DEFAULT_WINDOWS
+        from pytest_roofline.serving.runner import scenario_request
 
         try:
             backend, options = settings.pop("backend", None), settings.pop("options", None)
-            where = resolve_model_path(path, request.node.path.parent, request.config.rootpath)
-            return run_model(
-                str(where), scenario, session.engines.backend(backend, options)[1], tmp_path, settings
-            )
+            windows = int(settings.pop("windows", DEFAULT_WINDOWS))
+            call, chosen, budget = scenario_request(str(path), scenario, backend, settings)
+            call = dataclasses.replace(call, backend=backend, options=options)
+            return session.load(request.node, call, chosen, budget, windows, tmp_path / "loadgen")
         except RooflineError as exc:
             error = exc
         _give_up_on(error)

@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from pytest_roofline.pipeline import ModelCall
     from pytest_roofline.profile import ModelProfile
     from pytest_roofline.results import ProfileRecord, RunResults
+    from pytest_roofline.serving.gate import ServingRecord
+    from pytest_roofline.serving.types import ScenarioResult, ScenarioSettings
 
 __all__ = ["RooflineSession", "narrowed_modules"]
 
@@ -82,6 +84,7 @@ class RooflineSession:
         )
         self._store: BaselineStore | None = None
         self.records: list[ProfileRecord] = []
+        self.serving: list[ServingRecord] = []  # model_load calls: LoadGen's results and verdicts
         self.collected: set[str] = set()
         self.narrowed: set[str] = set()  # modules collected in part (node ids on the command line)
         self.outcomes: dict[str, str] = {}
@@ -172,7 +175,41 @@ class RooflineSession:
 
     def profile(self, node: pytest.Item, call: ModelCall) -> ModelProfile:
         """Measure one model for ``node``, gate it, record it; returns the profile."""
+        return self._profile(node, call, self.request(node, call))
+
+    def load(
+        self,
+        node: pytest.Item,
+        call: ModelCall,
+        scenario: ScenarioSettings,
+        budget: float,
+        windows: int,
+        log_dir: Path,
+    ) -> ScenarioResult:
+        """Serve one model for ``node`` under a LoadGen scenario, gate it, record it (serving.gate).
+
+        The results are kept in the test's baseline entry for the model: where there is none yet
+        (or under ``--roofline-update``) the model's latency is measured first, as ``model_profile``
+        would, unless this test already did."""
+        from pytest_roofline.serving.gate import gate_scenario
+
         request = self.request(node, call)
+        mode = self.mode
+        entry_due = request.baseline is None or mode.update
+        if entry_due and not (mode.disable or mode.compare_ref):
+            if not any(r.key == request.key for r in self.records):
+                self._profile(node, call, request)
+        tolerance = self.gate_settings(node.get_closest_marker("roofline")).tolerance
+        record = gate_scenario(
+            request, scenario, log_dir, mode=mode, budget=budget, tolerance=tolerance, windows=windows
+        )
+        self.serving.append(record)
+        if not self.settings.update or self.settings.compare_ref:
+            messages = self.failures.setdefault(node.nodeid, [])
+            messages += record.failure_messages(self.store.file_for(record.test), self.settings.strict)
+        return record.result
+
+    def _profile(self, node: pytest.Item, call: ModelCall, request: GateRequest) -> ModelProfile:
         settings = self.settings
         gated = not (settings.update or settings.compare_ref or settings.disable)
         if settings.strict and gated and request.baseline is None:  # known before timing: fail now
@@ -239,7 +276,11 @@ class RooflineSession:
 
         records = tuple(with_outcomes(self.records, self.outcomes))
         return WorkerPayload(
-            records, frozenset(self.collected), frozenset(self.backends_used), frozenset(self.narrowed)
+            records,
+            frozenset(self.collected),
+            frozenset(self.backends_used),
+            frozenset(self.narrowed),
+            tuple(with_outcomes(self.serving, self.outcomes)),
         ).to_json()
 
     def merge_worker(self, payload: str) -> None:
@@ -248,6 +289,7 @@ class RooflineSession:
 
         worker = WorkerPayload.from_json(payload)
         self.records.extend(worker.records)
+        self.serving.extend(worker.serving)
         self.collected.update(worker.collected)
         self.narrowed.update(worker.narrowed)
         self.backends_used.update(worker.backends_used)
@@ -263,11 +305,12 @@ class RooflineSession:
         results before they are reported.  A run that profiled nothing and asked for no report
         costs nothing (no git calls, no baseline file read, no import of onnx): None.
         """
-        if not self.records and not self.settings.reports:
+        if not self.records and not self.serving and not self.settings.reports:
             return None
         from pytest_roofline.results import RunResults, with_outcomes
 
         self.records = with_outcomes(self.records, self.outcomes)
+        self.serving = with_outcomes(self.serving, self.outcomes)
         if not self.is_worker:
             from pytest_roofline.gate.store import find_stale, write_baselines
 
@@ -280,8 +323,16 @@ class RooflineSession:
             )
             self.written.extend(done.paths)
             self.errors.extend(done.errors)
+            if self.serving:
+                from pytest_roofline.serving.gate import record_scenarios
+
+                paths, errors = record_scenarios(self.store, self.serving)
+                self.written.extend(p for p in paths if p not in self.written)
+                self.errors.extend(errors)
             used, narrowed = self.backends_used, self.narrowed
-            self.stale = find_stale(self.store, self.records, self.collected, used, narrowed)
+            served = {r.key for r in self.serving}  # an entry a model_load call judged is not stale
+            stale = find_stale(self.store, self.records, self.collected, used, narrowed)
+            self.stale = [key for key in stale if key not in served]
         results = RunResults.of_run(
             self.records,
             backend=self.settings.backend,
@@ -291,6 +342,7 @@ class RooflineSession:
             outcomes=self.outcomes,
             accepted=self.settings.update and not self.is_worker,
             baselines_written=[str(p) for p in self.written],
+            serving=self.serving,
         )
         if update_results is not None:
             results = update_results(results) or results

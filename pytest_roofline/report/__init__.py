@@ -76,6 +76,9 @@ def write_reports(results: RunResults, paths: Sequence[str], failed: list[str] |
                     atomic_write_json(target, finite(results.to_dict()))
                 except OSError as exc:
                     raise RooflineError(_cannot_write(path, exc)) from None
+                from pytest_roofline.report.serving import keep_logs
+
+                keep_logs(results, Path(path))  # LoadGen's own logs beside the report, as its artifacts
             else:
                 module = importlib.import_module(f"{__name__}.{module_name}")
                 module.write(results, Path(path))

@@ -1,4 +1,4 @@
-"""CSV export: one row per layer per result, for spreadsheets and pandas.
+"""CSV export: one row per layer per result, then one per serving scenario, for spreadsheets and pandas.
 
 Named after the extension it writes; inside the package the stdlib module is still ``csv``
 (absolute imports), so nothing is shadowed.
@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.fmt import csv_cell
+from pytest_roofline.report.serving import keep_logs
 from pytest_roofline.report.view import layer_headroom
 
 if TYPE_CHECKING:
@@ -45,6 +46,17 @@ COLUMNS = (
     "memory_allocated_bytes",
     "memory_live_bytes",
     "model_peak_memory_bytes",
+    # a serving scenario's row (model_load: layer columns empty), LoadGen's figures
+    "scenario",
+    "target_qps",
+    "p50_s",
+    "p90_s",
+    "p99_s",
+    "p999_s",
+    "qps",
+    "queries",
+    "loadgen_valid",
+    "serving_verdict",
 )
 
 
@@ -83,6 +95,10 @@ def rows(results: RunResults) -> list[dict[str, Any]]:
                     "model_peak_memory_bytes": profile.memory.peak if profile.memory is not None else None,
                 }
             )
+    if results.serving:
+        from pytest_roofline.report.serving import serving_row
+
+        out += [{**dict.fromkeys(COLUMNS), **serving_row(record)} for record in results.serving]
     return out
 
 
@@ -102,3 +118,4 @@ def write(results: RunResults, path: Path) -> None:
     from pytest_roofline.report import save_report
 
     save_report(Path(path), render(results), "csv", newline="")
+    keep_logs(results, Path(path))  # LoadGen's own logs beside the report, as its artifacts

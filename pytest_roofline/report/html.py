@@ -19,6 +19,7 @@ from pytest_roofline.errors import RooflineError
 from pytest_roofline.fmt import fmt_bytes, fmt_count, fmt_pct, fmt_rate, fmt_ratio, fmt_seconds, plural
 from pytest_roofline.profile.sanity import warning_line
 from pytest_roofline.report import finite
+from pytest_roofline.report.serving import keep_logs
 from pytest_roofline.report.view import (
     FLOP_CONVENTION,
     layer_headroom,
@@ -296,8 +297,39 @@ def _static(name: str) -> str:
     return (_HERE / "static" / name).read_text(encoding="utf-8")
 
 
-def render(results: RunResults, artifact: str | None = None) -> str:
-    """The report page of a run, as one HTML string."""
+def _serving_views(results: RunResults, report: Path | None) -> list[dict[str, Any]]:
+    """Each ``model_load`` call: its figures, verdicts, charts and the links to LoadGen's logs."""
+    from pytest_roofline.report.serving import cdf_view, log_links, timeline_view, verdict_text
+
+    links = log_links(results, report) if report is not None else [None] * len(results.serving)
+    views = []
+    for index, record in enumerate(results.serving):
+        statuses = {v.status.upper() for v in record.verdicts}
+        worst = next((s for s in ("REGRESSION", "INCONCLUSIVE") if s in statuses), "PASS")
+        views.append(
+            {
+                "id": f"serving-{index}",
+                "test": record.test,
+                "model": record.model,
+                "batch": record.batch,
+                "result": record.result,
+                "verdicts": [
+                    {**v.to_dict(), "status_class": _STATUS_CLASS.get(v.status.upper(), "info")}
+                    for v in record.verdicts
+                ],
+                "verdicts_text": verdict_text(record),
+                "status_class": _STATUS_CLASS.get(worst, "info"),
+                "cdf": cdf_view(record.result),
+                "timeline": timeline_view(record.result),
+                "logs": links[index],
+            }
+        )
+    return views
+
+
+def render(results: RunResults, artifact: str | None = None, report: Path | None = None) -> str:
+    """The report page of a run, as one HTML string (``report``: where it is written, so the
+    links to LoadGen's logs kept beside it resolve)."""
     views = [_result_view(i, r, results.roofline) for i, r in enumerate(results.records)]
     payload = {"results": [v["data"] for v in views], "sweeps": sweeps(results.records)}
     precisions = sorted({v["profile"].precision for v in views}) or ["fp32"]
@@ -315,6 +347,7 @@ def render(results: RunResults, artifact: str | None = None) -> str:
             precisions=precisions,
             roof=_roof_view(results.roofline),
             artifact=artifact,
+            serving=_serving_views(results, report),
         )
     )
 
@@ -323,4 +356,5 @@ def write(results: RunResults, path: Path) -> None:
     """Write the HTML report of ``results`` to ``path``."""
     from pytest_roofline.report import save_report
 
-    save_report(Path(path), render(results), "html")
+    save_report(Path(path), render(results, report=Path(path)), "html")
+    keep_logs(results, Path(path))  # LoadGen's own logs beside the report, as its artifacts

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from pytest_roofline.fmt import fmt_pct, fmt_ratio, fmt_seconds, markdown_code, markdown_text
 from pytest_roofline.profile.sanity import warning_line
+from pytest_roofline.report.serving import keep_logs
 from pytest_roofline.report.view import accepted_message, peak_memory, status_word, was_accepted, worst_layers
 
 if TYPE_CHECKING:
@@ -128,12 +129,49 @@ def render(results: RunResults, artifact: str | None = None, worst: int = 5) -> 
                 for la in layers
             ]
         lines.append("")
+    lines += _serving_lines(results)
     if results.stale:
         lines += [f"{len(results.stale)} baseline entr(y/ies) no test produced any more.", ""]
     link = artifact or results.artifacts.get("html")
     if link:
         lines += [f"Full report (roofline charts, per-layer tables, history): {_cell(link)}", ""]
     return "\n".join(lines)
+
+
+def _serving_lines(results: RunResults) -> list[str]:
+    """The serving scenarios' table (LoadGen's figures, the verdict per metric), then why each
+    verdict that is not a pass was reached."""
+    from pytest_roofline.report.serving import serving_row
+
+    if not results.serving:
+        return []
+    lines = [
+        "**Serving scenarios (MLPerf LoadGen)**",
+        "",
+        "| Test | Model | Scenario | p50 | p99 | p99.9 | QPS | Verdict |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    notes = []
+    for record in results.serving:
+        row = serving_row(record)
+        qps = "–" if row["qps"] is None else f"{row['qps']:.1f}"
+        cells = (
+            _cell(row["test"]),
+            _cell(f"{row['model']} b{row['batch']}"),
+            row["scenario"],
+            fmt_seconds(row["p50_s"]),
+            fmt_seconds(row["p99_s"]),
+            fmt_seconds(row["p999_s"]),
+            qps,
+            row["serving_verdict"],
+        )
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+        notes += [
+            f"**{_cell(record.test)}** {v.status}: {_cell(v.message)}"
+            for v in record.verdicts
+            if v.status in ("regression", "inconclusive", "improved", "not-compared")
+        ]
+    return [*lines, "", *(f"{n}\n" for n in notes)]
 
 
 def _row_order(record: ProfileRecord) -> tuple[int, int]:
@@ -146,3 +184,4 @@ def write(results: RunResults, path: Path, artifact: str | None = None) -> None:
     from pytest_roofline.report import save_report
 
     save_report(Path(path), render(results, artifact), "markdown")
+    keep_logs(results, Path(path))  # LoadGen's own logs beside the report, as its artifacts

@@ -16,9 +16,13 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_roofline.errors import RooflineError
-from pytest_roofline.results import ProfileRecord, RunResults, load_results
+from pytest_roofline.results import ProfileRecord, RunResults, load_results, serving_records
+
+if TYPE_CHECKING:
+    from pytest_roofline.serving.gate import ServingRecord
 
 __all__ = ["WorkerPayload", "merge_results"]
 
@@ -31,6 +35,7 @@ class WorkerPayload:
     collected: frozenset[str] = frozenset()
     backends_used: frozenset[tuple[str, str]] = frozenset()  # (backend, device class) measured
     narrowed: frozenset[str] = frozenset()  # modules collected in part (node ids asked for)
+    serving: tuple[ServingRecord, ...] = ()  # model_load calls
 
     def to_json(self) -> str:
         """The payload as JSON text (non-finite numbers as null)."""
@@ -43,6 +48,7 @@ class WorkerPayload:
                     "collected": sorted(self.collected),
                     "backends_used": sorted(self.backends_used),
                     "narrowed": sorted(self.narrowed),
+                    "serving": [r.to_dict() for r in self.serving],
                 }
             )
         )
@@ -56,6 +62,7 @@ class WorkerPayload:
             collected=frozenset(data.get("collected", [])),
             backends_used=frozenset((str(b), str(d)) for b, d in data.get("backends_used", [])),
             narrowed=frozenset(data.get("narrowed", [])),
+            serving=serving_records(data.get("serving") or []),
         )
 
 
@@ -93,4 +100,5 @@ def merge_results(paths: Sequence[str | Path]) -> RunResults:
         outcomes=outcomes,
         accepted=any(s.accepted for _, s in shards),
         baselines_written=tuple(sorted(written)),
+        serving=tuple(r for _, s in shards for r in s.serving),
     )

@@ -22,6 +22,7 @@ __all__ = [
     "PAIRED_UPDATE_NOTE",
     "inconclusive_remedy",
     "model_label",
+    "serving_lines",
     "session_summary",
     "summary_lines",
     "verdict_reason",
@@ -127,6 +128,7 @@ def summary_lines(
     if rows:
         lines.extend(text_table(header, rows, left=len(header)))
     lines.extend(reasons)
+    lines.extend(serving_lines(results))
     if spans:
         lines.append("application spans:")
         lines.extend(spans)
@@ -139,6 +141,46 @@ def summary_lines(
     lines.extend(f"baseline written: {path}" for path in baseline_files)
     lines.extend(f"report written: {path}" for path in reports)
     return [printable(line) for line in lines]  # test, model, layer and span names come from users
+
+
+def serving_lines(results: RunResults) -> list[str]:
+    """One row per ``model_load`` call (LoadGen's p50, p99, QPS and the verdict per metric), then a
+    line for every verdict that is not a plain pass or first baseline, as the latency rows have."""
+    from pytest_roofline.gate.verdict import verdict_table
+    from pytest_roofline.report.serving import verdict_text
+
+    if not results.serving:
+        return []
+    header = ("test", "model", "scenario", "p50", "p99", "QPS", "verdict")
+    rows, reasons = [], []
+    for record in results.serving:
+        result = record.result
+        qps = "-" if result.achieved_qps is None else f"{result.achieved_qps:.1f}"
+        verdicts = verdict_text(record)
+        rows.append(
+            (
+                record.test,
+                f"{record.model} b{record.batch}",
+                result.scenario,
+                fmt_seconds_fixed(result.p50),
+                fmt_seconds_fixed(result.p99),
+                qps,
+                verdicts,
+            )
+        )
+        label = f"{record.test} :: {record.model} b{record.batch}"
+        for verdict in record.verdicts:
+            if results.accepted and record.record:
+                reasons.append(f"ACCEPTED {label} — {verdict.metric}: written into the baseline entry")
+                continue
+            why = verdict_reason(verdict)
+            if why is None and not verdict.reasons:
+                continue
+            reasons.append(f"{verdict.status.upper()} {label} — {why or verdict.message}")
+            if verdict.status == "regression":
+                reasons.extend("  " + line for line in verdict_table(verdict))
+            reasons.extend(f"  note: {note}" for note in verdict.reasons)
+    return ["serving scenarios (MLPerf LoadGen):", *text_table(header, rows, left=len(header)), *reasons]
 
 
 def session_summary(

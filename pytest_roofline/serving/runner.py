@@ -75,10 +75,18 @@ def load_loadgen() -> Any:
 
 
 class Workers:
-    """``concurrency`` threads, each with its own session, answering LoadGen's samples."""
+    """``concurrency`` threads, each with its own session, answering LoadGen's samples.
+
+    A query's samples are queued in chunks (:func:`chunk_size`): one sample each where LoadGen
+    issues one at a time (SingleStream, Server) or a few (MultiStream), many where it issues them
+    all at once (Offline), so a worker runs a chunk back to back as a bare loop does and completes
+    it in one LoadGen call.  Each chunk's issue and completion times are kept (:attr:`timings`):
+    the latency distribution and the completions over time that the reports draw.
+    """
 
     def __init__(self, prepared: PreparedModel, concurrency: int, lg: Any) -> None:
         self.lg = lg
+        self.concurrency = concurrency
         self.sessions: list[BackendSession] = []
         try:
             for _ in range(concurrency):
@@ -87,8 +95,10 @@ class Workers:
         except BaseException:
             self.close()
             raise
-        self.samples: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+        self.samples: queue.SimpleQueue[tuple[int, list[int]] | None] = queue.SimpleQueue()
         self.errors: list[BaseException] = []
+        #: (issued ns, completed ns, samples) per chunk of the current LoadGen test
+        self.timings: list[tuple[int, int, int]] = []
         self.threads = [threading.Thread(target=self._work, args=(s,), daemon=True) for s in self.sessions]
         for thread in self.threads:
             thread.start()
@@ -99,20 +109,27 @@ class Workers:
         return statistics.median(self.sessions[0].time(16)) + SAMPLE_OVERHEAD
 
     def _work(self, session: BackendSession) -> None:
-        lg, take = self.lg, self.samples.get
-        while (sample_id := take()) is not None:
+        lg, take, clock, timings = self.lg, self.samples.get, time.perf_counter_ns, self.timings
+        response = lg.QuerySampleResponse
+        while (chunk := take()) is not None:
+            issued, ids = chunk
             if not self.errors:
                 try:
-                    session.time(1)
+                    session.time(len(ids))
                 except BaseException as exc:  # reported after LoadGen's test ends
                     self.errors.append(exc)
-            lg.QuerySamplesComplete([lg.QuerySampleResponse(sample_id, 0, 0)])
+            timings.append((issued, clock(), len(ids)))
+            lg.QuerySamplesComplete([response(sample_id, 0, 0) for sample_id in ids])
 
-    def issue(self, query_samples: list[Any]) -> None:
-        """LoadGen's issue callback: queue the samples, return at once."""
-        put = self.samples.put
-        for sample in query_samples:
-            put(sample.id)
+    def issue(self, ids: list[int], indices: list[int]) -> None:
+        """LoadGen's issue callback (its *fast* SUT's: the samples' ids as plain integers, no
+        QuerySample objects made): queue them in chunks, return at once.  The responses are made
+        by the worker that ran the chunk: made here, they held the GIL against the workers (5 ms
+        switch interval) while a query of thousands was issued."""
+        issued, put = time.perf_counter_ns(), self.samples.put
+        size = chunk_size(len(ids), self.concurrency)
+        for start in range(0, len(ids), size):
+            put((issued, ids[start : start + size]))
 
     def __enter__(self) -> Workers:
         return self
@@ -128,6 +145,17 @@ class Workers:
             thread.join()
         for session in self.sessions:
             session.close()
+
+
+#: The most samples one worker runs before completing them (Offline's one query of thousands).
+MAX_CHUNK = 64
+
+
+def chunk_size(samples: int, concurrency: int) -> int:
+    """Samples per chunk of a query of ``samples``: 1 for the one-sample queries of SingleStream
+    and Server and a MultiStream frame, up to :data:`MAX_CHUNK` for Offline, small enough that
+    every worker takes at least 16 chunks (the last chunk keeps one worker busy alone)."""
+    return max(1, min(MAX_CHUNK, samples // (16 * concurrency)))
 
 
 def _test_settings(lg: Any, settings: ScenarioSettings, latency: float) -> Any:
@@ -162,18 +190,53 @@ def run_window(
     log_settings = lg.LogSettings()
     log_settings.log_output.outdir = str(log_dir)
     log_settings.log_output.copy_summary_to_stdout = False
+    # LoadGen's trace (an event per sample, megabytes a second written by its logging thread) costs
+    # a microsecond model a third of its throughput; its figures come from the summary and detail
+    log_settings.enable_trace = False
     with _LOADGEN_LOCK:
-        sut = lg.ConstructSUT(workers.issue, lambda: None)
+        workers.timings.clear()
+        sut = lg.ConstructFastSUT(workers.issue, lambda: None)
         qsl = lg.ConstructQSL(QSL_SAMPLES, QSL_SAMPLES, lambda samples: None, lambda samples: None)
         try:
             lg.StartTestWithLogSettings(sut, qsl, _test_settings(lg, settings, latency), log_settings)
         finally:
             lg.DestroyQSL(qsl)
-            lg.DestroySUT(sut)
+            lg.DestroyFastSUT(sut)
     if workers.errors:
         error = workers.errors[0]
         raise error if isinstance(error, RooflineError) else RooflineError(f"serving failed: {error}")
-    return _result(prepared, settings, log_dir)
+    quantiles, step, timeline = timing_figures(workers.timings)
+    return dataclasses.replace(
+        _result(prepared, settings, log_dir),
+        latency_quantiles=quantiles,
+        timeline_step=step,
+        timeline=timeline,
+    )
+
+
+#: Steps of a run's completions-over-time series.
+TIMELINE_STEPS = 50
+
+
+def timing_figures(
+    timings: list[tuple[int, int, int]],
+) -> tuple[tuple[float, ...], float, tuple[float, ...]]:
+    """From the workers' (issued ns, completed ns, samples) chunks: each sample's latency at the
+    percentiles 0, 1, ..., 100 (seconds), and the samples completed per second in
+    :data:`TIMELINE_STEPS` equal steps from the first issue to the last completion (the step in
+    seconds, then the rates)."""
+    if not timings:
+        return (), 0.0, ()
+    latencies = sorted((done - issued) * 1e-9 for issued, done, count in timings for _ in range(count))
+    last = len(latencies) - 1
+    quantiles = tuple(latencies[round(last * q / 100)] for q in range(101))
+    start = min(issued for issued, _, _ in timings)
+    span = max(max(done for _, done, _ in timings) - start, 1)
+    counts = [0] * TIMELINE_STEPS
+    for _, done, count in timings:
+        counts[min((done - start) * TIMELINE_STEPS // span, TIMELINE_STEPS - 1)] += count
+    step = span * 1e-9 / TIMELINE_STEPS
+    return quantiles, step, tuple(c / step for c in counts)
 
 
 def _result(prepared: PreparedModel, settings: ScenarioSettings, log_dir: Path) -> ScenarioResult:
@@ -304,7 +367,7 @@ KEYWORDS = {
 
 
 def scenario_request(
-    model: str, scenario: str, backend: Backend, keywords: dict[str, Any]
+    model: str, scenario: str, backend: Backend | str | None, keywords: dict[str, Any]
 ) -> tuple[ModelCall, ScenarioSettings, float]:
     """The model call, the scenario's settings and a QPS search's budget that ``keywords`` ask for.
 
@@ -320,7 +383,7 @@ def scenario_request(
     unknown = sorted(set(given) - set(KEYWORDS))
     if unknown:
         raise OptionError(
-            f"model_load has no keyword {unknown[0]!r} (keywords: {', '.join(KEYWORDS)}, budget)"
+            f"model_load has no keyword {unknown[0]!r} (keywords: {', '.join(KEYWORDS)}, budget, windows)"
         )
     values = {KEYWORDS[k]: v for k, v in given.items()}
     duration = float(values.get("min_duration", ScenarioSettings.min_duration))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from pytest_roofline.errors import OptionError
@@ -106,12 +106,23 @@ class ScenarioResult:
     summary_log: str
     detail_log: str
     searched: tuple[tuple[float, bool], ...] = field(default=())
+    #: each sample's time from LoadGen's issue call to its completion, as the workers timed it, at
+    #: the percentiles 0, 1, ..., 100 (seconds): the report's latency distribution (LoadGen's own
+    #: percentiles are the fields above)
+    latency_quantiles: tuple[float, ...] = field(default=())
+    #: samples completed per second in equal steps of ``timeline_step`` seconds over the run
+    timeline: tuple[float, ...] = field(default=())
+    timeline_step: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
         data = asdict(self)
         data["settings"] = self.settings.to_dict()
         data["searched"] = [list(step) for step in self.searched]
+        data["latency_quantiles"], data["timeline"] = list(self.latency_quantiles), list(self.timeline)
+        if not self.latency_quantiles and not self.timeline:  # a stored result: LoadGen's figures only
+            for name in ("latency_quantiles", "timeline", "timeline_step"):
+                del data[name]
         return data
 
     @classmethod
@@ -121,4 +132,12 @@ class ScenarioResult:
         values = {k: v for k, v in data.items() if k in known}
         values["settings"] = ScenarioSettings.from_dict(data["settings"])
         values["searched"] = tuple((float(q), bool(m)) for q, m in data.get("searched", ()))
+        values["latency_quantiles"] = tuple(float(x) for x in data.get("latency_quantiles", ()))
+        values["timeline"] = tuple(float(x) for x in data.get("timeline", ()))
         return cls(**values)
+
+    def stored(self) -> ScenarioResult:
+        """This result as a baseline entry keeps it: LoadGen's figures, without this run's log
+        paths or the report's series."""
+        bare = replace(self, summary_log="", detail_log="", latency_quantiles=(), timeline=())
+        return replace(bare, timeline_step=0.0)

@@ -1,0 +1,396 @@
+"""The serving gate: one ``model_load(...)`` call judged the way ``model_profile``'s latency is.
+
+The scenario results live in the test's baseline entry for the model (``BaselineEntry.scenarios``,
+one per settings).  What runs is that entry's identity, so the gate's decision order applies as it
+is (:func:`pytest_roofline.gate.order.route`):
+
+* nothing that runs changed and the entry holds a result of the same settings: ``unchanged`` per
+  metric, LoadGen is not run again and the test gets the stored figures;
+* the model changed and the baseline's model is reachable: old and new run **paired** under the
+  same LoadGen schedules in interleaved windows (:func:`pytest_roofline.serving.compare.compare_models`),
+  a verdict per metric (p99, QPS) from the order statistics of the window ratios widened by the
+  gate's noise model, judged by the gate's rule;
+* no entry, no result of these settings yet, or ``--roofline-update``: the scenario runs and its
+  result is written into the entry at run end (``new``);
+* anything else (a changed backend build, option, env var or device; the old model unreachable):
+  the scenario runs and is ``not-compared`` (a tail is compared paired only), the reason named.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_roofline.fmt import fmt_pct
+from pytest_roofline.serving.compare import ScenarioComparison
+from pytest_roofline.serving.types import ScenarioResult, ScenarioSettings
+
+if TYPE_CHECKING:
+    from pytest_roofline.gate.baseline import BaselineEntry
+    from pytest_roofline.gate.request import RunMode
+    from pytest_roofline.gate.store import BaselineStore
+    from pytest_roofline.gate.types import GateRequest
+    from pytest_roofline.gate.verdict import Verdict
+    from pytest_roofline.pipeline import ModelCall, PreparedModel
+
+__all__ = [
+    "GATED_METRICS",
+    "ServingRecord",
+    "gate_scenario",
+    "matching",
+    "record_scenarios",
+    "with_scenarios",
+]
+
+#: The metrics a scenario is judged on (QPS where LoadGen reports one).
+GATED_METRICS = ("p99", "qps")
+
+
+@dataclass(frozen=True)
+class ServingRecord:
+    """One ``model_load`` call of one test: LoadGen's result, its verdicts, and whether the result
+    goes into the baseline entry ``key`` at run end (``record``)."""
+
+    test: str
+    key: str
+    model: str
+    batch: int
+    result: ScenarioResult
+    verdicts: tuple[Verdict, ...]
+    comparison: ScenarioComparison | None = None
+    record: bool = False
+    outcome: str = "passed"
+
+    def failure_messages(self, baseline_file: Path, strict: bool) -> list[str]:
+        """The test's failure text for this record's verdicts (``gate.judge.failure_messages``)."""
+        from pytest_roofline.gate.judge import failure_messages
+
+        return failure_messages(
+            self.verdicts,
+            model=f"{self.model} {self.result.scenario}",
+            batch=self.batch,
+            key=self.key,
+            baseline_file=baseline_file,
+            strict=strict,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The results-schema ``serving[]`` item."""
+        return {
+            "test": self.test,
+            "key": self.key,
+            "model": self.model,
+            "batch": self.batch,
+            "result": self.result.to_dict(),
+            "verdicts": [v.to_dict() for v in self.verdicts],
+            "comparison": self.comparison.to_dict() if self.comparison else None,
+            "record": self.record,
+            "outcome": self.outcome,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ServingRecord:
+        """Inverse of :meth:`to_dict` (raises KeyError, TypeError, ValueError)."""
+        from pytest_roofline.gate.verdict import Verdict
+
+        comparison = data.get("comparison")
+        return cls(
+            test=str(data["test"]),
+            key=str(data["key"]),
+            model=str(data["model"]),
+            batch=int(data["batch"]),
+            result=ScenarioResult.from_dict(data["result"]),
+            verdicts=tuple(Verdict.from_dict(dict(v)) for v in data.get("verdicts") or ()),
+            comparison=ScenarioComparison.from_dict(comparison) if comparison else None,
+            record=bool(data.get("record", False)),
+            outcome=str(data.get("outcome", "passed")),
+        )
+
+
+def asked(result: ScenarioResult) -> ScenarioSettings:
+    """The settings ``result`` was asked for: a QPS search's result ran at the rate it found."""
+    return dataclasses.replace(result.settings, target_qps=None) if result.searched else result.settings
+
+
+def matching(entry: BaselineEntry | None, settings: ScenarioSettings) -> ScenarioResult | None:
+    """The result ``entry`` keeps for ``settings`` (the same scenario asked the same way), or None."""
+    for stored in entry.scenarios if entry is not None else ():
+        if asked(stored) == settings:
+            return stored
+    return None
+
+
+def with_scenarios(entry: BaselineEntry, results: Sequence[ScenarioResult]) -> BaselineEntry:
+    """``entry`` keeping ``results`` (stored form), each replacing a result of the same settings."""
+    kept = {asked(r): r for r in entry.scenarios}
+    kept.update({asked(r): r.stored() for r in results})
+    ordered = sorted(kept.values(), key=lambda r: (r.scenario, str(sorted(r.settings.to_dict().items()))))
+    return dataclasses.replace(entry, scenarios=tuple(ordered))
+
+
+def _verdict(
+    status: str, metric: str, settings: ScenarioSettings, tolerance: float, message: str, **kw: Any
+) -> Verdict:
+    from pytest_roofline.gate.verdict import Verdict
+
+    figure = kw.pop("current", math.nan)
+    return Verdict(
+        status=status,
+        mode=kw.pop("mode", "paired"),
+        metric=f"{settings.scenario} {metric}",
+        current=figure,
+        tolerance=tolerance,
+        message=f"{settings.scenario} {metric}: {message}",
+        **kw,
+    )
+
+
+def _metrics(result: ScenarioResult) -> list[tuple[str, float]]:
+    """The gated metrics ``result`` has, with their figures (seconds, queries/s)."""
+    figures = [("p99", result.p99)]
+    if result.achieved_qps is not None:
+        figures.append(("qps", result.achieved_qps))
+    return figures
+
+
+def _plain(
+    result: ScenarioResult, status: str, message: str, tolerance: float, reasons: Sequence[str] = ()
+) -> tuple[Verdict, ...]:
+    """Verdicts without a comparison (``new``, ``unchanged``, ``not-compared``), one per metric."""
+    return tuple(
+        _verdict(
+            status,
+            metric,
+            result.settings,
+            tolerance,
+            message,
+            current=figure,
+            mode="identity" if status == "unchanged" else "stored",
+            reasons=tuple(reasons),
+        )
+        for metric, figure in _metrics(result)
+    )
+
+
+def _why(status: str, ratio: float, noise: float, tolerance: float) -> str:
+    """A paired serving verdict's reason, worded as the latency gate words its own."""
+    worse = f"{fmt_pct(ratio - 1, 1)} worse than the baseline's model"
+    if status == "regression":
+        return f"{worse}, beyond the {fmt_pct(tolerance, 0)} tolerance"
+    if status == "improved":
+        return f"{fmt_pct(1 - ratio, 1)} better than the baseline's model"
+    if status == "pass":
+        return f"ratio {ratio:.3f} within {fmt_pct(tolerance, 0)} (noise ±{fmt_pct(noise, 1)})"
+    if noise > tolerance:
+        return f"noise ±{fmt_pct(noise, 1)} is above the {fmt_pct(tolerance, 0)} tolerance"
+    beyond = f"a change beyond the {fmt_pct(tolerance, 0)} tolerance"
+    return f"ratio {ratio:.3f}: {beyond} neither shown nor ruled out"
+
+
+def paired_verdicts(found: ScenarioComparison, reasons: Sequence[str]) -> tuple[Verdict, ...]:
+    """One verdict per gated metric of a paired comparison (ratios above 1: the new model worse)."""
+    verdicts = []
+    for metric in GATED_METRICS:
+        try:
+            item = found.verdict(metric)
+        except KeyError:
+            continue  # MultiStream: LoadGen reports no QPS
+        old = statistics.median(_figure(r, metric) for r in found.old)
+        new = statistics.median(_figure(r, metric) for r in found.new)
+        load = f"others took {found.pressure:.0%} of the CPUs; noise floor {fmt_pct(found.floor, 2)}"
+        verdicts.append(
+            _verdict(
+                item.status,
+                metric,
+                found.settings,
+                found.tolerance,
+                _why(item.status, item.ratio, item.noise, found.tolerance),
+                current=new,
+                baseline=old,
+                ratio=item.ratio,
+                ci=(item.low, item.high),
+                noise=item.noise,
+                sessions=len(found.new),
+                raw={"baseline": old, "current": new} if metric != "qps" else {},
+                reasons=(*reasons, f"{len(found.new)} interleaved window pairs; {load}"),
+            )
+        )
+    return tuple(verdicts)
+
+
+def _figure(result: ScenarioResult, metric: str) -> float:
+    return float(result.achieved_qps or 0.0) if metric == "qps" else float(getattr(result, metric))
+
+
+def representative(found: ScenarioComparison) -> ScenarioResult:
+    """The new model's window whose p99 is the median of its windows: what the test gets back."""
+    ordered = sorted(found.new, key=lambda r: r.p99)
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def gate_scenario(
+    request: GateRequest,
+    settings: ScenarioSettings,
+    log_dir: Path,
+    *,
+    mode: RunMode,
+    budget: float,
+    tolerance: float,
+    windows: int,
+    progress: Any = None,
+) -> ServingRecord:
+    """Run or judge one scenario of ``request``'s model (module docstring: the decision order)."""
+    from pytest_roofline.gate.order import route
+    from pytest_roofline.pipeline import prepare
+    from pytest_roofline.serving.runner import run_scenario
+
+    prepared = request.prepared or prepare(_call(request, request.model))  # --roofline-disable: not yet
+
+    def done(result: ScenarioResult, verdicts: tuple[Verdict, ...], **kw: Any) -> ServingRecord:
+        return ServingRecord(
+            request.test, request.key, request.model_rel, request.batch, result, verdicts, **kw
+        )
+
+    def fresh(status: str, message: str, reasons: Sequence[str] = (), keep: bool = False) -> ServingRecord:
+        result = run_scenario(prepared, settings, log_dir, budget=budget, progress=progress)
+        return done(result, _plain(result, status, message, tolerance, reasons), record=keep)
+
+    if mode.disable:
+        return fresh("not-compared", "gate disabled (--roofline-disable)")
+    if mode.compare_ref:
+        return fresh("not-compared", "serving scenarios are not compared with a git reference yet")
+    baseline = request.baseline
+    if baseline is None or mode.update:
+        why = (
+            "recorded with --roofline-update"
+            if mode.update
+            else "no baseline yet; this run's figures become it"
+        )
+        return fresh("new", why, keep=True)
+    way = route(request, prepared)
+    stored = matching(baseline, settings)
+    if way.kind == "unchanged":
+        if stored is None:
+            return fresh(
+                "new",
+                "no result of these settings yet; this run's figures join the baseline",
+                way.reasons,
+                True,
+            )
+        note = (
+            f"nothing that runs changed; LoadGen's figures recorded at {baseline.commit or 'an earlier run'}"
+        )
+        return done(stored, _plain(stored, "unchanged", note, tolerance, way.reasons))
+    if way.kind == "paired" and way.reference is not None:
+        return _paired(
+            request,
+            prepared,
+            settings,
+            stored,
+            Path(str(way.reference.path)),
+            log_dir,
+            tolerance,
+            windows,
+            budget,
+            way.reasons,
+            done,
+        )
+    changed = "; ".join(way.reasons) or "the baseline recorded no identity"
+    return fresh("not-compared", f"{changed}; serving figures are compared paired only", way.reasons)
+
+
+#: The fewest queries a paired window asks LoadGen for (its minimum duration decides the rest).
+WINDOW_QUERIES = 16
+
+
+def windows_within(settings: ScenarioSettings, budget: float, windows: int) -> ScenarioSettings:
+    """``settings`` for one window of a paired run whose ``2 * windows`` LoadGen tests fit in
+    ``budget`` seconds: the minimum duration shortened to its share (not under 0.1 s), the minimum
+    query count to :data:`WINDOW_QUERIES` where it asked for more."""
+    share = max(0.1, budget / (2 * windows))
+    return dataclasses.replace(
+        settings,
+        min_duration=min(settings.min_duration, share),
+        min_query_count=min(settings.min_query_count, WINDOW_QUERIES),
+    )
+
+
+def _paired(
+    request: GateRequest,
+    prepared: PreparedModel,
+    settings: ScenarioSettings,
+    stored: ScenarioResult | None,
+    reference: Path,
+    log_dir: Path,
+    tolerance: float,
+    windows: int,
+    budget: float,
+    reasons: Sequence[str],
+    done: Any,
+) -> ServingRecord:
+    """Old and new under the same LoadGen schedules in ``windows`` interleaved pairs."""
+    from pytest_roofline.pipeline import prepare
+    from pytest_roofline.serving.compare import compare_models
+
+    at = settings
+    if settings.scenario == "server" and settings.target_qps is None:  # a search: pair at its rate
+        rate = stored.settings.target_qps if stored is not None else None
+        if rate is None:
+            from pytest_roofline.serving.runner import run_scenario
+
+            rate = run_scenario(prepared, settings, log_dir / "search").settings.target_qps
+        at = dataclasses.replace(settings, target_qps=rate)
+    at = windows_within(at, budget, windows)
+    found = compare_models(
+        prepare(_call(request, reference)), prepared, at, log_dir, windows=windows, tolerance=tolerance
+    )
+    verdicts = paired_verdicts(found, reasons)
+    return done(representative(found), verdicts, comparison=found)
+
+
+def _call(request: GateRequest, model: Path) -> ModelCall:
+    """``model`` bound as ``request``'s model is: its batch, dims, inputs, trips and backend."""
+    from pytest_roofline.pipeline import ModelCall
+
+    return ModelCall(
+        str(model),
+        batch=request.batch,
+        dims=dict(request.dims),
+        inputs=request.inputs,
+        backend=request.backend,
+        trips=request.trips,
+    )
+
+
+def record_scenarios(store: BaselineStore, records: Sequence[ServingRecord]) -> tuple[list[Path], list[str]]:
+    """Run end, after the latency entries are written: each result a record asks to keep joins its
+    test's entry for the model (one per settings).  Returns the files written and one line per
+    entry that could not take its results."""
+    from pytest_roofline.errors import BaselineError
+
+    by_key: dict[str, list[ServingRecord]] = {}
+    for item in records:
+        if item.record and item.outcome != "skipped":
+            by_key.setdefault(item.key, []).append(item)
+    entries, errors = [], []
+    for key, group in sorted(by_key.items()):
+        try:
+            entry = store.get(key, group[0].test)
+        except BaselineError as exc:
+            errors.append(f"serving results not kept: {exc}")
+            continue
+        if entry is None:
+            errors.append(f"serving results not kept: no baseline entry {key} (its latency was not recorded)")
+            continue
+        entries.append(with_scenarios(entry, [r.result for r in group]))
+    if not entries:
+        return [], errors
+    try:
+        return store.write(entries, replace_existing=True), errors
+    except (BaselineError, OSError) as exc:
+        return [], [*errors, f"serving results not written: {exc}"]
