@@ -94,7 +94,7 @@ def landed(folder: Path, moment: float) -> str:
     if "start" not in phases or moment < phases["start"]:
         return "startup"
     if "calibration" not in phases or moment < phases["calibration"]:
-        return "collection"  # and the test's setup, up to the calibration
+        return "setup"  # collection, the test's setup, the wait for the machine's measure lock
     if "calibrated" not in phases or moment < phases["calibrated"]:
         return "calibration"
     return "measurement"  # the gate's measurement, the report and the baseline write
@@ -122,6 +122,10 @@ def baseline_digest(folder: Path) -> str:
     for path in sorted((folder / ".roofline").glob("*.json")):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def pytest_command(*extra: str) -> list[str]:
@@ -175,6 +179,9 @@ def main() -> int:
                 env=env,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
+                # SIGINT handled as in a terminal or a CI runner, even when this script was started
+                # in the background (where the shell makes children ignore it: every trial exit 0)
+                preexec_fn=_default_sigint,
             )
             time.sleep(delay)
             moment = time.time()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -144,6 +145,12 @@ def _env(folder: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+def _default_sigint() -> None:
+    """SIGINT handled as in a terminal or a CI runner, even when this suite was started in the
+    background (where the shell makes every child ignore it, and no signal would interrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _command() -> list[str]:
     return [
         sys.executable,
@@ -163,7 +170,14 @@ def test_sigint_during_a_measurement_exits_interrupted(
 ) -> None:
     folder, before = project
     env = _env(folder, ROOFLINE_TEST_SIGINT_AFTER=str(after))
-    proc = subprocess.Popen(_command(), cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        _command(),
+        cwd=folder,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        preexec_fn=_default_sigint,
+    )
     output = proc.communicate(timeout=300)[0].decode(errors="replace")
     time.sleep(0.2)
     leftover = _helpers_of(proc.pid)
@@ -195,7 +209,15 @@ def test_sigint_during_a_cli_measurement_exits_130(project: tuple[Path, dict[str
         "50",
         "--quiet",
     ]
-    done = subprocess.run(command, cwd=folder, env=_env(folder), capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        command,
+        cwd=folder,
+        env=_env(folder),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=_default_sigint,
+    )
     assert "terminate called" not in done.stderr, done.stderr[-2000:]
     assert done.returncode == 130 and "roofline: interrupted" in done.stderr, (
         done.returncode,
@@ -222,6 +244,7 @@ def test_sigint_during_a_calibration_stops_it_and_exits_interrupted(
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
+            preexec_fn=_default_sigint,
         )
         output = proc.communicate(timeout=300)[0].decode(errors="replace")
     finally:
