@@ -7,7 +7,7 @@ inside a measurement, at several moments of it), or a set time into the calibrat
 roofline (``--roofline-recalibrate``: every run calibrates, in the measuring thread, in-process).
 Before the fix the measuring thread went on in native code while pytest exited: "terminate called
 without an active exception", status 134.  Inside a calibration the interrupt was also held back
-until the whole measurement ended, or lost (exit 0): Linux may hand a process-directed signal to
+until the whole measurement had ended: Linux may hand a process-directed signal to
 any thread, and CPython 3.11 runs its handler only when the main thread looks, which a thread
 waiting on a lock does not do.
 """

@@ -29,7 +29,7 @@ Three things make the interrupt reach the caller at once, wherever it lands:
   each.  Linux may hand a process-directed SIGINT to any thread; CPython 3.11 runs the handler
   only in the main thread, which a lock wait does not wake, and a thread running Python code (a
   calibration between its probes) clears the flag that would tell the main thread later: the
-  interrupt waited for the whole measurement, or was lost (exit 0);
+  interrupt waited until the whole measurement had ended (a calibration ran all its probes);
 * the caller waits on an event the work sets, not on ``Thread.join``: an interrupted ``join``
   marks a thread that is still running as stopped in CPython 3.11;
 * the thread is started inside the guarded block (an interrupt while it starts stops it too), and
