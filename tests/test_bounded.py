@@ -113,6 +113,7 @@ INTERRUPT_SCRIPT = """
 import signal, threading, time
 from pytest_roofline.backends.bounded import on_timeout, run_bounded
 
+signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started from the background
 stopped = threading.Event()
 
 def work():
