@@ -90,6 +90,60 @@ def test_work_that_cannot_be_stopped_is_abandoned() -> None:
     assert abandoned_threads() == []
 
 
+def test_a_stop_is_sticky_for_what_the_work_opens_after_it() -> None:
+    """A calibration opens one session per probe: a session opened after the stop (the next probe)
+    is stopped as it registers, and ``stopping()`` tells the work to take no next step."""
+    from pytest_roofline.backends.bounded import on_timeout, stopping
+
+    later = threading.Event()
+
+    def work() -> None:
+        on_timeout(lambda: None)  # this session's stop cannot end the work (an optional probe's)
+        deadline = time.monotonic() + 30
+        while not stopping() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        on_timeout(later.set)  # the next probe's session, opened after the stop
+
+    with pytest.raises(BackendError, match="the measurement was stopped"):
+        run_bounded(work, 0.2, "m")
+    assert later.is_set()
+
+
+INTERRUPT_SCRIPT = """
+import signal, threading, time
+from pytest_roofline.backends.bounded import on_timeout, run_bounded
+
+signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started from the background
+stopped = threading.Event()
+
+def work():
+    on_timeout(stopped.set)  # as a backend session registers its stop
+    threading.Timer(0.3, signal.pthread_kill, (threading.get_ident(), signal.SIGINT)).start()
+    deadline = time.monotonic() + 20
+    while not stopped.is_set() and time.monotonic() < deadline:
+        sum(range(1000))  # Python code, as a calibration between two probes
+    print("stopped" if stopped.is_set() else "ran to its end", flush=True)
+
+try:
+    run_bounded(work, 120, "m")
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    raise
+"""
+
+
+def test_an_interrupt_the_measuring_thread_takes_reaches_the_caller_at_once(tmp_path: Path) -> None:
+    """Linux may hand a process-directed SIGINT to any thread; CPython 3.11 runs the handler only in
+    the main thread, when it looks: before the fix the caller, waiting on a lock, saw it only after
+    the work had run to its end (a whole calibration and measurement), if ever."""
+    script = tmp_path / "interrupt.py"
+    script.write_text(INTERRUPT_SCRIPT)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180)
+    assert sorted(proc.stdout.split()) == ["interrupted", "stopped"], (proc.stdout, proc.stderr[-2000:])
+    assert proc.returncode == 2, proc.stderr[-2000:]  # the interrupted status, past native teardown
+    assert "terminate called" not in proc.stderr
+
+
 ABANDON_SCRIPT = """
 import atexit, sys, threading
 from pytest_roofline.backends.bounded import run_bounded, set_exit_status

@@ -459,3 +459,20 @@ def test_an_ini_scoped_to_another_backend_does_not_break_this_one(project):
     project.makeini("[pytest]\nroofline_option =\n    onnxruntime:intra_op_threads=1\n")
     project.makepyfile(test_perf="def test_model(model_profile):\n    model_profile('chain.onnx')\n")
     project.runpytest(*FAKE).assert_outcomes(passed=1)
+
+
+def test_a_fake_backend_run_neither_waits_for_nor_holds_the_machines_measure_lock(
+    project, monkeypatch, tmp_path
+):
+    """The fake backend's times are synthetic: a real measurement of another process holding the
+    machine-wide measure lock does not hold it up (before: it waited up to an hour for every real
+    measurement on the machine, which timed out the fault tests' pytest runs on a shared host)."""
+    from pytest_roofline.files import file_lock
+    from pytest_roofline.gate import runner
+
+    monkeypatch.setattr(runner, "MEASURE_LOCK", tmp_path / "measure.lock")
+    monkeypatch.setattr(runner, "MEASURE_LOCK_WAIT", 2.0)
+    with file_lock(runner.MEASURE_LOCK, 5.0):  # as another process's real measurement holds it
+        result = project.runpytest(*FAKE)
+    result.assert_outcomes(passed=1)
+    assert "measured without the machine's measure lock" not in result.stdout.str()

@@ -232,9 +232,12 @@ def run_request(
 ) -> GateOutcome:
     """``request`` through the gate: its static outcome when the gate is off; the figures of the
     same identity when this run measured it already (``measured``); else :func:`run_model_gate`
-    under the machine-wide measure lock and ``timeout`` seconds, followed there by ``then`` (what a
-    caller measures beside it, e.g. the history's pairing).  ``measured`` keeps the outcome.
+    under the machine-wide measure lock (a backend of wall-clock times) and ``timeout`` seconds,
+    followed there by ``then`` (what a caller measures beside it, e.g. the history's pairing).
+    ``measured`` keeps the outcome.
     """
+    import contextlib
+
     from pytest_roofline.backends.bounded import run_bounded
     from pytest_roofline.gate.runner import measure_lock, run_model_gate, static_outcome
 
@@ -242,7 +245,10 @@ def run_request(
         return static_outcome(request)
     outcome = measured.before(request, mode.update)
     if outcome is None:
-        with measure_lock():  # held by this thread, released even when the measurement hangs
+        # a backend of synthetic times (the fake) can neither disturb nor be disturbed: it does not
+        # wait behind, or hold up, every real measurement of the machine
+        lock = measure_lock() if request.backend.wall_clock else contextlib.nullcontext()
+        with lock:  # held by this thread, released even when the measurement hangs
             outcome = run_bounded(
                 lambda: run_model_gate(request, roofline),
                 timeout,

@@ -765,10 +765,17 @@ def _run(
     windows: dict[str, list[MachineLoad]] | None = None,
 ) -> Probe | None:
     """One probe; an optional probe the backend cannot run is skipped (None), others raise.
-    ``windows``: each session's machine load is appended under the probe's name (one per figure)."""
+    ``windows``: each session's machine load is appended under the probe's name (one per figure).
+
+    A bounded run that was stopped (timeout, Ctrl-C) takes no further probe: its next probe's
+    session would be stopped at once, and an optional one's failure would be skipped like any
+    other, probe after probe, while the interrupted run waits for the calibration to end."""
+    from pytest_roofline.backends.bounded import stopping
     from pytest_roofline.device import load as machine
     from pytest_roofline.roofline.probes import SECONDS_PER_PROBE, run_probe
 
+    if stopping():
+        raise BackendError(f"calibration stopped before probe {spec.name}")
     try:
         before = machine.snapshot()
         probe = run_probe(backend, spec, SECONDS_PER_PROBE[plan][spec.kind])
@@ -776,6 +783,8 @@ def _run(
             windows.setdefault(spec.name, []).append(machine.between(before, machine.snapshot()))
     except Exception as exc:  # a backend's own error types differ; optional kernels may be absent
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        if stopping():  # the probe failed because the run was stopped: not a kernel the backend lacks
+            raise
         if not spec.optional:
             if isinstance(exc, RooflineError):
                 raise
