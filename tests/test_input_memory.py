@@ -76,13 +76,14 @@ def test_a_large_dim_is_caught_by_the_estimate_with_little_memory(
 
 def test_plugin_fails_the_test_with_one_line(pytester: pytest.Pytester) -> None:
     relu(pytester.path / "static.onnx", [1_000_000, 1_000_000])
+    relu(pytester.path / "dynamic.onnx", ["N", 8])  # an absurd size for a dim the model has
     pytester.makepyfile(
         """
         def test_big(model_profile):
             model_profile("static.onnx")
 
         def test_absurd_dim(model_profile):
-            model_profile("static.onnx", dims={"N": 10**30})
+            model_profile("dynamic.onnx", dims={"N": 10**30})
         """
     )
     result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:benchmark")
