@@ -84,7 +84,9 @@ def test_two_concurrent_pytest_processes_lose_no_entry(project):
 
 def test_measurements_of_two_workers_never_overlap(project):
     log = project.path / "timing.log"
-    result = project.runpytest_subprocess(*FAKE, "-n", "2", "--roofline-option", f"log={log}")
+    # the fake takes the machine's measure lock only when told to, as a wall-clock backend does
+    lock = ("--roofline-option", "wall_clock=1")
+    result = project.runpytest_subprocess(*FAKE, "-n", "2", "--roofline-option", f"log={log}", *lock)
     result.assert_outcomes(passed=6)
     spans = sorted(
         (float(start), float(end), pid)

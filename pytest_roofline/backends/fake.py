@@ -78,7 +78,6 @@ class FakeBackend(Backend):
 
     name: ClassVar[str] = "fake"
     extra: ClassVar[str] = "test"
-    wall_clock: ClassVar[bool] = False  # its times are synthetic: load cannot disturb them
     options_help: ClassVar[dict[str, str]] = {
         "unit": "seconds per ONNX node per inference (default 1e-4)",
         "jitter": "relative per-session noise (default 0)",
@@ -86,7 +85,14 @@ class FakeBackend(Backend):
         "device": "device class reported in the fingerprint",
         "log": "append 'pid start end' of every time() call to this file",
         "hang": "time() sleeps this many seconds (a backend that hangs)",
+        "wall_clock": "measure under the machine-wide measure lock, as a real backend (any value)",
     }
+
+    @property
+    def wall_clock(self) -> bool:  # type: ignore[override]
+        """False: its times are synthetic, load cannot disturb them, and it neither waits for nor
+        holds the machine's measure lock; ``wall_clock=1`` makes it take part (tests of the lock)."""
+        return "wall_clock" in self.options
 
     @classmethod
     def available(cls) -> bool:
