@@ -248,10 +248,14 @@ def true_slowdown(engine, new: Path, old: Path, dims: dict[str, int]) -> float:
     from pytest_roofline.gate.verdict import round_ratios
     from pytest_roofline.measure.rounds import sample_interleaved
 
-    design = {"sessions": 5, "rounds": 20, "iterations": 1, "warmup": 3}
-    openers = [_opener(engine, new, dims), _opener(engine, old, dims)]
-    helper = sampler_for(engine)
-    result = helper(openers, **design) if helper is not None else sample_interleaved(openers, **design)
+    sampler = sampler_for(engine) or sample_interleaved  # as benchmarks/gate_quality.py samples
+    result = sampler(
+        [_opener(engine, new, dims), _opener(engine, old, dims)],
+        sessions=5,
+        rounds=20,
+        iterations=1,
+        warmup=3,
+    )
     return float(np.median(round_ratios(result[0], result[1])))
 
 
