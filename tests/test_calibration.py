@@ -474,3 +474,82 @@ def test_two_close_sessions_are_averaged_and_a_disturbed_one_is_dropped():
     assert both.seconds == pytest.approx(1.95e-3) and both.value == pytest.approx(200e6 / 1.95e-3)
     assert combine_sessions(slow, b) == b
     assert combine_sessions(b, slow) == b
+
+
+def test_a_gpu_timed_on_its_device_times_its_memory_probes_by_kernel_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A backend whose layers are timed on the device (CUPTI on a GPU) times its memory probes by
+    the profiled kernels' times, as its layers are, not end to end: host-timed, the H200's
+    L2-resident streams read the launch floor (7 µs a kernel) and layers beat that "L2" roof.
+    onnxruntime's CPU profiler stands in for CUPTI here; compute probes stay timed end to end."""
+    import statistics
+
+    from pytest_roofline.backends.onnxruntime.runner import OnnxRuntimeBackend, OnnxRuntimeSession
+
+    calls: dict[str, list[Any]] = {"time": [], "profile": []}
+    real_time, real_profile = OnnxRuntimeSession.time, OnnxRuntimeSession.profile
+
+    def spy_time(self: Any, iterations: int) -> list[float]:
+        calls["time"].append(iterations)
+        return real_time(self, iterations)
+
+    def spy_profile(self: Any, iterations: int, warmup: int = 1) -> Any:
+        profile = real_profile(self, iterations, warmup)
+        calls["profile"].append(sum(k.times[0] for k in profile.kernels if k.times))
+        return profile
+
+    monkeypatch.setattr(OnnxRuntimeSession, "time", spy_time)
+    monkeypatch.setattr(OnnxRuntimeSession, "profile", spy_profile)
+    backend = OnnxRuntimeBackend({"intra_op_threads": "1"})
+    specs = {s.name: s for s in cp.plan_probes(("float32",), "quick", cores=1)}
+    stream = next(s for s in specs.values() if s.kind == "memory" and s.size >= 2**20)
+    gemm = next(s for s in specs.values() if s.kind == "compute")
+
+    host = cp.run_probe(backend, stream, 0.02)  # this backend on the CPU: end to end
+    assert not backend.device_kernel_times() and not calls["profile"]
+    calls["time"].clear()
+
+    monkeypatch.setattr(OnnxRuntimeBackend, "device_kernel_times", lambda self: True)
+    probe = cp.run_probe(backend, stream, 0.02)
+    assert calls["time"] == [1, 2]  # warm-up and estimate: the figure is the kernels'
+    assert len(calls["profile"]) == cp.DEVICE_TIMED_BATCHES
+    assert probe.seconds == statistics.median(calls["profile"])
+    assert probe.value == stream.work / probe.seconds and host.seconds > 0
+
+    calls["time"].clear()
+    calls["profile"].clear()
+    cp.run_probe(backend, gemm, 0.02)  # a compute probe: end to end even so
+    assert len(calls["time"]) == 3 and not calls["profile"]
+
+
+def test_a_device_timed_gpu_floor_is_its_least_kernel_device_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a GPU timed by CUPTI the dispatch floor is the least device time of one kernel of the
+    chain (its layers are device times), per profiled window, and the calibration records it
+    instead of leaving the GPU without a floor.  onnxruntime on the CPU stands in; its profile's
+    kernel times are replaced by known device times."""
+    from pytest_roofline.backends.base import KernelProfile, KernelRecord
+    from pytest_roofline.backends.onnxruntime.runner import OnnxRuntimeBackend, OnnxRuntimeSession
+    from pytest_roofline.roofline.calibrate import _floor
+
+    windows = iter([(2.0e-6, 1.1e-6), (0.0, 0.93e-6), (1.5e-6, 1.2e-6)])
+
+    def device_profile(self: Any, iterations: int, warmup: int = 1) -> KernelProfile:
+        times = next(windows)
+        kernels = tuple(KernelRecord(f"Relu_{i}", "Relu", (f"Relu_{i}",), (t,)) for i, t in enumerate(times))
+        return KernelProfile(kernels=kernels, iterations=iterations, timing="device", timer_resolution=1e-9)
+
+    monkeypatch.setattr(OnnxRuntimeSession, "profile", device_profile)
+    backend = OnnxRuntimeBackend({"intra_op_threads": "1"})
+    floor = cp.device_floor(backend)
+    assert floor.windows == (1.1e-6, 0.93e-6, 1.2e-6) and floor.seconds == 0.93e-6
+
+    loads: list[MachineLoad] = []
+    gpu = {"gpu": {"name": "stand-in"}, "providers": ["CUDAExecutionProvider"]}
+    assert _floor(backend, gpu, True, None, loads) is None  # no device timer: no floor for a GPU
+    monkeypatch.setattr(OnnxRuntimeBackend, "device_kernel_times", lambda self: True)
+    windows = iter([(3e-6,), (2e-6,), (4e-6,)])
+    recorded = _floor(backend, gpu, True, None, loads)
+    assert recorded is not None and recorded.seconds == 2e-6 and len(loads) == 1

@@ -197,6 +197,12 @@ class Backend(ABC):
         """
         return None
 
+    def device_kernel_times(self) -> bool:
+        """Whether :meth:`BackendSession.profile` times kernels on the computing device with a fine
+        timer (CUPTI on a GPU) while :meth:`BackendSession.time` is host wall time around them: the
+        calibration then times its memory probes the way layers are timed (default False)."""
+        return False
+
     def shared_pool_threads(self) -> int | None:
         """Threads of a pool every session of this configuration should share while the gate
         interleaves two of them (a helper process then samples: :mod:`pytest_roofline.gate.isolated`);

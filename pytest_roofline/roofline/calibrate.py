@@ -72,7 +72,9 @@ CACHE_UNSETTLED_ENV = "ROOFLINE_CACHE_UNSETTLED"
 #: reuse says so in the roofline's warnings, and a settled calibration removes it.
 UNSETTLED_SECONDS = 1800.0
 UNSETTLED_REUSED = "unsettled calibration reused"  # how the reuse's warning begins
-CALIBRATION_VERSION = 7  # bump when probes change meaning: old cache files then miss
+CALIBRATION_VERSION = 8  # bump when probes change meaning: old cache files then miss
+# 8: a GPU timed by CUPTI times its memory probes on the device (its L2 roof was a launch rate)
+#    and records a dispatch floor (a kernel's least device time)
 # 7: a compute probe is a roof of the precision the backend says it ran in (OpenVINO's float32
 #    probes run bf16 on AVX512-BF16 CPUs: a bfloat16 roof, the FMA peak at twice float32's)
 # 6: the dispatch floor (a chain of the cheapest kernels; CPU backends), roof probes measured until
@@ -658,17 +660,23 @@ def _floor(
     progress: Progress | None,
     loads: list[MachineLoad],
 ) -> DispatchFloor | None:
-    """The dispatch floor of a backend computing on the host CPU (None elsewhere: a GPU kernel's
-    device time is not its launch cost, so a host-timed chain is no floor for CUPTI's kernel times).
-    A backend that cannot run the chain has no floor (said once), never a failed calibration."""
+    """The dispatch floor of a backend computing on the host CPU, or of a GPU whose kernels are
+    timed on the device (CUPTI: a kernel's least device time, :func:`~.probes.device_floor`); None
+    elsewhere (a host-timed chain is a launch cost, no floor for a GPU's kernel times).  A backend
+    that cannot run the chain has no floor (said once), never a failed calibration."""
     from pytest_roofline.device import load as machine
     from pytest_roofline.roofline import probes as cp
 
-    if on_gpu or not _runs_on_cpu(fingerprint):
+    on_device = on_gpu and backend.device_kernel_times()
+    if not on_device and (on_gpu or not _runs_on_cpu(fingerprint)):
         return None
     before = machine.snapshot()
     try:
-        floor = cp.dispatch_floor(backend, separate=fingerprint.get("backend") in cp.FUSING_BACKENDS)
+        floor = (
+            cp.device_floor(backend)
+            if on_device
+            else cp.dispatch_floor(backend, separate=fingerprint.get("backend") in cp.FUSING_BACKENDS)
+        )
     except Exception as exc:  # a backend's own error types differ
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
         _notify(f"calibrate [dispatch floor]: skipped, {backend.name} cannot run it ({reason})", progress)

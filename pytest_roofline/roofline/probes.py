@@ -58,6 +58,7 @@ __all__ = [
     "ran_dtype",
     "ladder_outliers",
     "run_probe",
+    "device_floor",
     "session_spread",
     "steady_sessions",
     "spot_check_specs",
@@ -136,6 +137,11 @@ FUSING_BACKENDS = frozenset({"openvino"})
 KERNEL_TIMED_BACKENDS = frozenset({"openvino"})
 KERNEL_TIMED_MIN_SECONDS = 20e-6
 KERNEL_TIMED_BATCHES = 9  # profiled batches of a probe session; its figure is their median
+# A GPU whose layers CUPTI times on the device (:meth:`Backend.device_kernel_times`) times its
+# memory probes alike: host-timed, the recorded H200's 4-32 MiB streams took 7.0-7.5 µs a kernel,
+# its launch floor, so the "L2" roof (4.45 TB/s) was a launch rate the device-timed layers beat.
+# Device times vary little between runs: three profiled batches.
+DEVICE_TIMED_BATCHES = 3
 STREAM_VIEW_WIDTH = 256  # the views are [elements / 256, 256] and [elements / 512, 512]
 
 # The GPU plan: buffers bound on the device (the backend's io_binding), GEMMs up to 8192, streams
@@ -312,7 +318,8 @@ def run_probe(backend: Backend, spec: ProbeSpec, seconds: float) -> Probe:
     """Open the probe's model on ``backend``, time it for about ``seconds``, return its figure.
 
     Timing is end to end (``session.time``), not the profiler's kernel times, on purpose (stream
-    probes of :data:`KERNEL_TIMED_BACKENDS` aside, :func:`kernel_seconds`):
+    probes of :data:`KERNEL_TIMED_BACKENDS` and of a GPU whose layers CUPTI times aside,
+    :func:`kernel_seconds`, :data:`DEVICE_TIMED_BATCHES`):
     measured here (onnxruntime 1.32, 2-core EPYC) a 32 KiB Add's profiled kernel time is 3 µs at the
     profiler's 1 µs resolution (11 GB/s, mostly quantization and the profiler's own cost), and the
     profiler is per-backend while ``time`` is the one measurement every backend offers.  The e2e
@@ -334,12 +341,17 @@ def run_probe(backend: Backend, spec: ProbeSpec, seconds: float) -> Probe:
         count = max(MIN_SAMPLES, min(MAX_SAMPLES, int(seconds / max(estimate, 1e-7))))
         # a kernel's time: the run's share of one working set (the chain's length is work / size)
         kernel_estimate = estimate * spec.size / spec.work if spec.work else 0.0
+        device_timed = spec.kind == "memory" and backend.device_kernel_times()
         kernel_timed = (
             spec.kind == "memory"
             and backend.name in KERNEL_TIMED_BACKENDS
             and kernel_estimate >= KERNEL_TIMED_MIN_SECONDS
         )
-        samples = (kernel_timed and kernel_seconds(session, count)) or session.time(count)
+        samples = (
+            (device_timed and kernel_seconds(session, count, DEVICE_TIMED_BATCHES, min_seconds=0.0))
+            or (kernel_timed and kernel_seconds(session, count))
+            or session.time(count)
+        )
         dtype = ran_dtype(spec, session.compute_precision())
     median = statistics.median(samples)
     return Probe(spec.name, spec.kind, dtype, spec.size, spec.work / median, median)
@@ -413,6 +425,25 @@ def dispatch_floor(
     return DispatchFloor(min(positive) if positive else 0.0, tuple(marginals))
 
 
+def device_floor(backend: Backend, windows: int = DEVICE_TIMED_BATCHES, runs: int = 20) -> DispatchFloor:
+    """The dispatch floor of a backend whose kernels are timed on the device (CUPTI on a GPU): the
+    least device time of one kernel of the chain of :data:`DISPATCH_CHAIN` Relus, per profiled
+    window of ``runs`` runs, and the least window's.  Its layers are device times, so their floor
+    is a kernel's least device time, not the launch cost a host-timed chain measures (the
+    recorded H200: 0.93 µs on the device against 6.96 µs a launch)."""
+    from pytest_roofline.model import ModelSpec
+
+    model, inputs = dispatch_chain(DISPATCH_CHAIN, False)()
+    model.graph.name = DISPATCH_MODELS[1]
+    least = []
+    with backend.open(ModelSpec.create(model), inputs) as session:
+        for _ in range(windows):
+            times = [t for k in session.profile(runs).kernels for t in k.times if t > 0]
+            least.append(min(times, default=0.0))
+    positive = [t for t in least if t > 0]
+    return DispatchFloor(min(positive) if positive else 0.0, tuple(least))
+
+
 def trace_launch_floor(events: Sequence[Mapping[str, Any]]) -> float:
     """The least host time (seconds) an onnxruntime profile spent around one node's kernel launch.
 
@@ -453,18 +484,24 @@ def dispatch_chain(kernels: int, separate: bool) -> Builder:
     return build
 
 
-def kernel_seconds(session: Any, count: int) -> list[float]:
+def kernel_seconds(
+    session: Any,
+    count: int,
+    batches: int = KERNEL_TIMED_BATCHES,
+    min_seconds: float = KERNEL_TIMED_MIN_SECONDS,
+) -> list[float]:
     """Per-run kernel time of ``count`` profiled runs, by the backend's kernel counters, in up to
-    :data:`KERNEL_TIMED_BATCHES` batches (one sample each: its mean); [] when a kernel runs too
-    briefly for the counters' whole microseconds (:data:`KERNEL_TIMED_MIN_SECONDS`).  The
-    profiling compilation warms itself up (its first inference is no part of the counters)."""
-    batches = max(1, min(KERNEL_TIMED_BATCHES, count))
+    ``batches`` batches (one sample each: its mean); [] when a kernel runs too briefly for the
+    counters (OpenVINO's whole microseconds: ``min_seconds``, :data:`KERNEL_TIMED_MIN_SECONDS`;
+    CUPTI's nanoseconds: 0).  The profiling session warms itself up (its first inference is no
+    part of the counters)."""
+    batches = max(1, min(batches, count))
     per_batch = max(1, count // batches)
     samples = []
     for _ in range(batches):
         kernels = session.profile(per_batch).kernels
         times = [k.times[0] for k in kernels if k.kind == "compute" and k.times]
-        if not times or min(times) < KERNEL_TIMED_MIN_SECONDS:
+        if not times or min(times) < min_seconds or min(times) <= 0:
             return []
         samples.append(sum(k.times[0] for k in kernels if k.times))  # layout kernels too: they ran
     return samples

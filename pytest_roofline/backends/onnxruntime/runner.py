@@ -231,6 +231,14 @@ class OnnxRuntimeBackend(Backend):
                 result.append(name)
         return result
 
+    def device_kernel_times(self) -> bool:
+        """On a GPU with CUPTI: layers are timed by the device's kernel times (see the base class)."""
+        if not self.on_gpu:
+            return False
+        from pytest_roofline.backends.onnxruntime.cupti import cupti_available
+
+        return cupti_available()
+
     def single_thread(self) -> OnnxRuntimeBackend | None:
         """This configuration at ``intra_op_threads=1`` when it runs a multi-threaded CPU pool."""
         if self.on_gpu or self.intra_op_threads == 1 or self.execution_mode != "sequential":
