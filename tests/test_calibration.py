@@ -480,47 +480,59 @@ def test_a_gpu_timed_on_its_device_times_its_memory_probes_by_kernel_time(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A backend whose layers are timed on the device (CUPTI on a GPU) times its memory probes by
-    the profiled kernels' times, as its layers are, not end to end: host-timed, the H200's
+    the session's device time, as its layers are, not end to end: host-timed, the H200's
     L2-resident streams read the launch floor (7 µs a kernel) and layers beat that "L2" roof.
-    onnxruntime's CPU profiler stands in for CUPTI here; compute probes stay timed end to end."""
+    Compute probes stay timed end to end; off such a device nothing changes."""
     import statistics
 
     from pytest_roofline.backends.onnxruntime.runner import OnnxRuntimeBackend, OnnxRuntimeSession
 
-    calls: dict[str, list[Any]] = {"time": [], "profile": []}
-    real_time, real_profile = OnnxRuntimeSession.time, OnnxRuntimeSession.profile
+    calls: dict[str, list[Any]] = {"time": [], "device": []}
+    real_time = OnnxRuntimeSession.time
 
     def spy_time(self: Any, iterations: int) -> list[float]:
         calls["time"].append(iterations)
         return real_time(self, iterations)
 
-    def spy_profile(self: Any, iterations: int, warmup: int = 1) -> Any:
-        profile = real_profile(self, iterations, warmup)
-        calls["profile"].append(sum(k.times[0] for k in profile.kernels if k.times))
-        return profile
+    def device_time(self: Any, iterations: int) -> list[float]:
+        calls["device"].append(iterations)
+        return [1e-3 * (1 + i % 3) for i in range(iterations)]  # stand-in GPU times
 
     monkeypatch.setattr(OnnxRuntimeSession, "time", spy_time)
-    monkeypatch.setattr(OnnxRuntimeSession, "profile", spy_profile)
     backend = OnnxRuntimeBackend({"intra_op_threads": "1"})
     specs = {s.name: s for s in cp.plan_probes(("float32",), "quick", cores=1)}
     stream = next(s for s in specs.values() if s.kind == "memory" and s.size >= 2**20)
     gemm = next(s for s in specs.values() if s.kind == "compute")
 
     host = cp.run_probe(backend, stream, 0.02)  # this backend on the CPU: end to end
-    assert not backend.device_kernel_times() and not calls["profile"]
+    assert not backend.device_kernel_times() and host.seconds > 0
+    assert OnnxRuntimeSession.device_time is not None  # the real one, off a GPU: no device timer
     calls["time"].clear()
 
+    monkeypatch.setattr(OnnxRuntimeSession, "device_time", device_time)
     monkeypatch.setattr(OnnxRuntimeBackend, "device_kernel_times", lambda self: True)
     probe = cp.run_probe(backend, stream, 0.02)
-    assert calls["time"] == [1, 2]  # warm-up and estimate: the figure is the kernels'
-    assert len(calls["profile"]) == cp.DEVICE_TIMED_BATCHES
-    assert probe.seconds == statistics.median(calls["profile"])
-    assert probe.value == stream.work / probe.seconds and host.seconds > 0
+    assert calls["time"] == [1, 2]  # warm-up and estimate: the figure is the device's
+    (count,) = calls["device"]
+    assert count >= cp.MIN_SAMPLES
+    assert probe.seconds == statistics.median(1e-3 * (1 + i % 3) for i in range(count))
+    assert probe.value == stream.work / probe.seconds
 
     calls["time"].clear()
-    calls["profile"].clear()
+    calls["device"].clear()
     cp.run_probe(backend, gemm, 0.02)  # a compute probe: end to end even so
-    assert len(calls["time"]) == 3 and not calls["profile"]
+    assert len(calls["time"]) == 3 and not calls["device"]
+
+
+def test_the_real_device_time_is_empty_off_a_gpu() -> None:
+    """onnxruntime on the CPU has no device timer: ``device_time`` gives nothing to use."""
+    from pytest_roofline.model import ModelSpec
+
+    backend = get_backend("onnxruntime", {"intra_op_threads": "1"})
+    spec = next(s for s in cp.plan_probes(("float32",), "quick", cores=1) if s.kind == "memory")
+    model, inputs = spec.build()
+    with backend.open(ModelSpec.create(model), inputs) as session:
+        assert session.device_time(3) == []
 
 
 def test_a_device_timed_gpu_floor_is_its_least_kernel_device_time(

@@ -243,3 +243,23 @@ def test_gpu_times_become_layers_summing_to_the_gpu_busy_time() -> None:
         la for la in layers if la.kind == "compute" and la.time > 0 and la.op_type not in RUNTIME_VIEW_OPS
     ]
     assert judged and all(la.roofline_fraction is not None for la in judged)  # a view has none
+
+
+def test_each_runs_device_time_is_the_work_that_ran_inside_it() -> None:
+    """A probe's device time per run (``session.device_time``): CUPTI's activities placed by their
+    GPU start (less the clock offset) into the host's run intervals, summed; work outside every
+    run (set-up) left out; a run with no work means the recording missed it: no figure."""
+    from pytest_roofline.backends.onnxruntime.cupti import GpuActivity, GpuTrace, run_device_seconds
+
+    offset = 5_000_000_000  # CUPTI's clock ahead of the wall clock
+    runs = [(1_000, 9_000), (10_000, 19_000)]
+
+    def work(start: int, end: int) -> GpuActivity:
+        return GpuActivity("kernel", "Add", start + offset, end + offset, 0)
+
+    trace = GpuTrace(
+        (work(500, 900), work(2_000, 3_000), work(3_000, 3_500), work(12_000, 14_000)), (), offset
+    )
+    assert run_device_seconds(trace, runs) == pytest.approx([1_500e-9, 2_000e-9], rel=1e-12)
+    missed = GpuTrace((work(2_000, 3_000),), (), offset)
+    assert run_device_seconds(missed, runs) == []

@@ -132,6 +132,11 @@ class BackendSession(ABC):
     def profile(self, iterations: int) -> KernelProfile:
         """Run ``iterations`` inferences with the backend's profiler on."""
 
+    def device_time(self, iterations: int) -> list[float]:
+        """Run ``iterations`` inferences timed on the computing device (a GPU's kernel time by
+        CUPTI), seconds per inference; [] where the backend has no device timer (default)."""
+        return []
+
     def outputs(self) -> dict[str, np.ndarray]:
         """Run once and return the outputs by name (for cross-backend checks)."""
         raise NotImplementedError(f"{type(self).__name__} cannot return outputs")
@@ -200,7 +205,8 @@ class Backend(ABC):
     def device_kernel_times(self) -> bool:
         """Whether :meth:`BackendSession.profile` times kernels on the computing device with a fine
         timer (CUPTI on a GPU) while :meth:`BackendSession.time` is host wall time around them: the
-        calibration then times its memory probes the way layers are timed (default False)."""
+        calibration then times its memory probes the way layers are timed, by
+        :meth:`BackendSession.device_time` (default False)."""
         return False
 
     def shared_pool_threads(self) -> int | None:

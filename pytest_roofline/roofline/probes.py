@@ -138,10 +138,11 @@ KERNEL_TIMED_BACKENDS = frozenset({"openvino"})
 KERNEL_TIMED_MIN_SECONDS = 20e-6
 KERNEL_TIMED_BATCHES = 9  # profiled batches of a probe session; its figure is their median
 # A GPU whose layers CUPTI times on the device (:meth:`Backend.device_kernel_times`) times its
-# memory probes alike: host-timed, the recorded H200's 4-32 MiB streams took 7.0-7.5 µs a kernel,
-# its launch floor, so the "L2" roof (4.45 TB/s) was a launch rate the device-timed layers beat.
-# Device times vary little between runs: three profiled batches.
-DEVICE_TIMED_BATCHES = 3
+# memory probes alike (``session.device_time``: CUPTI around the same timed runs, no profiler):
+# host-timed, the recorded H200's 4-32 MiB streams took 7.0-7.5 µs a kernel, its launch floor, so
+# the "L2" roof (4.45 TB/s) was a launch rate the device-timed layers beat.  Its dispatch floor
+# (:func:`device_floor`) is the least device time of a kernel over DEVICE_FLOOR_WINDOWS profiles.
+DEVICE_FLOOR_WINDOWS = 3
 STREAM_VIEW_WIDTH = 256  # the views are [elements / 256, 256] and [elements / 512, 512]
 
 # The GPU plan: buffers bound on the device (the backend's io_binding), GEMMs up to 8192, streams
@@ -318,8 +319,8 @@ def run_probe(backend: Backend, spec: ProbeSpec, seconds: float) -> Probe:
     """Open the probe's model on ``backend``, time it for about ``seconds``, return its figure.
 
     Timing is end to end (``session.time``), not the profiler's kernel times, on purpose (stream
-    probes of :data:`KERNEL_TIMED_BACKENDS` and of a GPU whose layers CUPTI times aside,
-    :func:`kernel_seconds`, :data:`DEVICE_TIMED_BATCHES`):
+    probes of :data:`KERNEL_TIMED_BACKENDS` (:func:`kernel_seconds`) and of a GPU whose layers
+    CUPTI times (``session.device_time``) aside):
     measured here (onnxruntime 1.32, 2-core EPYC) a 32 KiB Add's profiled kernel time is 3 µs at the
     profiler's 1 µs resolution (11 GB/s, mostly quantization and the profiler's own cost), and the
     profiler is per-backend while ``time`` is the one measurement every backend offers.  The e2e
@@ -348,7 +349,7 @@ def run_probe(backend: Backend, spec: ProbeSpec, seconds: float) -> Probe:
             and kernel_estimate >= KERNEL_TIMED_MIN_SECONDS
         )
         samples = (
-            (device_timed and kernel_seconds(session, count, DEVICE_TIMED_BATCHES, min_seconds=0.0))
+            (device_timed and session.device_time(count))
             or (kernel_timed and kernel_seconds(session, count))
             or session.time(count)
         )
@@ -425,7 +426,7 @@ def dispatch_floor(
     return DispatchFloor(min(positive) if positive else 0.0, tuple(marginals))
 
 
-def device_floor(backend: Backend, windows: int = DEVICE_TIMED_BATCHES, runs: int = 20) -> DispatchFloor:
+def device_floor(backend: Backend, windows: int = DEVICE_FLOOR_WINDOWS, runs: int = 20) -> DispatchFloor:
     """The dispatch floor of a backend whose kernels are timed on the device (CUPTI on a GPU): the
     least device time of one kernel of the chain of :data:`DISPATCH_CHAIN` Relus, per profiled
     window of ``runs`` runs, and the least window's.  Its layers are device times, so their floor
@@ -484,24 +485,18 @@ def dispatch_chain(kernels: int, separate: bool) -> Builder:
     return build
 
 
-def kernel_seconds(
-    session: Any,
-    count: int,
-    batches: int = KERNEL_TIMED_BATCHES,
-    min_seconds: float = KERNEL_TIMED_MIN_SECONDS,
-) -> list[float]:
+def kernel_seconds(session: Any, count: int) -> list[float]:
     """Per-run kernel time of ``count`` profiled runs, by the backend's kernel counters, in up to
-    ``batches`` batches (one sample each: its mean); [] when a kernel runs too briefly for the
-    counters (OpenVINO's whole microseconds: ``min_seconds``, :data:`KERNEL_TIMED_MIN_SECONDS`;
-    CUPTI's nanoseconds: 0).  The profiling session warms itself up (its first inference is no
-    part of the counters)."""
-    batches = max(1, min(batches, count))
+    :data:`KERNEL_TIMED_BATCHES` batches (one sample each: its mean); [] when a kernel runs too
+    briefly for the counters' whole microseconds (:data:`KERNEL_TIMED_MIN_SECONDS`).  The
+    profiling compilation warms itself up (its first inference is no part of the counters)."""
+    batches = max(1, min(KERNEL_TIMED_BATCHES, count))
     per_batch = max(1, count // batches)
     samples = []
     for _ in range(batches):
         kernels = session.profile(per_batch).kernels
         times = [k.times[0] for k in kernels if k.kind == "compute" and k.times]
-        if not times or min(times) < min_seconds or min(times) <= 0:
+        if not times or min(times) < KERNEL_TIMED_MIN_SECONDS:
             return []
         samples.append(sum(k.times[0] for k in kernels if k.times))  # layout kernels too: they ran
     return samples

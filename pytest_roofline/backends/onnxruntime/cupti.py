@@ -34,6 +34,7 @@ __all__ = [
     "GpuTrace",
     "cupti_available",
     "map_gpu_activity",
+    "run_device_seconds",
 ]
 
 UNATTRIBUTED = "[GPU work outside ONNX nodes]"
@@ -122,6 +123,26 @@ def _intervals(
             ts, dur = float(event.get("ts", 0)), float(event.get("dur", 0))
             found.append((start_ns + int(ts * 1000), start_ns + int((ts + dur) * 1000) + SLACK_NS, index))
     return sorted(found)
+
+
+def run_device_seconds(trace: GpuTrace, runs: Sequence[tuple[int, int]]) -> list[float]:
+    """Each run's GPU work in seconds: the summed durations of the activities that ran inside it.
+
+    ``runs``: each run's (start, end) on the host's wall clock (ns), the run synchronized before
+    its end, so all the work it launched ran between the two.  An activity is placed by its GPU
+    start (CUPTI's clock less the trace's offset); work outside every run is left out.  [] when a
+    run got no work (the recording missed it: no device time to give)."""
+    offset = trace.clock_offset if abs(trace.clock_offset) > SAME_CLOCK_NS else 0
+    starts = [begin for begin, _ in runs]
+    totals = [0] * len(runs)
+    for activity in trace.activities:
+        moment = activity.start - offset
+        index = bisect.bisect_right(starts, moment) - 1
+        if index >= 0 and moment <= runs[index][1]:
+            totals[index] += max(activity.end - activity.start, 0)
+    if not totals or min(totals) <= 0:
+        return []
+    return [total * 1e-9 for total in totals]
 
 
 def _union(spans: list[tuple[int, int]]) -> int:

@@ -596,6 +596,31 @@ class OnnxRuntimeSession(BackendSession):
                 samples.append((clock() - start) * 1e-9)
         return samples
 
+    def device_time(self, iterations: int) -> list[float]:
+        """GPU time of each of ``iterations`` runs of this session (CUPTI's kernel, memcpy and
+        memset records inside each run), no profiler and no second session; [] off a GPU timed
+        by CUPTI (:meth:`OnnxRuntimeBackend.device_kernel_times`)."""
+        if not self.backend.device_kernel_times():
+            return []
+        from pytest_roofline.backends.onnxruntime.cupti import CuptiRecorder, run_device_seconds
+
+        run, binding, options = self.session.run_with_iobinding, self._bound(), self._run_options
+        sync, unbind, unallocated = binding.synchronize_outputs, self._unbind, self._unallocated
+        runs: list[tuple[int, int]] = []
+        recorder = CuptiRecorder()
+        try:
+            with recorder:
+                for _ in range(iterations):
+                    if unallocated:
+                        unbind(binding, unallocated)
+                    start = time.time_ns()
+                    run(binding, options)
+                    sync()
+                    runs.append((start, time.time_ns()))
+        except Exception as exc:
+            raise BackendError(f"onnxruntime failed to run {self.spec.name}: {_first_line(exc)}") from None
+        return run_device_seconds(recorder.trace(), runs)
+
     def profile(self, iterations: int, warmup: int = 1) -> KernelProfile:
         """Run a separate profiling session ``iterations`` times (after ``warmup``) and attribute it.
 
