@@ -24,7 +24,7 @@ scratch a kernel allocates inside its own run is not modelled.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +40,9 @@ __all__ = [
     "StaticMemory",
     "constant_tensors",
     "lifetimes",
+    "main_steps",
     "planned_memory",
+    "schedule_lifetimes",
     "static_memory",
 ]
 
@@ -256,7 +258,7 @@ def static_memory(analysis: ModelAnalysis, count_inputs: bool = False) -> Static
         info = tensors.get(name)
         return info.nbytes if info is not None and name not in constant else 0
 
-    steps = [Step(node.name, node.op_type, tuple(node.inputs), tuple(node.outputs)) for node in nodes]
+    steps = main_steps(analysis)
     inputs = set(analysis.input_shapes)
     run = _plan(steps, key, size, inputs, set(analysis.graph_outputs), constant)
     extra: list[int] = []
@@ -342,24 +344,43 @@ class Lifetime:
     end: int  # position of the last reader in the schedule (len(schedule) for a graph output)
     bytes: int
     shape: tuple[int, ...]
+    start: int = 0  # position of the producer in the schedule
+
+
+def schedule_lifetimes(
+    steps: Sequence[Step], sized: Mapping[str, tuple[int, tuple[int, ...]]], outputs: Collection[str]
+) -> dict[str, Lifetime]:
+    """How long each tensor of ``sized`` (its bytes and shape) that ``steps`` write stays live:
+    until its last reader, or to the end for one of the graph's ``outputs``."""
+    last: dict[str, tuple[int, str]] = {}
+    for position, step in enumerate(steps):
+        for tensor in step.inputs:
+            if tensor:
+                last[tensor] = (position, step.name)
+    found: dict[str, Lifetime] = {}
+    for position, step in enumerate(steps):
+        for tensor in step.outputs:
+            if not tensor or tensor not in sized:
+                continue
+            end, reader = (len(steps), "") if tensor in outputs else last.get(tensor, (position, step.name))
+            nbytes, shape = sized[tensor]
+            found[tensor] = Lifetime(tensor, step.name, reader, end, nbytes, shape, position)
+    return found
 
 
 def lifetimes(analysis: ModelAnalysis) -> dict[str, Lifetime]:
     """The activations the main graph's nodes write, with how long each stays live."""
-    nodes = [node for node in analysis.nodes if not node.graph]
-    outputs = set(analysis.graph_outputs)
-    last: dict[str, tuple[int, str]] = {}
-    for position, node in enumerate(nodes):
-        for tensor in node.inputs:
-            if tensor:
-                last[tensor] = (position, node.name)
-    found: dict[str, Lifetime] = {}
     constant = constant_tensors(analysis)
-    for position, node in enumerate(nodes):
-        for tensor in node.outputs:
-            info = analysis.tensors.get(tensor)
-            if not tensor or info is None or tensor in constant:
-                continue
-            end, reader = (len(nodes), "") if tensor in outputs else last.get(tensor, (position, node.name))
-            found[tensor] = Lifetime(tensor, node.name, reader, end, info.nbytes, info.shape)
-    return found
+    sized = {
+        name: (info.nbytes, info.shape) for name, info in analysis.tensors.items() if name not in constant
+    }
+    return schedule_lifetimes(main_steps(analysis), sized, set(analysis.graph_outputs))
+
+
+def main_steps(analysis: ModelAnalysis) -> list[Step]:
+    """The main graph's nodes in the analysis's (topological) order, as a schedule."""
+    return [
+        Step(node.name, node.op_type, tuple(node.inputs), tuple(node.outputs))
+        for node in analysis.nodes
+        if not node.graph
+    ]
