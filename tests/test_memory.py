@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -368,24 +369,55 @@ def attention_block(keep_scores: bool = False) -> onnx.ModelProto:
     )
 
 
-def test_the_memory_verdict_names_the_node_whose_output_is_kept_alive(tmp_path: Path) -> None:
+TRIPS, LOOP_BATCH, LOOP_WIDTH = 8, 16, 64
+PRODUCTS = TRIPS * LOOP_BATCH * LOOP_WIDTH * 4  # every iteration's fp32 product, scanned out
+
+
+def loop_scanning_out(keep_products: bool = False) -> onnx.ModelProto:
+    """A Loop of MatMul+Tanh; ``keep_products`` scans its body's MatMul product out as one more
+    graph output, so every iteration's product is kept to the end."""
+    from pytest_roofline.zoo.control_flow import loop_model
+
+    model = loop_model(TRIPS, batch=LOOP_BATCH, width=LOOP_WIDTH)
+    if keep_products:
+        loop = model.graph.node[-1]
+        body = next(attribute.g for attribute in loop.attribute if attribute.name == "body")
+        body.node.append(helper.make_node("Identity", ["product"], ["product_kept"], name="keep_product"))
+        body.output.append(helper.make_tensor_value_info("product_kept", TensorProto.FLOAT, None))
+        loop.output.append("products")
+        model.graph.output.append(helper.make_tensor_value_info("products", TensorProto.FLOAT, None))
+    return model
+
+
+@pytest.mark.parametrize(
+    ("build", "named"),
+    [
+        (attention_block, f"+{SCORES / 1000:.3g} kB at /enc/attn/MatMul: a {SEQ}x{SEQ} buffer"),
+        (loop_scanning_out, f"+{PRODUCTS / 1000:.3g} kB at loop: a {TRIPS}x{LOOP_BATCH}x{LOOP_WIDTH} buffer"),
+    ],
+    ids=["attention", "loop"],
+)
+def test_the_memory_verdict_names_the_node_whose_output_is_kept_alive(
+    tmp_path: Path, build: Callable[[bool], onnx.ModelProto], named: str
+) -> None:
     """The kept buffer's bytes show in the kernels' counters where it is no longer freed (a later
-    kernel); the verdict names its producer, from the two graphs' liveness."""
+    kernel: the Softmax that read the scores); the verdict names its producer from the two graphs'
+    liveness, a Loop for its new scan output."""
     from pytest_roofline.diff import summarize
     from pytest_roofline.gate.memory import MemoryTolerance, compare_memory, grown_layers, memory_record
     from pytest_roofline.memory.change import kept_longer
 
-    old, new = _profile(attention_block(), tmp_path, "old"), _profile(attention_block(True), tmp_path, "new")
+    old, new = _profile(build(False), tmp_path, "old"), _profile(build(True), tmp_path, "new")
     before, after = memory_record(old), memory_record(new)
     assert before is not None and after is not None
-    # what the kernels alone say: the bytes grew at the Softmax, which no longer frees the scores
-    assert grown_layers(before.layers, after.layers) == [("/enc/attn/Softmax", SCORES)]
+    if build is attention_block:  # what the kernels alone say: the Softmax no longer frees the scores
+        assert grown_layers(before.layers, after.layers) == [("/enc/attn/Softmax", SCORES)]
     kept = kept_longer(
         summarize(tmp_path / "old.onnx").lifetimes(), summarize(tmp_path / "new.onnx").lifetimes()
     )
     verdict = compare_memory(after, before, MemoryTolerance(), kept)
     assert verdict.status == "regression"
-    named = f"+{SCORES / 1000:.3g} kB at /enc/attn/MatMul: a {SEQ}x{SEQ} buffer now kept alive to the end"
+    named += " now kept alive to the end"
     assert verdict.explanation == named and verdict.message.endswith(named), verdict.message
     # the same graph on both sides keeps nothing longer: the kernels' growth is named, as before
     assert (

@@ -83,7 +83,7 @@ def accounting_for(kept: Sequence[Lifetime], growth: int, limit: int = 2) -> lis
 def kept_longer(old: Lives, new: Lives) -> list[Lifetime]:
     """The tensors of the ``new`` schedule that stay live across a node the ``old`` one ran only
     after freeing them: the same tensor of the same producer, now read later or made a graph
-    output; largest first.
+    output, or a new graph output of a node the old schedule ran; largest first.
 
     This is where a kept-alive buffer's bytes appear: across the nodes between its old last reader
     and its new one (the first of them is the first whose live bytes grew), not at its producer,
@@ -93,7 +93,11 @@ def kept_longer(old: Lives, new: Lives) -> list[Lifetime]:
     found = []
     for tensor, life in after.items():
         was = before.get(tensor)
-        if was is None or was.producer != life.producer:
+        if was is None:  # a new output of a node the old graph ran, kept to the end (a Loop's scan output)
+            if not life.last_reader and life.producer in was_at:
+                found.append(life)
+            continue
+        if was.producer != life.producer:
             continue
         across = after_order[life.start + 1 : life.end + 1]
         freed_before = any(was_at.get(name, -1) > was.end for name in across)
