@@ -117,7 +117,7 @@ def compare_memory(
     improved or pass; the plugin's memory verdict and ``roofline baseline diff``'s re-judgement.
     A growth is explained by the buffers of ``kept`` of about its size, else by the layers whose
     allocations grew."""
-    from pytest_roofline.memory.change import accounting_for, describe_kept
+    from pytest_roofline.memory.change import accounting_for, byte_change, describe_kept
 
     peak = current.memory.peak
     # raw keys name their unit: the regression table prints a verdict's raw "baseline"/"current" as seconds
@@ -149,9 +149,7 @@ def compare_memory(
     explained = "; ".join(map(describe_kept, named)) or _explain(
         grown_layers(baseline.layers, current.layers)
     )
-    change = (
-        f"{fmt_bytes(before)} → {fmt_bytes(peak)} ({'+' if growth >= 0 else '-'}{fmt_bytes(abs(growth))})"
-    )
+    change = byte_change(before, peak)
     if growth > allowed:
         status, what = "regression", f"{figure} grew {change}, past the {fmt_bytes(allowed)} allowed"
     elif -growth > allowed:

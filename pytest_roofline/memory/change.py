@@ -18,16 +18,36 @@ if TYPE_CHECKING:
 #: A schedule's node names in order and each activation's life over it, by tensor.
 Lives = tuple["Sequence[str]", "Mapping[str, Lifetime]"]
 
-__all__ = ["Lives", "MemoryChange", "accounting_for", "describe_kept", "kept_longer", "memory_change"]
+__all__ = [
+    "MODEL_GRAPH",
+    "Lives",
+    "MemoryChange",
+    "accounting_for",
+    "byte_change",
+    "describe_kept",
+    "kept_longer",
+    "memory_change",
+]
+
+
+#: What a :class:`MemoryChange`'s peaks are estimated over when no backend ran the models.
+MODEL_GRAPH = "the model's graph"
 
 
 @dataclass(frozen=True)
 class MemoryChange:
-    """The static peaks of two models and the buffers kept alive longer, largest first."""
+    """The estimated peaks of two models and the buffers kept alive longer, largest first.
+
+    ``basis``: the graphs the peaks are planned over (:data:`MODEL_GRAPH`, or the graphs a backend
+    ran, whose layouts and fusions the model's graph does not show); ``old_measured`` and
+    ``new_measured``: the requested peaks a profiled run measured beside them (0: none ran)."""
 
     old_peak: int
     new_peak: int
     kept_alive: tuple[Lifetime, ...] = ()
+    basis: str = MODEL_GRAPH
+    old_measured: int = 0
+    new_measured: int = 0
 
     @property
     def growth(self) -> int:
@@ -36,11 +56,9 @@ class MemoryChange:
 
     def lines(self) -> list[str]:
         """One line for the peak, one per buffer kept alive longer."""
-        sign = "+" if self.growth >= 0 else "-"
-        head = (
-            f"memory (static): peak {fmt_bytes(self.old_peak)} → {fmt_bytes(self.new_peak)} "
-            f"({sign}{fmt_bytes(abs(self.growth))})"
-        )
+        head = f"memory (estimated over {self.basis}): peak {byte_change(self.old_peak, self.new_peak)}"
+        if self.old_measured and self.new_measured:
+            head += f"; measured requested peak {byte_change(self.old_measured, self.new_measured)}"
         return [head, *map(describe_kept, self.kept_alive)]
 
     def to_dict(self) -> dict[str, Any]:
@@ -49,6 +67,9 @@ class MemoryChange:
             "old_peak": self.old_peak,
             "new_peak": self.new_peak,
             "peak_change": self.growth,
+            "basis": self.basis,
+            "old_measured": self.old_measured or None,
+            "new_measured": self.new_measured or None,
             "kept_alive": [
                 {
                     "tensor": life.tensor,
@@ -60,6 +81,11 @@ class MemoryChange:
                 for life in self.kept_alive
             ],
         }
+
+
+def byte_change(old: int, new: int) -> str:
+    """ "1.00 MB → 1.50 MB (+500 kB)"."""
+    return f"{fmt_bytes(old)} → {fmt_bytes(new)} ({'+' if new >= old else '-'}{fmt_bytes(abs(new - old))})"
 
 
 def describe_kept(life: Lifetime) -> str:
