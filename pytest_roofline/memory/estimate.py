@@ -39,6 +39,7 @@ __all__ = [
     "Lifetime",
     "StaticMemory",
     "constant_tensors",
+    "kernel_held",
     "lifetimes",
     "main_steps",
     "planned_memory",
@@ -153,12 +154,19 @@ class _Planner:
 @dataclass(frozen=True)
 class _Run:
     """A plan's runtime: bytes in use during each step (first run, outputs included), the bytes of
-    intermediates live after each step, the pattern's block and the outputs' bytes."""
+    intermediates live after each step, the pattern's block and the outputs' bytes held at each step."""
 
     during: list[int]
     after: list[tuple[str, int]]
     block: int
-    outputs: int
+    held: list[int]
+
+    def estimate(self, steps: Sequence[Step], extra: Sequence[int] = ()) -> tuple[int, int, str]:
+        """(the larger of the first run's peak and a later run's: the pattern's block, the outputs
+        and ``extra`` at each step; the first run's peak; the step it falls at)."""
+        peak, node = self.peak(steps, extra)
+        later = max((held + (extra[i] if extra else 0) for i, held in enumerate(self.held)), default=0)
+        return max(self.block + later, peak), peak, node
 
     def peak(self, steps: Sequence[Step], extra: Sequence[int] = ()) -> tuple[int, str]:
         """The first run's peak (with ``extra`` bytes per step) and the step it falls at."""
@@ -225,7 +233,7 @@ def _replay(steps: Sequence[Step], planner: _Planner, size: Callable[[str], int]
             current -= sizes[buffer]
             offsets.pop(buffer, None)
         after.append((step.name, current))
-    return _Run(during, after, block, held[-1] if held else 0)
+    return _Run(during, after, block, held)
 
 
 def constant_tensors(analysis: ModelAnalysis) -> set[str]:
@@ -261,12 +269,12 @@ def static_memory(analysis: ModelAnalysis, count_inputs: bool = False) -> Static
     steps = main_steps(analysis)
     inputs = set(analysis.input_shapes)
     run = _plan(steps, key, size, inputs, set(analysis.graph_outputs), constant)
-    extra: list[int] = []
+    extra = kernel_held(steps, size)
     if count_inputs:  # the caller's buffers, live until their last reader
         last = {t: i for i, step in enumerate(steps) for t in step.inputs if t in inputs}
-        extra = [sum(size(t) for t, end in last.items() if end >= i) for i in range(len(steps))]
-    peak, peak_node = run.peak(steps, extra)
-    return StaticMemory(weights, max(run.block + run.outputs, peak), peak_node, tuple(run.after), peak)
+        extra = [held + sum(size(t) for t, end in last.items() if end >= i) for i, held in enumerate(extra)]
+    estimate, peak, peak_node = run.estimate(steps, extra)
+    return StaticMemory(weights, estimate, peak_node, tuple(run.after), peak)
 
 
 def planned_memory(
@@ -313,8 +321,19 @@ def planned_memory(
 
     fixed = set(executed.initializers)
     run = _plan(steps, key, size, set(executed.inputs), set(executed.outputs), fixed)
-    peak, peak_node = run.peak(steps)
-    return StaticMemory(0, max(run.block + run.outputs, peak), peak_node, tuple(run.after), peak)
+    estimate, peak, peak_node = run.estimate(steps, kernel_held(steps, size))
+    return StaticMemory(0, estimate, peak_node, tuple(run.after), peak)
+
+
+def kernel_held(steps: Sequence[Step], size: Callable[[str], int]) -> list[int]:
+    """Bytes each step's kernel holds during its run beyond its planned outputs, outside the plan.
+
+    A Loop (onnxruntime's ``loop.cc``) keeps every iteration's scan outputs until the loop ends and
+    only then allocates each output and copies them in (``ConcatenateLoopOutput``), and copies its
+    last iteration's carried values out: one more copy of each output, live with them at its end.
+    A Loop whose bytes depend on a condition or runtime trip count is sized by the shapes the run
+    recorded.  Other kernels' scratch is not modelled."""
+    return [sum(size(t) for t in step.outputs if t) if step.op_type == "Loop" else 0 for step in steps]
 
 
 def _best_fit(offsets: dict[str, int], sizes: dict[str, int], size: int, block: int) -> int:
