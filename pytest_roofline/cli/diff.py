@@ -6,8 +6,9 @@ cached) at default efficiencies.  ``--profile`` calibrates if needed, profiles t
 its per-layer efficiencies, measures both models paired and interleaved, and reports the
 measured change beside the prediction.  ``--format json`` keys: ``added``, ``removed``,
 ``changed``, ``flops_change``, ``bytes_change``, ``predicted_time_change`` (fractions of the old
-model), ``assumptions``, ``prediction``, ``measured``, ``explanation``, ``memory`` (the static peaks
-and the buffers kept alive longer; docs/diff.md).
+model), ``assumptions``, ``prediction``, ``measured``, ``explanation``, ``memory`` (the estimated
+peaks, over the models' graphs or under ``--profile`` the graphs the backend ran, and the buffers
+kept alive longer; docs/memory.md).
 """
 
 from __future__ import annotations

@@ -18,8 +18,9 @@ and its memory pattern (``core/framework/mem_pattern_planner.h``), run over a sc
 :func:`static_memory` runs it over the model's graph in topological order; :func:`planned_memory`
 over the graph onnxruntime itself ran (its optimized graph: NCHWc reorders, fused kernels, the
 float32 copies its CPU EP inserts around fp16 ops it cannot run), in the order its profiler saw
-and with the shapes it recorded.  A control-flow node's body is counted as its outputs only, and
-scratch a kernel allocates inside its own run is not modelled.
+and with the shapes it recorded.  A control-flow node's body is counted as its outputs, and a Loop
+as one more copy of them at its end (:func:`kernel_held`); scratch a kernel allocates inside its
+own run is not modelled.
 """
 
 from __future__ import annotations
