@@ -84,12 +84,13 @@ class MemoryChange:
 
 
 def byte_change(old: int, new: int) -> str:
-    """ "1.00 MB → 1.50 MB (+500 kB)"."""
+    """The change from ``old`` to ``new`` bytes: "1.00 MB → 1.50 MB (+500 kB)"."""
     return f"{fmt_bytes(old)} → {fmt_bytes(new)} ({'+' if new >= old else '-'}{fmt_bytes(abs(new - old))})"
 
 
 def describe_kept(life: Lifetime) -> str:
-    """ "+65.5 kB at mm1: a 64x256 buffer now kept alive to the end" (or "until <its last reader>")."""
+    """One buffer kept alive longer: "+65.5 kB at mm1: a 64x256 buffer now kept alive to the end"
+    (or "until <its last reader>")."""
     shape = "x".join(map(str, life.shape)) or "scalar"
     until = "to the end" if not life.last_reader else f"until {life.last_reader}"
     return f"+{fmt_bytes(life.bytes)} at {life.producer}: a {shape} buffer now kept alive {until}"
