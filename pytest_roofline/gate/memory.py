@@ -88,6 +88,16 @@ def _explain(grown: list[tuple[str, int]]) -> str:
     return "; ".join(f"+{fmt_bytes(more)} at {name}" for name, more in grown)
 
 
+def _explain_kept(kept: Sequence[Lifetime], growth: int) -> str:
+    """The buffers kept alive longer of about ``growth``'s size, by their producers ("" for none;
+    memory.change is imported only then: a gated test that grew nothing pays no import)."""
+    if not kept or growth <= 0:
+        return ""
+    from pytest_roofline.memory.change import accounting_for, describe_kept
+
+    return "; ".join(map(describe_kept, accounting_for(kept, growth)))
+
+
 def memory_verdict(
     profile: ModelProfile,
     baseline: MemoryRecord | None,
@@ -117,8 +127,6 @@ def compare_memory(
     improved or pass; the plugin's memory verdict and ``roofline baseline diff``'s re-judgement.
     A growth is explained by the buffers of ``kept`` of about its size, else by the layers whose
     allocations grew."""
-    from pytest_roofline.memory.change import accounting_for, byte_change, describe_kept
-
     peak = current.memory.peak
     # raw keys name their unit: the regression table prints a verdict's raw "baseline"/"current" as seconds
     raw: dict[str, float | None] = {"current_bytes": float(peak), "tolerance_bytes": float(tolerance.bytes)}
@@ -145,11 +153,10 @@ def compare_memory(
     ratio = peak / before if before > 0 else None
     raw = {**raw, "baseline_bytes": float(before), "allowed_bytes": allowed}
     growth = peak - before
-    named = accounting_for(kept, growth)  # the buffers kept alive longer, where given: their producers
-    explained = "; ".join(map(describe_kept, named)) or _explain(
-        grown_layers(baseline.layers, current.layers)
+    explained = _explain_kept(kept, growth) or _explain(grown_layers(baseline.layers, current.layers))
+    change = (
+        f"{fmt_bytes(before)} → {fmt_bytes(peak)} ({'+' if growth >= 0 else '-'}{fmt_bytes(abs(growth))})"
     )
-    change = byte_change(before, peak)
     if growth > allowed:
         status, what = "regression", f"{figure} grew {change}, past the {fmt_bytes(allowed)} allowed"
     elif -growth > allowed:
