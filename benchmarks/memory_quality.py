@@ -15,9 +15,12 @@ comes from onnxruntime's CPU arena counters (``pytest_roofline.memory.trace``) o
   10 % on at least 90 % of the zoo (the worst is printed);
 * **keep-alive**: the model with its largest intermediate that is at least 5 % of the measured peak
   made a graph output (kept alive to the end of the run), judged by the gate's memory verdict
-  against the unchanged model's record at the default tolerance (1 %): target: a ``regression`` on
-  the first run, the layers named beside the bytes they grew by; the unchanged model against
-  itself (a second session): ``pass`` on every model;
+  against the unchanged model's record at the default tolerance (1 %), given the buffers the
+  variant's graph keeps alive longer than the model's (memory.change.kept_longer over the two
+  graphs' summaries, as the gate does with the summary a baseline entry keeps): target: a
+  ``regression`` on the first run with the ONNX node writing the kept buffer named ("named": the
+  verdict's explanation reads "at <that node>:"; for ``loop``, the Loop node whose body's buffer is
+  scanned out); the unchanged model against itself (a second session): ``pass`` on every model;
 * **overhead**: the seconds reading memory adds (the trace is the layer profile's own; the work is
   reading its counters and the liveness estimate) against the seconds of the profiled run it
   rides on; target: at most 2 %.
@@ -41,8 +44,10 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from pytest_roofline.diff import summarize
 from pytest_roofline.gate.memory import MemoryTolerance, memory_verdict
 from pytest_roofline.memory import MemoryRecord
+from pytest_roofline.memory.change import kept_longer
 from pytest_roofline.memory.estimate import lifetimes
 from pytest_roofline.memory.measure import profiled_memory
 from pytest_roofline.pipeline import ModelCall, prepare, profile_layers
@@ -70,10 +75,10 @@ def measure(path: Path, dims: dict[str, int], threads: str | None) -> tuple[Any,
 
 def keep_alive_variant(
     path: Path, analysis: Any, kernels: Any, peak: int, out: Path
-) -> tuple[Path, str, int] | None:
+) -> tuple[Path, str, str, int] | None:
     """The model with one large intermediate kept alive to the end of the run, so that the peak
-    grows by at least :data:`KEEP_SHARE` of ``peak`` (else :data:`SMALLEST_SHARE`): (path, what
-    was kept, its bytes), or None when no intermediate does.
+    grows by at least :data:`KEEP_SHARE` of ``peak`` (else :data:`SMALLEST_SHARE`): (path, the ONNX
+    node a verdict should name, what was kept, its bytes), or None when no intermediate does.
 
     Candidates are the intermediates the backend's own graph still writes (``kernels.executed``:
     onnxruntime's optimized graph; one inside a kernel it fuses would end the fusion when kept),
@@ -118,14 +123,14 @@ def keep_alive_variant(
     model.graph.output.append(helper.make_tensor_value_info(chosen.tensor, dtype, None))
     target = out / f"{path.stem}__keep.onnx"
     onnx.save(model, str(target))
-    return target, chosen.producer, chosen.bytes
+    return target, chosen.producer, f"{chosen.producer}'s {chosen.tensor}", chosen.bytes
 
 
 def _keep_loop_body(
     model: onnx.ModelProto, loop: onnx.NodeProto, analysis: Any, peak: int, target: Path
-) -> tuple[Path, str, int] | None:
+) -> tuple[Path, str, str, int] | None:
     """``model`` whose Loop scans out its body's largest intermediate (one copy per iteration,
-    kept to the end as a graph output): (path, what was kept, its bytes), or None."""
+    kept to the end as a graph output): (path, the Loop node, what was kept, its bytes), or None."""
     body = next(a.g for a in loop.attribute if a.name == "body")
     body_outputs = {o.name for o in body.output}
     sized = [
@@ -148,7 +153,7 @@ def _keep_loop_body(
     loop.output.append(f"{loop.name}__{tensor}__kept")
     model.graph.output.append(helper.make_tensor_value_info(f"{loop.name}__{tensor}__kept", dtype, None))
     onnx.save(model, str(target))
-    return target, f"{loop.name} body's {tensor} (x{trips} iterations)", per_trip * trips
+    return target, loop.name, f"{loop.name} body's {tensor} (x{trips} iterations)", per_trip * trips
 
 
 def _loop_trips(model: onnx.ModelProto, loop: onnx.NodeProto) -> int | None:
@@ -311,7 +316,7 @@ def main() -> None:
     paths = write_zoo(args.out, names)
     rows, errors, not_repeatable, caught, unchanged_ok, overheads = [], [], [], [], [], []
     readings: list[tuple[float, str]] = []
-    caught_small: list[tuple[str, bool, str, str]] = []
+    caught_small: list[tuple[str, bool, bool]] = []
     started = time.perf_counter()
     for name in names:
         entry, path = zoo_model(name), paths[name]
@@ -344,15 +349,23 @@ def main() -> None:
         if variant is None:
             keep = f"no intermediate >= {SMALLEST_SHARE * 100:.1f} % of the peak"
         else:
-            vpath, producer, size = variant
-            vmem, vlayers, *_ = measure(vpath, dims, None)
-            verdict = memory_verdict(_Profile(vmem, vlayers, name), record, MemoryTolerance())  # type: ignore[arg-type]
+            vpath, producer, kept_what, size = variant
+            vmem, vlayers, _, _, vanalysis, _ = measure(vpath, dims, None)
+            kept = kept_longer(
+                summarize(path, dims=dims or None, analysis=default[0][4]).lifetimes(),
+                summarize(vpath, dims=dims or None, analysis=vanalysis).lifetimes(),
+            )
+            verdict = memory_verdict(_Profile(vmem, vlayers, name), record, MemoryTolerance(), kept=kept)  # type: ignore[arg-type]
             status = verdict.status if verdict else "none"
-            named = verdict.explanation if verdict else ""
+            explained = verdict.explanation if verdict else ""
             large = size >= KEEP_SHARE * memory.peak
-            (caught if large else caught_small).append((name, status == "regression", producer, named))
+            named = f" at {producer}:" in f" {explained}"
+            (caught if large else caught_small).append((name, status == "regression", named))
             share = f"{size / memory.peak * 100:.1f} % of the peak"
-            keep = f"{status}: kept {size / 1e6:.3g} MB ({share}) of {producer}; {named or 'no layer named'}"
+            keep = (
+                f"{status}: kept {size / 1e6:.3g} MB ({share}) of {kept_what}; "
+                f"{'named' if named else 'NOT named'}: {explained or 'no layer named'}"
+            )
         rows.append(
             f"{name:18} peak {memory.peak / 1e6:9.3f} MB (requested {memory.requested_peak / 1e6:9.3f})  "
             f"weights {memory.weights / 1e6:8.3f} MB  "
@@ -378,10 +391,15 @@ def main() -> None:
     )
     print(
         "kept-alive variant caught as a memory regression on the first run: "
-        f"{sum(c for _, c, _, _ in caught)}/"
+        f"{sum(c for _, c, _ in caught)}/"
         f"{len(caught)} with an intermediate >= 5 % of the peak (of {len(errors)} models); "
-        f"{sum(c for _, c, _, _ in caught_small)}/{len(caught_small)} more whose largest is "
+        f"{sum(c for _, c, _ in caught_small)}/{len(caught_small)} more whose largest is "
         f"{SMALLEST_SHARE * 100:.1f}-5 % of it"
+    )
+    variants = caught + caught_small
+    print(
+        f"...with the kept buffer's ONNX producer named: {sum(c and n for _, c, n in variants)}/"
+        f"{len(variants)}" + "".join(f"\n  not named: {n}" for n, c, named in variants if not (c and named))
     )
     bad = [(n, s) for n, s in unchanged_ok if s not in ("pass", "unchanged")]
     print(

@@ -94,6 +94,15 @@ def test_profile_measures_both_models_paired_beside_the_prediction(
     assert data["prediction"]["efficiency_source"] == "profile"
     assert data["explanation"]["agreement"] in ("consistent", "inconsistent")
     assert "measured" in data["explanation"]["text"]
+    # memory planned over the graphs onnxruntime ran (NCHWc reorders, Conv+Add fused), as a profile's
+    # estimate is: to the byte of the requested peaks measured beside it on these convnets, where
+    # the models' graphs (no layouts, Add not in place) overstate both peaks and their change
+    memory = data["memory"]
+    assert memory["basis"] == "the graphs onnxruntime ran"
+    assert (memory["old_peak"], memory["new_peak"]) == (memory["old_measured"], memory["new_measured"])
+    static = _json(capsys, old, new, *ONE_THREAD)["memory"]
+    assert static["basis"] == "the model's graph" and static["old_measured"] is None
+    assert static["old_peak"] > memory["old_peak"] and static["peak_change"] > memory["peak_change"]
 
 
 def test_table_fits_a_100_column_terminal(

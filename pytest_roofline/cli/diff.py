@@ -6,8 +6,9 @@ cached) at default efficiencies.  ``--profile`` calibrates if needed, profiles t
 its per-layer efficiencies, measures both models paired and interleaved, and reports the
 measured change beside the prediction.  ``--format json`` keys: ``added``, ``removed``,
 ``changed``, ``flops_change``, ``bytes_change``, ``predicted_time_change`` (fractions of the old
-model), ``assumptions``, ``prediction``, ``measured``, ``explanation``, ``memory`` (the static peaks
-and the buffers kept alive longer; docs/diff.md).
+model), ``assumptions``, ``prediction``, ``measured``, ``explanation``, ``memory`` (the estimated
+peaks, over the models' graphs or under ``--profile`` the graphs the backend ran, and the buffers
+kept alive longer; docs/memory.md).
 """
 
 from __future__ import annotations
@@ -121,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         ci=verdict.ci if verdict is not None else None,
         status=verdict.status if verdict is not None else "not-compared",
     )
-    memory = _memory_change(args.old, args.new, batch, dims)
+    memory = _memory_change(args.old, args.new, batch, dims, engine if args.profile else None, say)
     if args.format == "json":
         data = document(diff, prediction, verdict, explanation)
         data["memory"] = memory.to_dict() if memory is not None else None
@@ -133,18 +134,60 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _memory_change(old: str, new: str, batch: int | None, dims: dict[str, int]) -> MemoryChange | None:
-    """The static memory of both models and the buffers the new one keeps alive longer."""
+def _memory_change(
+    old: str, new: str, batch: int | None, dims: dict[str, int], engine: Any, say: Any
+) -> MemoryChange | None:
+    """The estimated memory of both models and the buffers the new one keeps alive longer: over the
+    models' graphs, or under --profile over the graphs ``engine`` ran (onnxruntime's optimized
+    graph, as a profile's estimate), with the requested peaks it measured beside them."""
     from pytest_roofline.analysis import analyze
     from pytest_roofline.errors import RooflineError
     from pytest_roofline.memory.change import memory_change
 
     try:
+        if engine is not None:
+            return _planned_change(old, new, batch, dims, engine, say)
         return memory_change(
             analyze(old, batch=batch, dims=dims or None), analyze(new, batch=batch, dims=dims or None)
         )
     except RooflineError:  # the diff above stands without it
         return None
+
+
+def _planned_change(
+    old: str, new: str, batch: int | None, dims: dict[str, int], engine: Any, say: Any
+) -> MemoryChange:
+    """:func:`_memory_change` over the graphs ``engine`` ran: each model profiled for a few runs; the
+    models' graphs where the backend reports no graph or no memory (e.g. OpenVINO)."""
+    import dataclasses
+
+    from pytest_roofline import pipeline
+    from pytest_roofline.memory.change import memory_change
+    from pytest_roofline.memory.measure import profiled_memory
+
+    runs = []
+    for path in (old, new):
+        say(f"profiling {path} for the memory its backend plans")
+        prepared = pipeline.prepare(pipeline.ModelCall(path, batch=batch, dims=dims or None, backend=engine))
+        runs.append(pipeline.profile_layers(prepared, iterations=MEMORY_RUNS))
+    change = memory_change(runs[0].analysis, runs[1].analysis)
+    memories = [profiled_memory(run.kernels, run.analysis)[0] for run in runs]
+    if any(run.kernels.executed is None for run in runs) or any(m is None for m in memories):
+        return change
+    before, after = (m for m in memories if m is not None)
+    return dataclasses.replace(
+        change,
+        old_peak=before.predicted_peak,
+        new_peak=after.predicted_peak,
+        basis=f"the graphs {engine.name} ran",
+        old_measured=before.requested_peak or before.peak,
+        new_measured=after.requested_peak or after.peak,
+    )
+
+
+#: Profiled runs read for a model's memory under --profile: the first (buffer by buffer) and one
+#: on the memory pattern planned from it (memory.trace).
+MEMORY_RUNS = 2
 
 
 def _roofline(args: argparse.Namespace, say: Any) -> tuple[DeviceRoofline | None, str, Any]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     import onnx
 
     from pytest_roofline.analysis import ModelAnalysis, TensorInfo
+    from pytest_roofline.memory.estimate import Lifetime
     from pytest_roofline.model import ModelSource
 
 __all__ = ["ModelSummary", "NodeSummary", "summarize"]
@@ -126,6 +128,35 @@ class ModelSummary:
     def input_shapes_of(self, index: int) -> str:
         """The ``;``-separated shapes of node ``index``'s activation inputs."""
         return ";".join(self.edge_shape(edge) for edge in self.nodes[index].inputs)
+
+    def lifetimes(self) -> tuple[list[str], dict[str, Lifetime]]:
+        """The nodes' names in order and each activation's life over them (memory.estimate), keyed
+        ``<producer>:<output index>``: the same key in a summary of the model edited (edge ids are not)."""
+        from pytest_roofline.memory.estimate import Step, schedule_lifetimes
+        from pytest_roofline.memory.trace import ELEMENT_BYTES
+
+        itemsize = {"float32": 4, "float64": 8, **ELEMENT_BYTES}
+        key = {edge: f"{node.name}:{i}" for node in self.nodes for i, edge in enumerate(node.outputs)}
+        sized: dict[str, tuple[int, tuple[int, ...]]] = {}
+        for node in self.nodes:
+            for edge, entry in zip(node.outputs, node.shapes.split(";"), strict=False):
+                dtype, _, dims = entry.rpartition(":")
+                parts = [] if dims == "scalar" else dims.split("x")
+                size = itemsize.get(dtype or FLOAT32, 0)
+                if size and all(part.isdigit() for part in parts):  # "?": unresolved, not sized
+                    numbers = tuple(map(int, parts))
+                    sized[key[edge]] = (size * math.prod(numbers), numbers)
+        steps = [
+            Step(
+                node.name,
+                node.op_type,
+                tuple(key.get(e, f"input:{e}") for e in node.inputs),
+                tuple(key[e] for e in node.outputs),
+            )
+            for node in self.nodes
+        ]
+        outputs = {key[edge] for edge in self.graph_outputs if edge in key}
+        return [node.name for node in self.nodes], schedule_lifetimes(steps, sized, outputs)
 
     def to_dict(self, packed: bool = False) -> dict[str, Any]:
         """JSON-ready dict: one row per node under ``columns``.

@@ -8,8 +8,12 @@ on what earlier runs left free, so its in-use peak can move with no change in wh
 needs: einsum_attention with one more 0.5 MB graph output read 18 % less in use, the same bytes
 requested), else the peak.  The tolerance is the larger of a share of the baseline's peak and a number of
 bytes (``--roofline-memory-tolerance``, ``--roofline-memory-tolerance-bytes``).  A figure that is
-not exact (a helper's peak RSS, to a page) is judged against at least :data:`INEXACT_FLOOR`.  The
-verdict names the layers whose allocations grew, largest first.
+not exact (a helper's peak RSS, to a page) is judged against at least :data:`INEXACT_FLOOR`.  A
+growth is explained by the buffers the new graph keeps alive longer than the baseline's
+(memory.change.kept_longer over the two graphs' schedules), named by the ONNX node writing them
+("+65.5 kB at /enc/attn/Softmax: a 64x256 buffer now kept alive to the end"), where the caller
+gives them and one is of about the growth's size; else by the layers whose allocations grew,
+largest first (a kept buffer shows there at a later kernel, the one that no longer frees it).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ if TYPE_CHECKING:
 
     from pytest_roofline.gate.baseline import BaselineEntry
     from pytest_roofline.memory import LayerMemory, MemoryRecord
+    from pytest_roofline.memory.estimate import Lifetime
     from pytest_roofline.profile import ModelProfile
 
 __all__ = [
@@ -83,25 +88,45 @@ def _explain(grown: list[tuple[str, int]]) -> str:
     return "; ".join(f"+{fmt_bytes(more)} at {name}" for name, more in grown)
 
 
+def _explain_kept(kept: Sequence[Lifetime], growth: int) -> str:
+    """The buffers kept alive longer of about ``growth``'s size, by their producers ("" for none;
+    memory.change is imported only then: a gated test that grew nothing pays no import)."""
+    if not kept or growth <= 0:
+        return ""
+    from pytest_roofline.memory.change import accounting_for, describe_kept
+
+    return "; ".join(map(describe_kept, accounting_for(kept, growth)))
+
+
 def memory_verdict(
-    profile: ModelProfile, baseline: MemoryRecord | None, tolerance: MemoryTolerance, explicit: bool = False
+    profile: ModelProfile,
+    baseline: MemoryRecord | None,
+    tolerance: MemoryTolerance,
+    explicit: bool = False,
+    kept: Sequence[Lifetime] = (),
 ) -> Verdict | None:
     """The memory verdict of ``profile`` against ``baseline``; None where the backend reports no
-    memory and the test did not ask for it (``explicit``: the marker's metrics name ``memory``)."""
+    memory and the test did not ask for it (``explicit``: the marker's metrics name ``memory``);
+    ``kept``: the buffers the new graph keeps alive longer (memory.change.kept_longer)."""
     current = memory_record(profile)
     if current is None:
         if not explicit:
             return None
         why = f"{METRIC}: the {profile.backend} backend reported no memory for {profile.model_name}"
         return Verdict("not-compared", "stored", METRIC, float("nan"), tolerance.share, message=why)
-    return compare_memory(current, baseline, tolerance)
+    return compare_memory(current, baseline, tolerance, kept)
 
 
 def compare_memory(
-    current: MemoryRecord, baseline: MemoryRecord | None, tolerance: MemoryTolerance
+    current: MemoryRecord,
+    baseline: MemoryRecord | None,
+    tolerance: MemoryTolerance,
+    kept: Sequence[Lifetime] = (),
 ) -> Verdict:
     """``current``'s peak against ``baseline``'s: new, incomparable (another source), regression,
-    improved or pass; the plugin's memory verdict and ``roofline baseline diff``'s re-judgement."""
+    improved or pass; the plugin's memory verdict and ``roofline baseline diff``'s re-judgement.
+    A growth is explained by the buffers of ``kept`` of about its size, else by the layers whose
+    allocations grew."""
     peak = current.memory.peak
     # raw keys name their unit: the regression table prints a verdict's raw "baseline"/"current" as seconds
     raw: dict[str, float | None] = {"current_bytes": float(peak), "tolerance_bytes": float(tolerance.bytes)}
@@ -125,10 +150,10 @@ def compare_memory(
         raw["current_bytes"] = float(peak)
     exact = current.memory.exact and baseline.memory.exact
     allowed = tolerance.allowed(before, exact)
-    growth = peak - before
     ratio = peak / before if before > 0 else None
     raw = {**raw, "baseline_bytes": float(before), "allowed_bytes": allowed}
-    grown = grown_layers(baseline.layers, current.layers)
+    growth = peak - before
+    explained = _explain_kept(kept, growth) or _explain(grown_layers(baseline.layers, current.layers))
     change = (
         f"{fmt_bytes(before)} → {fmt_bytes(peak)} ({'+' if growth >= 0 else '-'}{fmt_bytes(abs(growth))})"
     )
@@ -147,10 +172,10 @@ def compare_memory(
         baseline=float(before),
         ratio=ratio,
         noise=0.0 if exact else INEXACT_FLOOR,
-        message=f"{METRIC}: {what}" + (f"; {_explain(grown)}" if grown and growth > 0 else ""),
+        message=f"{METRIC}: {what}" + (f"; {explained}" if explained and growth > 0 else ""),
         raw=raw,
         sessions=1,
-        explanation=_explain(grown) if grown else "",
+        explanation=explained,
     )
 
 

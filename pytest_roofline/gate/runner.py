@@ -292,8 +292,8 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
         load=timing_run.load,
         baseline_pressure=comparable.pressure if comparable is not None else 0.0,
     )
-    extra.extend(_memory_verdicts(request, profile, current))
     summary = _summary(prepared, layer_run)
+    extra.extend(_memory_verdicts(request, profile, current, summary))
     change = None
     if not differences and (comparable is not None or request.reference is not None) and summary is not None:
         change = _change(request, prepared, layer_run.roofline, verdict, summary, profile)
@@ -347,18 +347,35 @@ def _timed_unchanged(
     return verdict, [*extra, *_memory_unchanged(request, way)]
 
 
-def _memory_verdicts(request: GateRequest, profile: ModelProfile, current: Conditions) -> list[Verdict]:
+def _memory_verdicts(
+    request: GateRequest, profile: ModelProfile, current: Conditions, summary: ModelSummary | None
+) -> list[Verdict]:
     """The memory verdict beside latency (gate.memory): on whenever the backend reports memory.
 
     Decided against the stored baseline's memory on one run, in paired mode too (the timings are
-    paired; the bytes need no pairing)."""
+    paired; the bytes need no pairing).  A regression is explained by the buffers this run's graph
+    (``summary``) keeps alive longer than the baseline's (the summary its entry keeps)."""
     from pytest_roofline.gate.memory import MemoryTolerance, against_entry, memory_verdict
 
     tolerance = request.memory_tolerance or MemoryTolerance()
     explicit = "memory" in request.metrics
     baseline = request.baseline
     differences = baseline.conditions.differences(current) if baseline is not None else []
-    verdict = memory_verdict(profile, baseline.memory if baseline else None, tolerance, explicit)
+    record = baseline.memory if baseline else None
+    verdict = memory_verdict(profile, record, tolerance, explicit)
+    if (
+        verdict is not None
+        and verdict.status == "regression"
+        and baseline is not None
+        and summary is not None
+    ):
+        from pytest_roofline.gate.change import stored_summary
+        from pytest_roofline.memory.change import kept_longer
+
+        old = stored_summary(baseline)
+        if old is not None:
+            kept = kept_longer(old.lifetimes(), summary.lifetimes())
+            verdict = memory_verdict(profile, record, tolerance, explicit, kept)
     return [] if verdict is None else [against_entry(verdict, baseline, differences, tolerance)]
 
 

@@ -18,13 +18,14 @@ and its memory pattern (``core/framework/mem_pattern_planner.h``), run over a sc
 :func:`static_memory` runs it over the model's graph in topological order; :func:`planned_memory`
 over the graph onnxruntime itself ran (its optimized graph: NCHWc reorders, fused kernels, the
 float32 copies its CPU EP inserts around fp16 ops it cannot run), in the order its profiler saw
-and with the shapes it recorded.  A control-flow node's body is counted as its outputs only, and
-scratch a kernel allocates inside its own run is not modelled.
+and with the shapes it recorded.  A control-flow node's body is counted as its outputs, and a Loop
+as one more copy of them at its end (:func:`kernel_held`); scratch a kernel allocates inside its
+own run is not modelled.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -39,8 +40,11 @@ __all__ = [
     "Lifetime",
     "StaticMemory",
     "constant_tensors",
+    "kernel_held",
     "lifetimes",
+    "main_steps",
     "planned_memory",
+    "schedule_lifetimes",
     "static_memory",
 ]
 
@@ -151,12 +155,19 @@ class _Planner:
 @dataclass(frozen=True)
 class _Run:
     """A plan's runtime: bytes in use during each step (first run, outputs included), the bytes of
-    intermediates live after each step, the pattern's block and the outputs' bytes."""
+    intermediates live after each step, the pattern's block and the outputs' bytes held at each step."""
 
     during: list[int]
     after: list[tuple[str, int]]
     block: int
-    outputs: int
+    held: list[int]
+
+    def estimate(self, steps: Sequence[Step], extra: Sequence[int] = ()) -> tuple[int, int, str]:
+        """(the larger of the first run's peak and a later run's: the pattern's block, the outputs
+        and ``extra`` at each step; the first run's peak; the step it falls at)."""
+        peak, node = self.peak(steps, extra)
+        later = max((held + (extra[i] if extra else 0) for i, held in enumerate(self.held)), default=0)
+        return max(self.block + later, peak), peak, node
 
     def peak(self, steps: Sequence[Step], extra: Sequence[int] = ()) -> tuple[int, str]:
         """The first run's peak (with ``extra`` bytes per step) and the step it falls at."""
@@ -223,7 +234,7 @@ def _replay(steps: Sequence[Step], planner: _Planner, size: Callable[[str], int]
             current -= sizes[buffer]
             offsets.pop(buffer, None)
         after.append((step.name, current))
-    return _Run(during, after, block, held[-1] if held else 0)
+    return _Run(during, after, block, held)
 
 
 def constant_tensors(analysis: ModelAnalysis) -> set[str]:
@@ -256,15 +267,15 @@ def static_memory(analysis: ModelAnalysis, count_inputs: bool = False) -> Static
         info = tensors.get(name)
         return info.nbytes if info is not None and name not in constant else 0
 
-    steps = [Step(node.name, node.op_type, tuple(node.inputs), tuple(node.outputs)) for node in nodes]
+    steps = main_steps(analysis)
     inputs = set(analysis.input_shapes)
     run = _plan(steps, key, size, inputs, set(analysis.graph_outputs), constant)
-    extra: list[int] = []
+    extra = kernel_held(steps, size)
     if count_inputs:  # the caller's buffers, live until their last reader
         last = {t: i for i, step in enumerate(steps) for t in step.inputs if t in inputs}
-        extra = [sum(size(t) for t, end in last.items() if end >= i) for i in range(len(steps))]
-    peak, peak_node = run.peak(steps, extra)
-    return StaticMemory(weights, max(run.block + run.outputs, peak), peak_node, tuple(run.after), peak)
+        extra = [held + sum(size(t) for t, end in last.items() if end >= i) for i, held in enumerate(extra)]
+    estimate, peak, peak_node = run.estimate(steps, extra)
+    return StaticMemory(weights, estimate, peak_node, tuple(run.after), peak)
 
 
 def planned_memory(
@@ -311,8 +322,19 @@ def planned_memory(
 
     fixed = set(executed.initializers)
     run = _plan(steps, key, size, set(executed.inputs), set(executed.outputs), fixed)
-    peak, peak_node = run.peak(steps)
-    return StaticMemory(0, max(run.block + run.outputs, peak), peak_node, tuple(run.after), peak)
+    estimate, peak, peak_node = run.estimate(steps, kernel_held(steps, size))
+    return StaticMemory(0, estimate, peak_node, tuple(run.after), peak)
+
+
+def kernel_held(steps: Sequence[Step], size: Callable[[str], int]) -> list[int]:
+    """Bytes each step's kernel holds during its run beyond its planned outputs, outside the plan.
+
+    A Loop (onnxruntime's ``loop.cc``) keeps every iteration's scan outputs until the loop ends and
+    only then allocates each output and copies them in (``ConcatenateLoopOutput``), and copies its
+    last iteration's carried values out: one more copy of each output, live with them at its end.
+    A Loop whose bytes depend on a condition or runtime trip count is sized by the shapes the run
+    recorded.  Other kernels' scratch is not modelled."""
+    return [sum(size(t) for t in step.outputs if t) if step.op_type == "Loop" else 0 for step in steps]
 
 
 def _best_fit(offsets: dict[str, int], sizes: dict[str, int], size: int, block: int) -> int:
@@ -342,24 +364,43 @@ class Lifetime:
     end: int  # position of the last reader in the schedule (len(schedule) for a graph output)
     bytes: int
     shape: tuple[int, ...]
+    start: int = 0  # position of the producer in the schedule
+
+
+def schedule_lifetimes(
+    steps: Sequence[Step], sized: Mapping[str, tuple[int, tuple[int, ...]]], outputs: Collection[str]
+) -> dict[str, Lifetime]:
+    """How long each tensor of ``sized`` (its bytes and shape) that ``steps`` write stays live:
+    until its last reader, or to the end for one of the graph's ``outputs``."""
+    last: dict[str, tuple[int, str]] = {}
+    for position, step in enumerate(steps):
+        for tensor in step.inputs:
+            if tensor:
+                last[tensor] = (position, step.name)
+    found: dict[str, Lifetime] = {}
+    for position, step in enumerate(steps):
+        for tensor in step.outputs:
+            if not tensor or tensor not in sized:
+                continue
+            end, reader = (len(steps), "") if tensor in outputs else last.get(tensor, (position, step.name))
+            nbytes, shape = sized[tensor]
+            found[tensor] = Lifetime(tensor, step.name, reader, end, nbytes, shape, position)
+    return found
 
 
 def lifetimes(analysis: ModelAnalysis) -> dict[str, Lifetime]:
     """The activations the main graph's nodes write, with how long each stays live."""
-    nodes = [node for node in analysis.nodes if not node.graph]
-    outputs = set(analysis.graph_outputs)
-    last: dict[str, tuple[int, str]] = {}
-    for position, node in enumerate(nodes):
-        for tensor in node.inputs:
-            if tensor:
-                last[tensor] = (position, node.name)
-    found: dict[str, Lifetime] = {}
     constant = constant_tensors(analysis)
-    for position, node in enumerate(nodes):
-        for tensor in node.outputs:
-            info = analysis.tensors.get(tensor)
-            if not tensor or info is None or tensor in constant:
-                continue
-            end, reader = (len(nodes), "") if tensor in outputs else last.get(tensor, (position, node.name))
-            found[tensor] = Lifetime(tensor, node.name, reader, end, info.nbytes, info.shape)
-    return found
+    sized = {
+        name: (info.nbytes, info.shape) for name, info in analysis.tensors.items() if name not in constant
+    }
+    return schedule_lifetimes(main_steps(analysis), sized, set(analysis.graph_outputs))
+
+
+def main_steps(analysis: ModelAnalysis) -> list[Step]:
+    """The main graph's nodes in the analysis's (topological) order, as a schedule."""
+    return [
+        Step(node.name, node.op_type, tuple(node.inputs), tuple(node.outputs))
+        for node in analysis.nodes
+        if not node.graph
+    ]
