@@ -552,6 +552,8 @@ def test_a_kernel_stalled_by_load_does_not_charge_the_others_down_to_nothing():
     assert sum(times.values()) == pytest.approx(e2e)  # the stall gives back the whole excess
     assert [times[k.name] for k in profile.kernels] == pytest.approx([12e-6, 2e-6, 12e-6, 2e-6, 12e-6])
     assert all(la.roofline_fraction is not None and la.roofline_fraction <= 1 for la in layers if la.time)
+    unfloored = profiler_scales(profile, e2e)  # a roofline with no dispatch floor (the corpus test's)
+    assert unfloored == pytest.approx(scales)  # the stall is found without the floor's help
     uniform = profiler_scale(profile, e2e)
     assert uniform < 0.01  # one factor would have left every Gemm under 0.1 us
     # the fastest runs add up to more than the run: each event is charged the cheapest kernel less a
