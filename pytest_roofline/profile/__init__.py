@@ -280,6 +280,12 @@ def profiler_scales(kernels: KernelProfile, e2e_time: float | None, floor: float
     Before, an MLP profiled twice with one Gemm preempted 10 ms in one run (its median 5 ms)
     scaled every kernel by about ``e2e / 5 ms``: the other Gemms ended at 0.1 us (1.3 TFLOP/s on a
     256-wide layer) and the Relus at 20 ns, under the floor.
+
+    Without event counts (OpenVINO) the one factor applies, but it too scales no kernel below
+    ``floor``: OpenVINO's counters keep whole microseconds, a sub-microsecond primitive's mean
+    over 3 inferences reads 0.33 us when one of them ticked, and one factor took GPT-2's
+    ``Add``/``Transpose``/``Reorder`` primitives to 0.05-0.2 us, 119-596 % of a 0.28 us floor.
+    A kernel already under the floor before the factor keeps its time: nothing is stretched.
     """
     uniform = profiler_scale(kernels, e2e_time)
     medians = [float(np.median(k.times)) if k.times else 0.0 for k in kernels.kernels]
@@ -287,8 +293,11 @@ def profiler_scales(kernels: KernelProfile, e2e_time: float | None, floor: float
     counts = [_events_per_run(k) for k in kernels.kernels]  # 0.0 where the backend records none
     timed = [(n, q) for n, q, m in zip(counts, fastest, medians, strict=True) if m > 0]
     counted = bool(timed) and all(n > 0 for n, _ in timed)
-    if uniform >= 1.0 or not e2e_time or not counted:
+    if uniform >= 1.0 or not e2e_time:
         return (uniform,) * len(medians)
+    if not counted:  # one factor, but none scaled below the floor (OpenVINO's whole-µs counters)
+        down = _scaled_down(medians, e2e_time, floor)
+        return tuple(k / m if m > 0 else uniform for k, m in zip(down, medians, strict=True))
     per_event = (sum(q for _, q in timed) - e2e_time) / sum(n for n, _ in timed)
     step = kernels.timer_resolution
     if all(n == 1 for n, _ in timed):  # no body repeats: the cheapest kernel bounds the charge
