@@ -269,8 +269,8 @@ def profiler_scales(kernels: KernelProfile, e2e_time: float | None, floor: float
     layers of width 64, one thread) had 210 kernels add up to 700 µs profiled against a 133 µs
     run, a ``Shape`` read 2.5 µs; one factor, 0.19, left its 16x64x256 Gemm 2.0 µs, 117 % of the
     one-thread compute roof, where it read 11 µs profiled and a session of that Gemm alone runs
-    in 7.3 µs end to end.  Otherwise (no counts, or kernels that add up to less than
-    ``e2e_time``) every factor is :func:`profiler_scale`'s, as before.
+    in 7.3 µs end to end.  Kernels that add up to less than ``e2e_time`` keep their times
+    (:func:`profiler_scale`'s 1.0); without counts, see the last paragraph.
 
     Load is not the profiler's cost: every profiled run of a kernel carries its events' cost, so
     what a kernel's median reads above its fastest run is the machine's other work (a run
