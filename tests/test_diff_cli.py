@@ -92,7 +92,7 @@ def test_profile_measures_both_models_paired_beside_the_prediction(
     assert measured["ci"][0] <= measured["time_change"] <= measured["ci"][1]
     assert measured["old_p25"] > 0 and measured["new_p25"] > 0
     assert data["prediction"]["efficiency_source"] == "profile"
-    assert data["explanation"]["agreement"] in ("consistent", "inconsistent")
+    assert data["explanation"]["agreement"] in ("consistent", "inconsistent", "unmeasurable")
     assert "measured" in data["explanation"]["text"]
     # memory planned over the graphs onnxruntime ran (NCHWc reorders, Conv+Add fused), as a profile's
     # estimate is: to the byte of the requested peaks measured beside it on these convnets, where

@@ -72,7 +72,9 @@ def test_without_a_summary_or_a_prediction_or_a_measurement_it_says_what_is_miss
     [
         (0.069, 0.072, None, "consistent"),
         (0.02, 0.06, None, "inconsistent"),  # 4 points apart, allowed 3
-        (0.02, 0.06, (0.01, 0.11), "consistent"),  # inside a wide interval
+        (0.02, 0.04, (0.01, 0.06), "consistent"),  # inside an interval narrower than the band (6 points)
+        (0.02, 0.06, (0.01, 0.11), "unmeasurable"),  # inside an interval too wide to judge it
+        (0.30, 0.06, (0.01, 0.11), "inconsistent"),  # outside a wide one: refuted all the same
         (0.40, 0.31, None, "consistent"),  # 25 % of a large prediction is allowed
         (0.40, 0.25, None, "inconsistent"),
     ],
@@ -81,6 +83,18 @@ def test_agreement_uses_the_interval_widened_by_the_tolerance(
     predicted: float, measured: float, ci: tuple[float, float] | None, verdict: str
 ) -> None:
     assert agreement(predicted, measured, ci)[0] == verdict
+
+
+def test_a_measurement_too_wide_to_judge_the_prediction_says_not_measurable_here(added: GraphDiff) -> None:
+    """Issue 32: the 1024-wide MLP's offline-optimised copy, predicted -0.1 %, measured -4.1 % in
+    [-14.4, +7.5] (60 fresh session pairs under load): "consistent" claimed what 22 points of
+    interval cannot show, and the point estimate, 4 points off, read as a miss."""
+    said = explain_verdict(added, _predicted(-0.001), ratio=0.959, ci=(0.856, 1.075), status="pass")
+    assert said.agreement == "unmeasurable" and said.tolerance == pytest.approx(AGREEMENT_ABS)
+    assert said.text.endswith(
+        "predicted -0.1 %, measured -4.1 % (not measurable here: its 95 % interval, -14.4 % .. +7.5 %, "
+        "is 21.9 points wide, more than the 6.0 that could judge the prediction)"
+    )
 
 
 def test_explanation_round_trips_through_json(added: GraphDiff) -> None:

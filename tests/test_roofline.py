@@ -302,3 +302,29 @@ def test_a_view_layer_carries_no_fraction_and_says_why(roof: DeviceRoofline) -> 
     )
     with pytest.raises(RooflineError, match=r"a view \(Reshape\) moves no data a roof can price"):
         assert profile.layer("Reshape_359").roofline_fraction > 0.1
+
+
+def test_one_factor_without_event_counts_scales_no_kernel_below_the_dispatch_floor() -> None:
+    """OpenVINO records no events per kernel, so its kernels get one factor.  Its counters keep
+    whole microseconds: a sub-microsecond primitive that ticked once in 3 inferences reads 0.33 us,
+    and the one factor took GPT-2's small primitives to 0.05-0.2 us, 119-596 % of a 0.28 us floor.
+    Scaled down, none goes below the floor; one read under it keeps its time (nothing stretched)."""
+    from pytest_roofline.backends.base import KernelProfile, KernelRecord
+    from pytest_roofline.profile import profiler_scale, profiler_scales
+
+    def kernel(name: str, micros: float) -> KernelRecord:
+        return KernelRecord(name, "Op", (), (micros * 1e-6,), extra={"statistic": "mean"})
+
+    floor = 0.28e-6
+    profile = KernelProfile(
+        (kernel("fc", 30.0), *(kernel(f"add{i}", 1 / 3) for i in range(6)), kernel("cvt", 0.2))
+    )
+    e2e = 10e-6
+    assert profiler_scale(profile, e2e) == pytest.approx(10 / 32.2)  # 0.33 us -> 0.10 us, under the floor
+    times = [
+        s * k.times[0] for s, k in zip(profiler_scales(profile, e2e, floor), profile.kernels, strict=True)
+    ]
+    assert all(t >= floor for t in times[1:7]) and times[1] == pytest.approx(floor)
+    assert times[7] == pytest.approx(0.2e-6)  # under the floor as read: kept, not stretched
+    assert sum(times) == pytest.approx(e2e) and times[0] == pytest.approx(e2e - 6 * floor - 0.2e-6)
+    assert profiler_scales(profile, e2e) == pytest.approx((profiler_scale(profile, e2e),) * 8)  # no floor

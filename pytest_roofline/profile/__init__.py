@@ -269,33 +269,75 @@ def profiler_scales(kernels: KernelProfile, e2e_time: float | None, floor: float
     layers of width 64, one thread) had 210 kernels add up to 700 µs profiled against a 133 µs
     run, a ``Shape`` read 2.5 µs; one factor, 0.19, left its 16x64x256 Gemm 2.0 µs, 117 % of the
     one-thread compute roof, where it read 11 µs profiled and a session of that Gemm alone runs
-    in 7.3 µs end to end.  Otherwise (no counts, or kernels that add up to less than
-    ``e2e_time``) every factor is :func:`profiler_scale`'s, as before.
+    in 7.3 µs end to end.  Kernels that add up to less than ``e2e_time`` keep their times
+    (:func:`profiler_scale`'s 1.0); without counts, see the last paragraph.
+
+    Load is not the profiler's cost: every profiled run of a kernel carries its events' cost, so
+    what a kernel's median reads above its fastest run is the machine's other work (a run
+    preempted inside one Gemm).  The charge is read from the fastest runs, and an excess still
+    left over the unprofiled run is taken from those load excesses first, each kernel in
+    proportion to its own; only what remains scales every kernel down, and none below ``floor``.
+    Before, an MLP profiled twice with one Gemm preempted 10 ms in one run (its median 5 ms)
+    scaled every kernel by about ``e2e / 5 ms``: the other Gemms ended at 0.1 us (1.3 TFLOP/s on a
+    256-wide layer) and the Relus at 20 ns, under the floor.
+
+    Without event counts (OpenVINO) the one factor applies, but it too scales no kernel below
+    ``floor``: OpenVINO's counters keep whole microseconds, a sub-microsecond primitive's mean
+    over 3 inferences reads 0.33 us when one of them ticked, and one factor took GPT-2's
+    ``Add``/``Transpose``/``Reorder`` primitives to 0.05-0.2 us, 119-596 % of a 0.28 us floor.
+    A kernel already under the floor before the factor keeps its time: nothing is stretched.
     """
     uniform = profiler_scale(kernels, e2e_time)
     medians = [float(np.median(k.times)) if k.times else 0.0 for k in kernels.kernels]
+    fastest = [float(min(k.times)) if k.times else 0.0 for k in kernels.kernels]
     counts = [_events_per_run(k) for k in kernels.kernels]  # 0.0 where the backend records none
-    timed = [(n, m) for n, m in zip(counts, medians, strict=True) if m > 0]
+    timed = [(n, q) for n, q, m in zip(counts, fastest, medians, strict=True) if m > 0]
     counted = bool(timed) and all(n > 0 for n, _ in timed)
-    if uniform >= 1.0 or not e2e_time or not counted:
+    if uniform >= 1.0 or not e2e_time:
         return (uniform,) * len(medians)
-    per_event = (sum(medians) - e2e_time) / sum(n for n, _ in timed)
+    if not counted:  # one factor, but none scaled below the floor (OpenVINO's whole-µs counters)
+        down = _scaled_down(medians, e2e_time, floor)
+        return tuple(k / m if m > 0 else uniform for k, m in zip(down, medians, strict=True))
+    per_event = (sum(q for _, q in timed) - e2e_time) / sum(n for n, _ in timed)
     step = kernels.timer_resolution
     if all(n == 1 for n, _ in timed):  # no body repeats: the cheapest kernel bounds the charge
-        cheapest, total = min(m for _, m in timed), sum(m for _, m in timed)
+        cheapest, total = min(q for _, q in timed), sum(q for _, q in timed)
         per_event = min(per_event, cheapest - step, cheapest - floor)
         room = e2e_time - floor * len(timed)  # the cheapest, charged c and scaled down, keeps >= floor
         if floor > 0:
             per_event = min(per_event, (cheapest * e2e_time - floor * total) / room if room > 0 else 0.0)
-        per_event = max(0.0, per_event)
-    kept = [
-        m - n * per_event if m - n * per_event >= n * step * (1 - 1e-9) else 0.0
-        for n, m in zip(counts, medians, strict=True)
-    ]
-    if sum(kept) <= 0:
+    per_event = max(0.0, per_event)
+    keeps = [q - n * per_event >= n * step * (1 - 1e-9) for n, q in zip(counts, fastest, strict=True)]
+    quiet = [q - n * per_event if keep else 0.0 for n, q, keep in zip(counts, fastest, keeps, strict=True)]
+    if sum(quiet) <= 0:
         return (uniform,) * len(medians)
-    down = min(1.0, e2e_time / sum(kept))
-    return tuple(k / m * down if m > 0 else uniform for k, m in zip(kept, medians, strict=True))
+    load = [m - q if keep else 0.0 for m, q, keep in zip(medians, fastest, keeps, strict=True)]
+    excess = sum(quiet) + sum(load) - e2e_time  # what the charged medians read over the run
+    if excess >= sum(load):  # the load excesses go, and the rest scales every kernel down
+        kept = _scaled_down(quiet, e2e_time, floor)
+    else:  # each kernel gives back its share of the excess, never more than its load
+        share = max(excess, 0.0) / sum(load) if sum(load) > 0 else 0.0
+        kept = [t + extra * (1 - share) for t, extra in zip(quiet, load, strict=True)]
+    return tuple(k / m if m > 0 else uniform for k, m in zip(kept, medians, strict=True))
+
+
+def _scaled_down(times: Sequence[float], total: float, floor: float) -> list[float]:
+    """``times`` scaled by one factor to add up to ``total``, except that none is scaled below
+    ``floor`` (one already under it keeps its time): those are pinned and the others scaled more.
+
+    A pinned time is a billionth above the floor: the caller's factor (time / median) times the
+    median can come back one unit in the last place short, and a layer exactly at its floor then
+    read 100.00000000002 % of it (two Unsqueezes counted above 100 % in the corpus benchmark)."""
+    pin_at = floor * (1 + 1e-9)
+    pinned = [False] * len(times)
+    while True:
+        held = sum(min(t, pin_at) for t, pin in zip(times, pinned, strict=True) if pin)
+        free = sum(t for t, pin in zip(times, pinned, strict=True) if not pin)
+        down = max(total - held, 0.0) / free if free > 0 else 0.0
+        low = [not pin and t > 0 and t * down < pin_at for t, pin in zip(times, pinned, strict=True)]
+        if not any(low):
+            return [min(t, pin_at) if pin else t * down for t, pin in zip(times, pinned, strict=True)]
+        pinned = [pin or lo for pin, lo in zip(pinned, low, strict=True)]
 
 
 def _events_per_run(kernel: KernelRecord) -> float:
