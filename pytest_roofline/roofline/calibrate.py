@@ -544,7 +544,15 @@ def _measure(
     windows: dict[str, list[MachineLoad]] = {}  # each probe session's machine load, as its sessions
     for index, spec in enumerate(specs, 1):
         probe = _run(backend, spec, plan, f"calibrate [{index}/{len(specs)}] {spec.name}", progress, windows)
-        if probe is not None:
+        if probe is not None and probe.kind == "memory" and probe.dtype != spec.dtype:
+            # a read probe whose weights the backend kept in another precision moves fewer bytes
+            # than counted: no float32 memory roof (OpenVINO's bf16 MatMuls)
+            _notify(
+                f"calibrate: {spec.name} ran in {probe.dtype}, not a {spec.dtype} memory roof; dropped",
+                progress,
+            )
+            windows.pop(spec.name, None)
+        elif probe is not None:
             probes.append(probe)
     caches = _caches(fingerprint)
     last_level = caches[-1][1] if caches else 0
