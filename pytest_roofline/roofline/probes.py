@@ -47,6 +47,7 @@ __all__ = [
     "dram_points",
     "agreed_sessions",
     "busy_windows",
+    "crowded",
     "DispatchFloor",
     "dispatch_chain",
     "trace_launch_floor",
@@ -720,10 +721,20 @@ def agreed_sessions(
     return agreed, tuple(warnings)
 
 
+def crowded(window: MachineLoad, threads: int = 0) -> bool:
+    """Whether other work shared the CPUs a probe of ``threads`` threads ran on in ``window``: its
+    load (:attr:`MachineLoad.disturbed`) less the share of the cores the probe left idle (0: it
+    used them all).  A one-thread probe beside one busy process on two cores has a core of its own:
+    others at 50 % of the CPUs leave it as quiet as an idle machine; a two-thread probe shares."""
+    spare = max(0, window.cores - threads) / window.cores if threads > 0 and window.cores > 0 else 0.0
+    return window.disturbed and replace(window, other=max(0.0, window.other - spare)).disturbed
+
+
 def busy_windows(
     sessions: Mapping[str, Sequence[Probe]],
     loads: Mapping[str, Sequence[MachineLoad]],
     names: Sequence[str],
+    threads: int = 0,
 ) -> tuple[str, ...]:
     """A :data:`NOT_CACHED` warning (one, or none) naming the roof probes ``names`` whose every kept
     window (within :data:`WINDOW_AGREEMENT` of the best, :func:`combine_sessions`'s) ran disturbed.
@@ -731,7 +742,8 @@ def busy_windows(
     ``loads[name]`` holds each of ``sessions[name]``'s windows' machine load, in the same order.
     Windows that agree prove no quiet: one busy process beside a 2-thread probe on 2 cores stays in
     every window and slows each alike, so their best two agree and the roof is still the
-    neighbour's.  A roof is the device's only when one of its kept windows was quiet."""
+    neighbour's.  A roof is the device's only when one of its kept windows was quiet: not
+    :func:`crowded` for a probe of ``threads`` threads (0: every core)."""
     busy: list[str] = []
     quiet: list[MachineLoad] = []  # every kept window of the busy probes
     for name in names:
@@ -740,7 +752,7 @@ def busy_windows(
             continue
         best = max(p.value for p in runs)
         kept = [w for p, w in zip(runs, windows, strict=True) if p.value >= (1 - WINDOW_AGREEMENT) * best]
-        if kept and all(w.disturbed for w in kept):
+        if kept and all(crowded(w, threads) for w in kept):
             busy.append(f"{name}: {len(kept)} of {len(runs)} windows kept")
             quiet.extend(kept)
     if not busy:
