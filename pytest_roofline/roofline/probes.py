@@ -147,7 +147,8 @@ FUSING_BACKENDS = frozenset({"openvino"})
 # profile is: OpenVINO's ``infer()`` costs tens of µs around its kernels (a single 4 MiB Add: 40-51
 # GB/s end to end, 55-68 by its counter, 2026.4.1 on 2 cores), so an end-to-end memory roof sat
 # below the kernels it judges.  The counters keep whole microseconds: a probe whose kernels run
-# under KERNEL_TIMED_MIN_SECONDS each (working sets up to about 1 MiB) stays timed end to end.
+# under KERNEL_TIMED_MIN_SECONDS each (working sets up to about 1 MiB) is timed against its chain
+# twice as long instead (:func:`marginal_seconds`: the difference drops infer()'s fixed cost).
 KERNEL_TIMED_BACKENDS = frozenset({"openvino"})
 KERNEL_TIMED_MIN_SECONDS = 20e-6
 KERNEL_TIMED_BATCHES = 9  # profiled batches of a probe session; its figure is their median
@@ -335,8 +336,9 @@ def spot_check_specs(
 def run_probe(backend: Backend, spec: ProbeSpec, seconds: float) -> Probe:
     """Open the probe's model on ``backend``, time it for about ``seconds``, return its figure.
 
-    Timing is end to end (``session.time``), not the profiler's kernel times, on purpose (stream
-    probes of :data:`KERNEL_TIMED_BACKENDS` aside, :func:`kernel_seconds`):
+    Timing is end to end (``session.time``), not the profiler's kernel times, on purpose (memory
+    probes of :data:`KERNEL_TIMED_BACKENDS` aside: :func:`kernel_seconds`, else
+    :func:`marginal_seconds`):
     measured here (onnxruntime 1.32, 2-core EPYC) a 32 KiB Add's profiled kernel time is 3 µs at the
     profiler's 1 µs resolution (11 GB/s, mostly quantization and the profiler's own cost), and the
     profiler is per-backend while ``time`` is the one measurement every backend offers.  The e2e
