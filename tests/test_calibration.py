@@ -91,7 +91,7 @@ def test_real_calibration_measures_every_roof(cached: Cached) -> None:
     load = MachineLoad.from_dict(roofline.load or {})
     # a calibration measured under load warns; a quiet load reading does not promise no warning
     # (probes can disagree on a VM whose speed moves without other processes: 8 % apart once)
-    assert load.seconds > 0 and (roofline.warnings or not load.disturbed)
+    assert load.seconds > 0 and (roofline.warnings or not cp.crowded(load, roofline.threads))
     assert set(roofline.spread) == {"float32", "dram", "dispatch"}
     assert all(0 <= v < 1 for v in roofline.spread.values())
     # the dispatch floor: the least time one kernel takes, recorded as its probe (kernels per second)
