@@ -16,6 +16,7 @@ from pytest_roofline.profile import Layer, ModelProfile, build_layers
 from pytest_roofline.profile.sanity import (
     LAYER_LIMIT,
     RooflineCheck,
+    busy_calibration,
     check_profile,
     fraction_interval,
     layers_above_roof,
@@ -273,6 +274,13 @@ def test_busy_calibration_only_when_its_own_record_says_so() -> None:
     calm = dataclasses.replace(profile([(1e-3, 0.5)], roofline=_probed_roof(load={**loaded, "other": 0.01})))
     calm = dataclasses.replace(calm, layers=(conv,))
     assert not any("busy" in c for c in calm.roofline_check.causes)
+    # issue 33: the load is read on the CPUs the probes ran on: a one-thread roof beside one busy
+    # process on two cores had a core of its own; a two-thread one shared it
+    beside_one = {**loaded, "other": 0.5}
+    assert busy_calibration(dataclasses.replace(_probed_roof(load=beside_one), threads=1)) == ""
+    assert busy_calibration(dataclasses.replace(_probed_roof(load=beside_one), threads=2)).startswith(
+        "measured while other processes used 50%"
+    )
 
 
 def test_a_spread_with_a_quiet_load_record_is_an_unsteady_roof_not_a_busy_calibration() -> None:
