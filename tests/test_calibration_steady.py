@@ -216,6 +216,23 @@ def test_windows_that_agree_beside_a_neighbour_in_every_one_are_still_not_the_de
     assert cp.busy_windows(agreeing, {}, names) == ()  # no load recorded: nothing to say
 
 
+def test_a_one_thread_probe_beside_one_busy_process_has_a_core_of_its_own() -> None:
+    """Issue 33: the load reading per window is judged on the CPUs the probe ran on.  On two cores one
+    busy process (others at 50 % of the CPUs) leaves a one-thread probe a core of its own: its
+    windows are quiet and its roof the device's; a two-thread probe shares a core with it."""
+    from pytest_roofline.device.load import MachineLoad
+
+    one_busy, two_busy = MachineLoad(0.2, 0.5, 0.0, 1.2, 2), MachineLoad(0.2, 0.9, 0.0, 2.2, 2)
+    assert not cp.crowded(one_busy, threads=1) and cp.crowded(one_busy, threads=2)
+    assert cp.crowded(one_busy) and cp.crowded(two_busy, threads=1)  # 0: every core, as before
+    assert not cp.crowded(MachineLoad(0.2, 0.5, 0.0, 1.2, 4), threads=2)  # two of four cores left idle
+    assert cp.crowded(MachineLoad(0.2, 0.1, 0.2, 1.2, 2), threads=1)  # steal takes every core's time
+    agreeing = {"stream-128MiB": [_stream(128 * MIB, gbs) for gbs in (10.5, 10.4, 10.45)]}
+    beside_one = {"stream-128MiB": [one_busy] * 3}
+    assert cp.busy_windows(agreeing, beside_one, ["stream-128MiB"], threads=1) == ()
+    assert cp.busy_windows(agreeing, beside_one, ["stream-128MiB"], threads=2)
+
+
 class Alternating(Counting):
     """Real onnxruntime whose sessions of the probe ``name`` after its first run ``factor`` x slower:
     a neighbour that never leaves, so the probe's windows never agree."""
@@ -256,12 +273,15 @@ def test_a_real_calibration_that_cannot_agree_is_not_cached(tmp_path: Any) -> No
 
 
 def test_a_real_calibration_beside_one_busy_process_is_never_the_devices_roof(tmp_path: Any) -> None:
-    """One busy process (a Python spin loop) beside a real calibration stays in every window: whether
-    or not its windows agree, the calibration says so and is kept only as unsettled."""
+    """A busy process (a Python spin loop) on every core the probes could have to themselves stays in
+    every window: whether or not its windows agree, the calibration says so and is kept only as
+    unsettled.  (One spinner fewer leaves a one-thread probe a core of its own: cp.crowded.)"""
+    import os
     import subprocess
     import sys
 
-    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores)]
     try:
         roofline = calibrate(
             get_backend("onnxruntime", {"intra_op_threads": "1"}),
@@ -270,8 +290,9 @@ def test_a_real_calibration_beside_one_busy_process_is_never_the_devices_roof(tm
             dtypes=["float32"],
         )
     finally:
-        spinner.kill()
-        spinner.wait()
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
     beside = [w for w in roofline.warnings if "ran beside other work" in w]
     assert len(beside) == 1 and beside[0].startswith("not cached: every kept window of "), roofline.warnings
     assert not list(tmp_path.glob("calibration-*.json")) and list(tmp_path.glob("unsettled-*.json"))

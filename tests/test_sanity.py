@@ -13,7 +13,16 @@ import pytest
 from pytest_roofline.backends.base import KernelProfile, KernelRecord, get_backend
 from pytest_roofline.measure.stats import LatencyStats
 from pytest_roofline.profile import Layer, ModelProfile, build_layers
-from pytest_roofline.profile.sanity import LAYER_LIMIT, RooflineCheck, check_profile, warning_line
+from pytest_roofline.profile.sanity import (
+    LAYER_LIMIT,
+    RooflineCheck,
+    busy_calibration,
+    check_profile,
+    fraction_interval,
+    layers_above_roof,
+    unresolved_layers,
+    warning_line,
+)
 from pytest_roofline.roofline import DeviceRoofline
 from pytest_roofline.roofline.roofs import CacheLevel, Probe
 
@@ -107,6 +116,20 @@ def test_a_short_layer_gets_the_timers_resolution_in_its_favour() -> None:
     assert profile([(2e-6, 1.5), (1e-3, 0.5)]).roofline_check.valid
     assert not profile([(2e-6, 1.5), (1e-3, 0.5)], extra={"timer_resolution": 1e-9}).roofline_check.valid
     assert not profile([(20e-6, LAYER_LIMIT * 1.1), (1e-3, 0.5)]).roofline_check.valid
+
+
+def test_a_kernel_shorter_than_its_timers_step_is_an_interval_never_above_its_roof() -> None:
+    """Issue 33: OpenVINO's counters keep whole µs, so kernels under 1 µs read 108-1069 % on the
+    point.  Such a layer's fraction is an interval (it ran up to one step longer); it is unresolved,
+    never "above its roof", while a long layer's interval stays a point (nothing else loosened)."""
+    assert fraction_interval(10.69, 0.1e-6, 1e-6) == (pytest.approx(10.69 * 0.1 / 1.1), 10.69)
+    assert fraction_interval(1.01, 2e-3, 1e-6)[0] > LAYER_LIMIT  # 2 ms at 101 %: 0.05 % of room
+    short = profile([(0.1e-6, 10.69), (0.5e-6, 1.08), (1e-3, 0.5)])
+    assert short.roofline_check.valid and layers_above_roof(short) == []
+    assert [la.name for la in unresolved_layers(short)] == ["layer0", "layer1"]
+    long = profile([(0.1e-6, 10.69), (2e-3, 1.01), (1e-3, 0.5)])
+    assert [la.name for la in layers_above_roof(long)] == ["layer1"] and not long.roofline_check.valid
+    assert [la.name for la in unresolved_layers(long)] == ["layer0"]
 
 
 def test_view_ops_that_move_nothing_are_exempt() -> None:
@@ -251,6 +274,13 @@ def test_busy_calibration_only_when_its_own_record_says_so() -> None:
     calm = dataclasses.replace(profile([(1e-3, 0.5)], roofline=_probed_roof(load={**loaded, "other": 0.01})))
     calm = dataclasses.replace(calm, layers=(conv,))
     assert not any("busy" in c for c in calm.roofline_check.causes)
+    # issue 33: the load is read on the CPUs the probes ran on: a one-thread roof beside one busy
+    # process on two cores had a core of its own; a two-thread one shared it
+    beside_one = {**loaded, "other": 0.5}
+    assert busy_calibration(dataclasses.replace(_probed_roof(load=beside_one), threads=1)) == ""
+    assert busy_calibration(dataclasses.replace(_probed_roof(load=beside_one), threads=2)).startswith(
+        "measured while other processes used 50%"
+    )
 
 
 def test_a_spread_with_a_quiet_load_record_is_an_unsteady_roof_not_a_busy_calibration() -> None:

@@ -72,9 +72,13 @@ CACHE_UNSETTLED_ENV = "ROOFLINE_CACHE_UNSETTLED"
 #: reuse says so in the roofline's warnings, and a settled calibration removes it.
 UNSETTLED_SECONDS = 1800.0
 UNSETTLED_REUSED = "unsettled calibration reused"  # how the reuse's warning begins
-CALIBRATION_VERSION = 8  # bump when probes change meaning: old cache files then miss
-# 8: a GPU timed by CUPTI times its memory probes on the device (its L2 roof was a launch rate)
+CALIBRATION_VERSION = 9  # bump when probes change meaning: old cache files then miss
+# 9: a GPU timed by CUPTI times its memory probes on the device (its L2 roof was a launch rate)
 #    and records a dispatch floor (a kernel's least device time)
+# 8: each memory level is the best of the 2-read-1-write stream and a read-dominated probe (read-SIZE,
+#    matrix-vector products); OpenVINO's small streams timed against their chain twice as long; a
+#    window is busy only where others crowd the CPUs the probe ran on (a one-thread roof beside one
+#    busy process on two cores is the device's)
 # 7: a compute probe is a roof of the precision the backend says it ran in (OpenVINO's float32
 #    probes run bf16 on AVX512-BF16 CPUs: a bfloat16 roof, the FMA peak at twice float32's)
 # 6: the dispatch floor (a chain of the cheapest kernels; CPU backends), roof probes measured until
@@ -546,7 +550,15 @@ def _measure(
     windows: dict[str, list[MachineLoad]] = {}  # each probe session's machine load, as its sessions
     for index, spec in enumerate(specs, 1):
         probe = _run(backend, spec, plan, f"calibrate [{index}/{len(specs)}] {spec.name}", progress, windows)
-        if probe is not None:
+        if probe is not None and probe.kind == "memory" and probe.dtype != spec.dtype:
+            # a read probe whose weights the backend kept in another precision moves fewer bytes
+            # than counted: no float32 memory roof (OpenVINO's bf16 MatMuls)
+            _notify(
+                f"calibrate: {spec.name} ran in {probe.dtype}, not a {spec.dtype} memory roof; dropped",
+                progress,
+            )
+            windows.pop(spec.name, None)
+        elif probe is not None:
             probes.append(probe)
     caches = _caches(fingerprint)
     last_level = caches[-1][1] if caches else 0
@@ -556,8 +568,10 @@ def _measure(
     sessions = {p.name: [p] for p in probes}
     confirm = cp.confirmation_specs(specs, probes, last_level)
     _confirm(backend, confirm, sessions, plan, "confirm", progress, loads, windows)
-    if loads[0].disturbed or loads[-1].disturbed:  # measured under load: one more session for the roofs
-        _notify(f"calibrate: measured under load ({loads[-1].describe()}); one more session", progress)
+    threads = _threads(fingerprint, cpu_info())
+    busy = [load for load in (loads[0], loads[-1]) if cp.crowded(load, 0 if on_gpu else threads)]
+    if busy:  # measured under load on the probes' CPUs: one more session for the roofs
+        _notify(f"calibrate: measured under load ({busy[-1].describe()}); one more session", progress)
         _confirm(backend, confirm, sessions, plan, "retry under load", progress, loads, windows)
     # A busy calibration is never the device's roof: more windows until the best two agree; then
     # unsteady figures (sessions apart, a cache-sized stream slower than DRAM) are measured again
@@ -589,7 +603,6 @@ def _measure(
         if any(p.dtype == dtype for p in compute)
     }
     bandwidth = cp.dram_bandwidth(probes, last_level)
-    threads = _threads(fingerprint, cpu_info())
     levels = _with_capacity(cp.cache_levels(probes, caches, dram=bandwidth), fingerprint, threads)
     confirmed_compute = {s.name for s in confirm if s.kind == "compute"}
     spread = {  # how far the best session of each roof-setting probe is from the nearest other one
@@ -617,9 +630,9 @@ def _measure(
             if p.kind == "memory"
             or (p.kind == "compute" and p.name in confirmed and theoretical.get(p.dtype, 0.0) < p.value)
         ]
-        not_cached = (*not_cached, *cp.busy_windows(sessions, windows, judged))
+        not_cached = (*not_cached, *cp.busy_windows(sessions, windows, judged, threads))
     warnings_: tuple[str, ...] = (*not_cached, *unsteady)
-    if load.disturbed:
+    if cp.crowded(load, 0 if on_gpu else threads):  # a one-thread probe beside one busy process: quiet
         warnings_ = (f"measured under load: {load.describe()}", *warnings_)
     roofline = DeviceRoofline(
         peak_flops=peak_flops,

@@ -47,6 +47,7 @@ __all__ = [
     "dram_points",
     "agreed_sessions",
     "busy_windows",
+    "crowded",
     "DispatchFloor",
     "dispatch_chain",
     "trace_launch_floor",
@@ -55,6 +56,8 @@ __all__ = [
     "plan_gpu_probes",
     "plan_probes",
     "kernel_seconds",
+    "marginal_seconds",
+    "best_per_size",
     "ran_dtype",
     "ladder_outliers",
     "run_probe",
@@ -102,6 +105,20 @@ STREAM_SIZES = {
     "full": tuple(32 * KIB * 2**i for i in range(14)),  # 32 KiB .. 256 MiB working sets
     "quick": (64 * KIB, MIB, 16 * MIB, 128 * MIB),
 }
+# Read-dominated probes (issue 33): a stream Add reads two arrays and writes one, while a decoder's
+# matrix-vector Gemm reads its weights and writes a vector, and a CPU's reads skip the write-allocate
+# a store costs, so a read-dominated kernel can beat a 2-read-1-write roof (a 256-wide MLP's fused Gemm
+# read 124 % of it).  ``read-SIZE`` chains matrix-vector products v = v . W over one float32 weight
+# W of SIZE bytes (an initializer, as a model's weights are); a memory level's roof is the best of the
+# stream and read figures at its sizes (:func:`best_per_size`): the best the hardware sustains for
+# either kind of traffic, so no kernel of either kind beats it.
+# The quick plan (tests, smoke runs) reads at 1 MiB only: a 128 MiB weight costs 1-2 s a session to
+# build and load, and a DRAM probe runs in up to 6 agreement windows.
+READ_SIZES = {
+    "full": (256 * KIB, MIB, 4 * MIB, 16 * MIB, 128 * MIB),
+    "quick": (MIB,),
+}
+READ_PREFIX = "read-"
 # timed budget of one probe session (after warm-up), by plan and probe kind
 SECONDS_PER_PROBE = {"full": {"compute": 0.2, "memory": 0.15}, "quick": {"compute": 0.08, "memory": 0.05}}
 MIN_SAMPLES, MAX_SAMPLES = 5, 20000
@@ -133,10 +150,12 @@ FUSING_BACKENDS = frozenset({"openvino"})
 # profile is: OpenVINO's ``infer()`` costs tens of µs around its kernels (a single 4 MiB Add: 40-51
 # GB/s end to end, 55-68 by its counter, 2026.4.1 on 2 cores), so an end-to-end memory roof sat
 # below the kernels it judges.  The counters keep whole microseconds: a probe whose kernels run
-# under KERNEL_TIMED_MIN_SECONDS each (working sets up to about 1 MiB) stays timed end to end.
+# under KERNEL_TIMED_MIN_SECONDS each (working sets up to about 1 MiB) is timed against its chain
+# twice as long instead (:func:`marginal_seconds`: the difference drops infer()'s fixed cost).
 KERNEL_TIMED_BACKENDS = frozenset({"openvino"})
 KERNEL_TIMED_MIN_SECONDS = 20e-6
 KERNEL_TIMED_BATCHES = 9  # profiled batches of a probe session; its figure is their median
+MARGINAL_WINDOWS = 7  # windows of a marginal timing (:func:`marginal_seconds`); its figure is their median
 # A GPU whose layers CUPTI times on the device (:meth:`Backend.device_kernel_times`) times its
 # memory probes alike (``session.device_time``: CUPTI around the same timed runs, no profiler):
 # host-timed, the recorded H200's 4-32 MiB streams took 7.0-7.5 µs a kernel, its launch floor, so
@@ -182,6 +201,9 @@ class ProbeSpec:
     work: float  # FLOPs (compute) or bytes moved (memory) per run
     build: Builder
     optional: bool = False  # a backend without this kernel skips it instead of failing
+    # the same probe with its chain twice as long (a memory probe): on a backend whose run has a
+    # fixed cost (:func:`marginal_seconds`), the difference of the two times is the chain's own
+    longer: Builder | None = None
 
 
 def plan_probes(
@@ -249,9 +271,14 @@ def plan_probes(
             )
     for working_set in STREAM_SIZES[plan]:
         nbytes, chain, build = _stream(working_set, separate=separate_streams)
-        specs.append(
-            ProbeSpec(f"stream-{size_label(working_set)}", "memory", "float32", working_set, nbytes, build)
-        )
+        longer = _stream(working_set, separate=separate_streams, chain=2 * chain)[2]
+        name = f"stream-{size_label(working_set)}"
+        specs.append(ProbeSpec(name, "memory", "float32", working_set, nbytes, build, longer=longer))
+    for working_set in READ_SIZES[plan]:
+        nbytes, chain, build = _read(working_set)
+        longer = _read(working_set, chain=2 * chain)[2]
+        name = f"{READ_PREFIX}{size_label(working_set)}"
+        specs.append(ProbeSpec(name, "memory", "float32", working_set, nbytes, build, longer=longer))
     return specs
 
 
@@ -318,9 +345,9 @@ def spot_check_specs(
 def run_probe(backend: Backend, spec: ProbeSpec, seconds: float) -> Probe:
     """Open the probe's model on ``backend``, time it for about ``seconds``, return its figure.
 
-    Timing is end to end (``session.time``), not the profiler's kernel times, on purpose (stream
-    probes of :data:`KERNEL_TIMED_BACKENDS` (:func:`kernel_seconds`) and of a GPU whose layers
-    CUPTI times (``session.device_time``) aside):
+    Timing is end to end (``session.time``), not the profiler's kernel times, on purpose (memory
+    probes of :data:`KERNEL_TIMED_BACKENDS` aside: :func:`kernel_seconds`, else
+    :func:`marginal_seconds`; those of a GPU whose layers CUPTI times: ``session.device_time``):
     measured here (onnxruntime 1.32, 2-core EPYC) a 32 KiB Add's profiled kernel time is 3 µs at the
     profiler's 1 µs resolution (11 GB/s, mostly quantization and the profiler's own cost), and the
     profiler is per-backend while ``time`` is the one measurement every backend offers.  The e2e
@@ -351,6 +378,7 @@ def run_probe(backend: Backend, spec: ProbeSpec, seconds: float) -> Probe:
         samples = (
             (device_timed and session.device_time(count))
             or (kernel_timed and kernel_seconds(session, count))
+            or marginal_seconds(backend, spec, session, count)
             or session.time(count)
         )
         dtype = ran_dtype(spec, session.compute_precision())
@@ -362,9 +390,12 @@ def ran_dtype(spec: ProbeSpec, precision: str) -> str:
     """The dtype a probe's figure is a roof of: the precision the backend says it computed in
     (:meth:`~pytest_roofline.backends.base.BackendSession.compute_precision`) where that is another
     float type than the probe's model (OpenVINO 2026.4's CPU plugin runs a float32 MatMul and Conv
-    in bf16 on this project's AVX512-BF16 EPYC: its figures are bf16 figures), else the spec's."""
+    in bf16 on this project's AVX512-BF16 EPYC: its figures are bf16 figures), else the spec's.  A
+    read probe's MatMul too: weights kept in bf16 move half the bytes counted, so such a figure is no
+    float32 memory roof (the calibration drops it)."""
     ran = _FLOAT_PRECISIONS.get(precision)
-    if spec.kind != "compute" or ran is None or spec.dtype not in _FLOAT_PRECISIONS.values():
+    weighted = spec.kind == "compute" or spec.name.startswith(READ_PREFIX)  # a read probe's weights too
+    if not weighted or ran is None or spec.dtype not in _FLOAT_PRECISIONS.values():
         return spec.dtype
     return ran
 
@@ -502,7 +533,43 @@ def kernel_seconds(session: Any, count: int) -> list[float]:
     return samples
 
 
+def marginal_seconds(backend: Backend, spec: ProbeSpec, session: Any, count: int) -> list[float]:
+    """Per-run time of a memory probe's chain without the run's fixed cost: the chain twice as long
+    (``spec.longer``) timed against ``session``'s, interleaved in :data:`MARGINAL_WINDOWS` windows,
+    one sample a window (the difference of the two medians: the extra chain moves ``spec.work``).
+
+    Only on :data:`KERNEL_TIMED_BACKENDS` where the kernel counters cannot time the probe (kernels
+    under :data:`KERNEL_TIMED_MIN_SECONDS`): OpenVINO's ``infer()`` costs tens of µs around a run, so
+    its L2/L3-sized streams read 11-35 GB/s end to end.  What stays in the difference is each
+    kernel's own time and its dispatch, as a chain of layers pays it.  [] elsewhere, or when no
+    window resolved a positive difference (the caller then times end to end)."""
+    if spec.kind != "memory" or spec.longer is None or backend.name not in KERNEL_TIMED_BACKENDS:
+        return []
+    from pytest_roofline.model import ModelSpec
+
+    model, inputs = spec.longer()
+    model.graph.name = f"{spec.name}-x2"
+    per_window = max(MIN_SAMPLES, count // MARGINAL_WINDOWS)
+    marginals = []
+    with backend.open(ModelSpec.create(model), inputs) as longer:
+        longer.time(1)  # warm-up
+        for _ in range(MARGINAL_WINDOWS):
+            short = statistics.median(session.time(per_window))
+            marginals.append(statistics.median(longer.time(per_window)) - short)
+    return [m for m in marginals if m > 0]
+
+
 # --- roofs from probe figures -------------------------------------------------------------------
+
+
+def best_per_size(points: Sequence[Probe]) -> list[Probe]:
+    """The memory probes, one per working set: the best of its kinds of traffic (a stream's and a
+    read probe's figure at one size), smallest working set first."""
+    best: dict[int, Probe] = {}
+    for point in points:
+        if point.kind == "memory" and (point.size not in best or point.value > best[point.size].value):
+            best[point.size] = point
+    return [best[size] for size in sorted(best)]
 
 
 def system_caches() -> list[tuple[str, int]]:
@@ -577,7 +644,7 @@ def cache_levels(
     the smallest host cache that holds that working set (``caches``, from sysfs) when known.
     Points between the last-level cache and DRAM sizes are the transition and form no level.
     """
-    ordered = sorted((p for p in points if p.kind == "memory"), key=lambda p: p.size)
+    ordered = best_per_size(points)
     if not ordered:
         return ()
     last_level = caches[-1][1] if caches else 0
@@ -686,10 +753,20 @@ def agreed_sessions(
     return agreed, tuple(warnings)
 
 
+def crowded(window: MachineLoad, threads: int = 0) -> bool:
+    """Whether other work shared the CPUs a probe of ``threads`` threads ran on in ``window``: its
+    load (:attr:`MachineLoad.disturbed`) less the share of the cores the probe left idle (0: it
+    used them all).  A one-thread probe beside one busy process on two cores has a core of its own:
+    others at 50 % of the CPUs leave it as quiet as an idle machine; a two-thread probe shares."""
+    spare = max(0, window.cores - threads) / window.cores if threads > 0 and window.cores > 0 else 0.0
+    return window.disturbed and replace(window, other=max(0.0, window.other - spare)).disturbed
+
+
 def busy_windows(
     sessions: Mapping[str, Sequence[Probe]],
     loads: Mapping[str, Sequence[MachineLoad]],
     names: Sequence[str],
+    threads: int = 0,
 ) -> tuple[str, ...]:
     """A :data:`NOT_CACHED` warning (one, or none) naming the roof probes ``names`` whose every kept
     window (within :data:`WINDOW_AGREEMENT` of the best, :func:`combine_sessions`'s) ran disturbed.
@@ -697,7 +774,8 @@ def busy_windows(
     ``loads[name]`` holds each of ``sessions[name]``'s windows' machine load, in the same order.
     Windows that agree prove no quiet: one busy process beside a 2-thread probe on 2 cores stays in
     every window and slows each alike, so their best two agree and the roof is still the
-    neighbour's.  A roof is the device's only when one of its kept windows was quiet."""
+    neighbour's.  A roof is the device's only when one of its kept windows was quiet: not
+    :func:`crowded` for a probe of ``threads`` threads (0: every core)."""
     busy: list[str] = []
     quiet: list[MachineLoad] = []  # every kept window of the busy probes
     for name in names:
@@ -706,7 +784,7 @@ def busy_windows(
             continue
         best = max(p.value for p in runs)
         kept = [w for p, w in zip(runs, windows, strict=True) if p.value >= (1 - WINDOW_AGREEMENT) * best]
-        if kept and all(w.disturbed for w in kept):
+        if kept and all(crowded(w, threads) for w in kept):
             busy.append(f"{name}: {len(kept)} of {len(runs)} windows kept")
             quiet.extend(kept)
     if not busy:
@@ -817,7 +895,8 @@ def dram_points(points: list[Probe], last_level_cache: int) -> list[Probe]:
     """The memory probes that measure DRAM: working sets >= 4 x the last-level cache, else the 2 largest."""
     ordered = sorted((p for p in points if p.kind == "memory"), key=lambda p: p.size)
     beyond = [p for p in ordered if last_level_cache and p.size >= 4 * last_level_cache]
-    return beyond or ordered[-2:]
+    largest = sorted({p.size for p in ordered})[-2:]  # the two largest working sets, every kind at them
+    return beyond or [p for p in ordered if p.size in largest]
 
 
 def clock_hz(measure: bool = False) -> float:
@@ -1178,7 +1257,7 @@ def _matmul_integer(n: int, signed: bool = False) -> Builder:
 
 
 def _stream(
-    working_set: int, bytes_per_run: int = STREAM_BYTES_PER_RUN, separate: bool = False
+    working_set: int, bytes_per_run: int = STREAM_BYTES_PER_RUN, separate: bool = False, chain: int = 0
 ) -> tuple[float, int, Builder]:
     """A chain of Adds ``y_i = y_(i-1) + Z`` over a ``working_set`` of three equal float32 tensors.
 
@@ -1186,14 +1265,15 @@ def _stream(
     intermediates die at once, so the backend's planner reuses buffers and the working set stays
     about three tensors.  With ``separate`` the Adds alternate between ``[n / 256, 256]`` and
     ``[n / 512, 512]`` views of the tensors (Reshapes of the same buffer, no copy), which a backend
-    that fuses elementwise chains (:data:`FUSING_BACKENDS`) does not fuse across.  Returns (bytes
-    moved per run, chain length, builder).
+    that fuses elementwise chains (:data:`FUSING_BACKENDS`) does not fuse across.  ``chain``: this
+    many Adds (0: enough to move ``bytes_per_run``, at most :data:`STREAM_MAX_CHAIN`).  Returns
+    (bytes moved per run, chain length, builder).
     """
     elements = max(working_set // (3 * 4), 16)
     if separate:
         elements = max(elements // (2 * STREAM_VIEW_WIDTH), 1) * 2 * STREAM_VIEW_WIDTH
     node_bytes = 3 * 4 * elements
-    chain = max(1, min(STREAM_MAX_CHAIN, math.ceil(bytes_per_run / node_bytes)))
+    chain = chain or _chain_length(bytes_per_run, node_bytes)
 
     def build() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
         import numpy as np
@@ -1227,6 +1307,41 @@ def _stream(
             name=f"stream_{working_set}",
         )
         return model, {"X": np.full(elements, 1.0, np.float32), "Z": np.full(elements, 0.5, np.float32)}
+
+    return float(node_bytes * chain), chain, build
+
+
+def _chain_length(bytes_per_run: int, node_bytes: int) -> int:
+    return max(1, min(STREAM_MAX_CHAIN, math.ceil(bytes_per_run / node_bytes)))
+
+
+def _read(
+    working_set: int, bytes_per_run: int = STREAM_BYTES_PER_RUN, chain: int = 0
+) -> tuple[float, int, Builder]:
+    """A chain of matrix-vector products ``v_i = v_(i-1) . W`` over one float32 weight ``W[k, k]``
+    of about ``working_set`` bytes (an initializer): read-dominated traffic, a decoder's Gemm at
+    one token.  Bytes per node = W + the vector read + the vector written (the DESIGN convention).
+    ``W`` is 1/k everywhere, so the chain's values stay 1.  ``chain`` as :func:`_stream`'s."""
+    k = max(16, math.isqrt(working_set // 4) // 16 * 16)
+    node_bytes = 4 * (k * k + 2 * k)
+    chain = chain or _chain_length(bytes_per_run, node_bytes)
+
+    def build() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+        import numpy as np
+        from onnx import helper, numpy_helper
+
+        names = [*(f"v{i}" for i in range(chain - 1)), "Y"]
+        nodes = [
+            helper.make_node("MatMul", [x, "W"], [y]) for x, y in zip(["X", *names[:-1]], names, strict=True)
+        ]
+        model = _model(
+            nodes,
+            [helper.make_tensor_value_info("X", _elem("float32"), [1, k])],
+            [helper.make_tensor_value_info("Y", _elem("float32"), [1, k])],
+            [numpy_helper.from_array(np.full((k, k), 1.0 / k, np.float32), "W")],
+            name=f"read_{working_set}",
+        )
+        return model, {"X": np.ones((1, k), np.float32)}
 
     return float(node_bytes * chain), chain, build
 
