@@ -93,7 +93,7 @@ def test_first_run_records_then_unchanged_runs_nothing_then_slower_is_a_regressi
     assert statuses == {"single-stream p99": "regression", "single-stream qps": "regression"}, record
     p99 = record["verdicts"][0]
     assert p99["mode"] == "paired" and p99["ci"][0] > 1.10 and p99["ratio"] > 1.10
-    assert len(record["comparison"]["old"]) == len(record["comparison"]["new"]) == 12
+    assert len(record["comparison"]["old"]) == len(record["comparison"]["new"]) == 20
     third.stdout.fnmatch_lines(["*roofline regression: mm.onnx single-stream (batch 64) single-stream p99*"])
     third.stdout.fnmatch_lines(["*REGRESSION*test_serve*single-stream p99*worse than the baseline's model*"])
     assert _stored(project)[0]["p99"] == stored["p99"]  # a regression is not written
