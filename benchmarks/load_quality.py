@@ -275,6 +275,7 @@ def part_variants(
     window: tuple[float, int],
     tolerance: float,
     out: Path,
+    deadline: float,
 ) -> None:
     tail_share, loss_share = shares
     duration, queries = window
@@ -293,6 +294,9 @@ def part_variants(
     out.mkdir(parents=True, exist_ok=True)
     start = snapshot()
     for name, prepared in models.items():
+        if time.monotonic() > deadline:
+            print(f"   {name:16s} not run: the run's --deadline passed")
+            continue
         proto = onnx.load(str(paths[name]))
         if _has_subgraphs(proto):
             print(f"   {name:16s} skipped: its graph has subgraphs, which the variant's copy does not rename")
@@ -375,6 +379,9 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=10.0, help="part 4: a search's budget, s")
     parser.add_argument("--search-models", default="tiny_cnn,mobilenet_v2")
     parser.add_argument("--parts", default="1234")
+    parser.add_argument(
+        "--deadline", type=float, default=480.0, help="part 3: start no model after this many seconds"
+    )
     parser.add_argument("--runs", type=int, default=2, help="part 3: comparisons of each kind per model")
     parser.add_argument("--window", type=float, default=0.25, help="part 3: a window's min duration, s")
     parser.add_argument(
@@ -402,7 +409,10 @@ def main() -> None:
     if "3" in args.parts:
         shares = (args.tail_share, args.loss_share)
         window = (args.window, args.window_queries)
-        part_variants(models, paths, args.runs, shares, window, args.tolerance / 100, out / "variants")
+        deadline = time.monotonic() + args.deadline
+        part_variants(
+            models, paths, args.runs, shares, window, args.tolerance / 100, out / "variants", deadline
+        )
     if "4" in args.parts:
         part_search(searched, args.budget, out / "search")
     print(

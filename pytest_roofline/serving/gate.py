@@ -322,12 +322,14 @@ TAIL_QUERIES = 400
 def windows_within(settings: ScenarioSettings, budget: float, windows: int) -> ScenarioSettings:
     """``settings`` for one window of a paired run whose ``windows`` shared LoadGen tests and the
     new model's own fit in ``budget`` seconds: the minimum duration shortened to its share (not
-    under 0.1 s), the minimum query count what :data:`TAIL_QUERIES` of each model take."""
+    under 0.1 s), the minimum query count what :data:`TAIL_QUERIES` of each model take — in a
+    Server, no more than its rate brings in that share (its p99 is then undecided, and says so)."""
     share = max(0.1, budget / (windows + 1))
+    queries = 2 * math.ceil(TAIL_QUERIES / windows)
+    if settings.scenario == "server" and settings.target_qps:
+        queries = min(queries, max(1, int(settings.target_qps * share)))
     return dataclasses.replace(
-        settings,
-        min_duration=min(settings.min_duration, share),
-        min_query_count=2 * math.ceil(TAIL_QUERIES / windows),
+        settings, min_duration=min(settings.min_duration, share), min_query_count=queries
     )
 
 
