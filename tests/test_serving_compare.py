@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 import random
+import threading
+import time
 
 import pytest
 from _plugin_helpers import matmul_chain
@@ -13,10 +15,11 @@ from pytest_roofline.device.load import MachineLoad
 from pytest_roofline.errors import OptionError
 from pytest_roofline.pipeline import ModelCall, PreparedModel, prepare
 from pytest_roofline.serving.compare import (
+    IN_THREAD,
     ScenarioComparison,
-    SideSamples,
     _metric,
     compare_models,
+    in_thread_share,
     order_interval,
     pooled_metric,
     quantile_interval,
@@ -128,11 +131,48 @@ def test_side_samples_keep_each_models_queries_apart() -> None:
 def test_the_tail_is_judged_on_cpu_time_only_where_the_cpus_were_shared_and_the_work_in_thread() -> None:
     quiet = MachineLoad(1.0, other=0.0, steal=0.0, loadavg=0.1, cores=2)
     busy = MachineLoad(1.0, other=0.8, steal=0.0, loadavg=9.0, cores=2)
-    window = SideSamples((1e-3,), (1e-3,), (1e3,), (1e3,), in_thread=0.99)
-    pooled_elsewhere = SideSamples((1e-3,), (1e-4,), (1e3,), (1e4,), in_thread=0.1)  # a pool's threads
-    assert tail_clock(quiet, [[window], [window]]) == "wall"
-    assert tail_clock(busy, [[window], [window]]) == "cpu"
-    assert tail_clock(busy, [[window], [pooled_elsewhere]]) == "wall"
+    assert tail_clock(quiet, [0.99, 0.99]) == "wall"
+    assert tail_clock(busy, [0.99, 0.95]) == "cpu"
+    assert tail_clock(busy, [0.99, 0.1]) == "wall"  # one model computes in a pool's threads
+
+
+def _burn(seconds: float = 0.01) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+class _Here:
+    """A session that computes in the caller's thread (as onnxruntime at one intra-op thread)."""
+
+    def time(self, iterations: int) -> list[float]:
+        for _ in range(iterations):
+            _burn()
+        return [0.01] * iterations
+
+
+class _Elsewhere:
+    """A session whose work runs in a thread of its own (as a backend's pool), the caller waiting."""
+
+    def time(self, iterations: int) -> list[float]:
+        worker = threading.Thread(target=lambda: [_burn() for _ in range(iterations)])
+        worker.start()
+        worker.join()
+        return [0.01] * iterations
+
+
+def test_in_thread_share_tells_a_callers_thread_from_a_pools() -> None:
+    assert in_thread_share(_Here()) > 0.9  # type: ignore[arg-type]
+    assert in_thread_share(_Elsewhere()) < 0.2  # type: ignore[arg-type]
+
+
+def test_a_one_thread_onnxruntime_session_computes_in_the_callers_thread(models) -> None:
+    small, _ = models
+    session = small.open()
+    try:
+        assert in_thread_share(session, runs=64) > IN_THREAD
+    finally:
+        session.close()
 
 
 def test_both_models_answer_each_window_in_turn(models, tmp_path) -> None:

@@ -18,7 +18,14 @@ from _plugin_helpers import fixed_calibration, matmul_chain
 from _serving_data import RESULT
 
 from pytest_roofline.gate.store import BaselineStore
-from pytest_roofline.serving.gate import ServingRecord, asked, matching, record_scenarios, with_scenarios
+from pytest_roofline.serving.gate import (
+    ServingRecord,
+    asked,
+    matching,
+    record_scenarios,
+    windows_within,
+    with_scenarios,
+)
 from pytest_roofline.serving.types import ScenarioResult, ScenarioSettings
 
 pytest.importorskip("mlperf_loadgen")
@@ -112,6 +119,15 @@ def test_disable_runs_the_scenario_ungated(project):
 
 
 # --- the pieces, without LoadGen -------------------------------------------------------------------
+
+
+def test_a_paired_window_asks_what_a_p99_of_each_model_needs_within_the_budget() -> None:
+    single = windows_within(ScenarioSettings("single-stream", min_duration=2.0), budget=30.0, windows=20)
+    assert single.min_query_count == 40  # 20 each a window: 400 of each model pooled
+    assert single.min_duration == pytest.approx(30.0 / 21)
+    server = ScenarioSettings("server", target_qps=20.0, min_duration=2.0)
+    assert windows_within(server, budget=30.0, windows=20).min_query_count == 28  # what 20 QPS brings in
+    assert windows_within(server, budget=60.0, windows=20).min_query_count == 40
 
 
 def test_a_searched_result_matches_the_search_it_answers() -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,7 @@ from pytest_roofline.serving.types import ScenarioResult, ScenarioSettings
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from pytest_roofline.backends.base import BackendSession
     from pytest_roofline.device.load import MachineLoad
     from pytest_roofline.pipeline import PreparedModel
 
@@ -40,6 +42,7 @@ __all__ = [
     "ScenarioComparison",
     "SideFigures",
     "compare_models",
+    "in_thread_share",
     "order_interval",
     "pooled_metric",
     "quantile_interval",
@@ -83,7 +86,6 @@ class SideSamples:
     cpu: tuple[float, ...]  # seconds of worker-thread CPU time, ascending
     rates: tuple[float, ...]  # samples/s of inference time, each block of BLOCK_SAMPLES
     cpu_rates: tuple[float, ...]  # samples/s of worker-thread CPU time, the same blocks
-    in_thread: float  # the 90th percentile of the chunks' CPU time over inference time
 
     def figures(self) -> SideFigures:
         """The window's figures of this side."""
@@ -116,7 +118,6 @@ def side_samples(served: list[tuple[int, int, int, float, float, int]], side: in
     cpu: dict[int, float] = {}
     rates: list[float] = []
     cpu_rates: list[float] = []
-    shares: list[float] = []
     block_busy = block_cpu = 0.0
     block = 0
     for chunk_side, issued, done, seconds, cpu_seconds, count in served:
@@ -124,7 +125,6 @@ def side_samples(served: list[tuple[int, int, int, float, float, int]], side: in
             continue
         ends[issued] = max(ends.get(issued, done), done)
         cpu[issued] = cpu.get(issued, 0.0) + cpu_seconds
-        shares.append(cpu_seconds / seconds if seconds > 0 else 0.0)
         block_busy, block_cpu, block = block_busy + seconds, block_cpu + cpu_seconds, block + count
         if block >= BLOCK_SAMPLES:
             rates.append(_rate(block, block_busy))
@@ -137,9 +137,7 @@ def side_samples(served: list[tuple[int, int, int, float, float, int]], side: in
         rates.append(_rate(block, block_busy))
         cpu_rates.append(_rate(block, block_cpu))
     wall = tuple(sorted((done - issued) * 1e-9 for issued, done in ends.items()))
-    return SideSamples(
-        wall, tuple(sorted(cpu.values())), tuple(rates), tuple(cpu_rates), _rank(sorted(shares), 0.9)
-    )
+    return SideSamples(wall, tuple(sorted(cpu.values())), tuple(rates), tuple(cpu_rates))
 
 
 def _rate(samples: int, seconds: float) -> float:
@@ -341,23 +339,32 @@ def compared_metrics(scenario: str) -> tuple[str, ...]:
     return ("p50", "p99") if scenario == "multi-stream" else ("p50", "p99", "qps")
 
 
-#: The share of an undisturbed chunk's inference time its worker thread must spend on the CPU for
-#: CPU time to be judged: below it the backend computes in threads of its own, which this clock
-#: does not see.
+#: The share of this process's CPU time a session's inferences must spend on the calling thread
+#: for CPU time to be judged: below it the backend computes in threads of its own (a pool), which
+#: the worker thread's clock does not see.
 IN_THREAD = 0.8
 
 
-def tail_clock(load: MachineLoad, sides: Sequence[Sequence[SideSamples]]) -> str:
+def in_thread_share(session: BackendSession, runs: int = 4) -> float:
+    """The share of this process's CPU time that ``runs`` inferences of ``session`` spent on the
+    calling thread (1.0: the backend computes in the caller's thread).  Both clocks count CPU time
+    only, so a neighbour's time slice moves neither; the workers are idle meanwhile."""
+    thread, process = time.thread_time(), time.process_time()
+    session.time(runs)
+    spent = time.process_time() - process
+    return (time.thread_time() - thread) / spent if spent > 0 else 0.0
+
+
+def tail_clock(load: MachineLoad, in_thread: Sequence[float]) -> str:
     """What the latency percentiles and throughputs are judged on.  ``wall`` (issue to completion;
     inference time) on a quiet machine; ``cpu`` (the worker thread's CPU time) where other
-    processes shared the CPUs and each model computed in the worker's thread (one intra-op
-    thread: its undisturbed chunks spent :data:`IN_THREAD` of their time on that thread's CPU),
-    since a neighbour's time slice — milliseconds, on some percent of queries — then sets both
-    models' wall-clock p99 and hides the models' own."""
+    processes shared the CPUs and each model computes in the worker's thread (``in_thread``, per
+    model: :func:`in_thread_share` at least :data:`IN_THREAD`; one intra-op thread), since a
+    neighbour's time slice — milliseconds, on some percent of queries — then sets both models'
+    wall-clock p99 and hides the models' own."""
     if not load.disturbed:
         return "wall"
-    in_thread = all(statistics.median(w.in_thread for w in windows) >= IN_THREAD for windows in sides)
-    return "cpu" if in_thread else "wall"
+    return "cpu" if all(share >= IN_THREAD for share in in_thread) else "wall"
 
 
 def compare_models(
@@ -385,6 +392,7 @@ def compare_models(
     offline = settings.scenario == "offline"
     with Workers(old, settings.concurrency, lg, other=new, alternate_chunks=offline) as workers:
         latency = workers.expected_latency()
+        in_thread = [in_thread_share(session) for session in workers.rows[0]]
         start = snapshot()
         for window in range(windows):
             at = dataclasses.replace(settings, seed=settings.seed + window)
@@ -399,7 +407,7 @@ def compare_models(
             own = run_window(by_itself, new, settings, log_dir / "new", by_itself.expected_latency())
     at_pressure = pressure(load)
     floor = noise_model().floor("paired", at_pressure)
-    clock = tail_clock(load, sides)
+    clock = tail_clock(load, in_thread)
     old_figures = tuple(w.figures() for w in sides[0])
     new_figures = tuple(w.figures() for w in sides[1])
     metrics = []
