@@ -5,16 +5,21 @@
    latency, QPS, the early-stopping estimate, validity — is checked against the line LoadGen wrote
    in that run's ``mlperf_log_summary.txt``.
 2. **Offline throughput vs a bare onnxruntime loop** at the same concurrency, on every model:
-   LoadGen's Offline samples/s against threads that each call the same backend session back to
-   back for the same wall time (``BackendSession.time``), in alternating order, the median of
-   ``--repeats`` each; the ratio per model and concurrency, and the worst.
+   ``--repeats`` pairs (order alternating) of an Offline LoadGen test and threads that each call
+   the same backend session back to back for ``--pair-duration`` s; per pair the ratio of samples
+   per second of wall time, and of samples per second of this process's CPU time (LoadGen's
+   threads included: the runner's own cost, which other processes' time slices do not enter);
+   the median ratio and its sign-test interval per model and concurrency: ``within`` 5 % shown
+   (interval above 0.95), ``short`` (below), or ``unresolved``.
 3. **Paired comparisons per zoo model** (``serving.compare.compare_models``, the gate's paired
-   serving comparison, at ``--tolerance``): A/A (the model against itself: single-stream p99 and
-   QPS, Offline QPS) — false ``regression`` verdicts with their 95 % upper bound; a *tail variant*
-   (an ``If`` on ``RandomUniform`` runs the whole graph a second time on ``--tail-share`` of the
-   queries: p99 about twice, median the model's own plus the draw) in single-stream — caught on
-   p99?; a *throughput variant* (the same on ``--loss-share`` of the samples: ~13 % fewer samples/s)
-   in Offline — caught on QPS?
+   serving comparison: both models answer each of 20 LoadGen windows in turn, at ``--tolerance``):
+   A/A (the model against itself: single-stream p99 and QPS, Offline QPS) — false ``regression``
+   verdicts with their 95 % upper bound; a *tail variant* (an ``If`` on ``RandomUniform`` runs the
+   whole graph a second time on ``--tail-share`` of the queries: its slowest queries twice as
+   long, the median the model's own plus the draw) in single-stream — caught on p99?; a
+   *throughput variant* (the same on ``--loss-share`` of the samples) in Offline — caught on QPS?
+   The clock each comparison judged (``wall``, or ``cpu`` where the CPUs were shared) is printed.
+   ``--aa-only`` runs the A/A comparisons alone; ``--deadline`` starts no model past it.
 4. **A Server QPS search decides within its budget**: the wall time of ``--budget`` s searches.
 
 The machine's load around each part is printed (others' share of our CPUs, ``device.load``): on a
@@ -276,6 +281,7 @@ def part_variants(
     tolerance: float,
     out: Path,
     deadline: float,
+    aa_only: bool = False,
 ) -> None:
     tail_share, loss_share = shares
     duration, queries = window
@@ -317,12 +323,18 @@ def part_variants(
                 return compare_models(prepared, new, at, where, tolerance=tolerance, alone=False)  # noqa: B023
 
             same, same_off = compare(prepared, single, "aa"), compare(prepared, offline, "aao")
-            tail, loss = compare(variants["tail"], single, "tail"), compare(variants["loss"], offline, "loss")
             aa = [same.verdict("p99"), same.verdict("qps"), same_off.verdict("qps")]
-            p99, p50, qps = tail.verdict("p99"), tail.verdict("p50"), loss.verdict("qps")
             totals["aa"] += len(aa)
             totals["aa_false"] += sum(v.status == "regression" for v in aa)
             totals["aa_pass"] += sum(v.status == "pass" for v in aa)
+            if aa_only:
+                print(
+                    f"   {name:16s} run {run} ({same.clock} clock): A/A "
+                    + " ".join(f"{v.metric} {v.ratio:.3f} [{v.low:.3f}, {v.high:.3f}] {v.status}" for v in aa)
+                )
+                continue
+            tail, loss = compare(variants["tail"], single, "tail"), compare(variants["loss"], offline, "loss")
+            p99, p50, qps = tail.verdict("p99"), tail.verdict("p50"), loss.verdict("qps")
             totals["tail"] += 1
             totals["tail_caught"] += p99.status == "regression"
             totals["loss"] += 1
@@ -379,6 +391,7 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=10.0, help="part 4: a search's budget, s")
     parser.add_argument("--search-models", default="tiny_cnn,mobilenet_v2")
     parser.add_argument("--parts", default="1234")
+    parser.add_argument("--aa-only", action="store_true", help="part 3: the A/A comparisons only")
     parser.add_argument(
         "--deadline", type=float, default=480.0, help="part 3: start no model after this many seconds"
     )
@@ -410,8 +423,9 @@ def main() -> None:
         shares = (args.tail_share, args.loss_share)
         window = (args.window, args.window_queries)
         deadline = time.monotonic() + args.deadline
+        tolerance = args.tolerance / 100
         part_variants(
-            models, paths, args.runs, shares, window, args.tolerance / 100, out / "variants", deadline
+            models, paths, args.runs, shares, window, tolerance, out / "variants", deadline, args.aa_only
         )
     if "4" in args.parts:
         part_search(searched, args.budget, out / "search")
