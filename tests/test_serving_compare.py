@@ -121,7 +121,8 @@ def test_side_samples_keep_each_models_queries_apart() -> None:
     old, new = side_samples(served, 0), side_samples(served, 1)
     assert old.wall == pytest.approx((0.001, 0.002)) and new.wall == pytest.approx((0.003, 0.003))
     assert new.cpu == pytest.approx((0.0019, 0.0028))  # a query's chunks' CPU time together
-    assert old.rates == pytest.approx((2 / 0.0027,)) and new.cpu_rates == pytest.approx((3 / 0.0047,))
+    assert old.rates == pytest.approx((2 / 0.0027,)) and new.throughput("wall") == pytest.approx(3 / 0.0049)
+    assert new.throughput("cpu") == pytest.approx(3 / 0.0047) and new.samples == 3
     offline = [(k % 2, 0, ms, 32 * (1.0 + k % 2) * 1e-4, 32e-4, 32) for k in range(8)]
     assert side_samples(offline, 1).rates == pytest.approx((1e4 / 2,) * 4)  # one rate per block
     with pytest.raises(OptionError, match="before both models answered"):

@@ -85,7 +85,15 @@ class SideSamples:
     wall: tuple[float, ...]  # seconds, issue to completion, ascending
     cpu: tuple[float, ...]  # seconds of worker-thread CPU time, ascending
     rates: tuple[float, ...]  # samples/s of inference time, each block of BLOCK_SAMPLES
-    cpu_rates: tuple[float, ...]  # samples/s of worker-thread CPU time, the same blocks
+    samples: int = 0
+    cpu_total: float = 0.0  # worker-thread CPU seconds of all the side's chunks
+
+    def throughput(self, clock: str) -> float:
+        """Samples per second: of CPU time over the whole window (``cpu``: a time slice taken by
+        another process is not in it), else the median rate of the blocks of inference time."""
+        if clock == "cpu":
+            return self.samples / self.cpu_total if self.cpu_total > 0 else 0.0
+        return statistics.median(self.rates)
 
     def figures(self) -> SideFigures:
         """The window's figures of this side."""
@@ -112,32 +120,29 @@ BLOCK_SAMPLES = 32
 def side_samples(served: list[tuple[int, int, int, float, float, int]], side: int) -> SideSamples:
     """``side``'s times from a shared window's chunks (``Workers.served``): a query's latency is
     its issue to the completion of its last chunk, its CPU time its chunks' together; its
-    throughput the rates of consecutive blocks of at least :data:`BLOCK_SAMPLES` samples, of
-    inference time (as the backend timed it) and of the worker threads' CPU time."""
+    throughput the rates of consecutive blocks of at least :data:`BLOCK_SAMPLES` samples of
+    inference time (as the backend timed it), and all its samples over its CPU time."""
     ends: dict[int, int] = {}
     cpu: dict[int, float] = {}
     rates: list[float] = []
-    cpu_rates: list[float] = []
-    block_busy = block_cpu = 0.0
-    block = 0
+    block_busy = cpu_total = 0.0
+    block = samples = 0
     for chunk_side, issued, done, seconds, cpu_seconds, count in served:
         if chunk_side != side:
             continue
         ends[issued] = max(ends.get(issued, done), done)
         cpu[issued] = cpu.get(issued, 0.0) + cpu_seconds
-        block_busy, block_cpu, block = block_busy + seconds, block_cpu + cpu_seconds, block + count
+        samples, cpu_total = samples + count, cpu_total + cpu_seconds
+        block_busy, block = block_busy + seconds, block + count
         if block >= BLOCK_SAMPLES:
             rates.append(_rate(block, block_busy))
-            cpu_rates.append(_rate(block, block_cpu))
-            block_busy = block_cpu = 0.0
-            block = 0
+            block_busy, block = 0.0, 0
     if not ends:
         raise OptionError("a shared window ended before both models answered a query; lengthen --duration")
     if block and not rates:  # a short window's one block, short of BLOCK_SAMPLES
         rates.append(_rate(block, block_busy))
-        cpu_rates.append(_rate(block, block_cpu))
     wall = tuple(sorted((done - issued) * 1e-9 for issued, done in ends.items()))
-    return SideSamples(wall, tuple(sorted(cpu.values())), tuple(rates), tuple(cpu_rates))
+    return SideSamples(wall, tuple(sorted(cpu.values())), tuple(rates), samples, cpu_total)
 
 
 def _rate(samples: int, seconds: float) -> float:
@@ -413,8 +418,7 @@ def compare_models(
     metrics = []
     for name in compared_metrics(settings.scenario):
         if name == "qps":
-            field = "cpu_rates" if clock == "cpu" else "rates"
-            per_window = [[statistics.median(getattr(w, field)) for w in windows] for windows in sides]
+            per_window = [[w.throughput(clock) for w in windows] for windows in sides]
             ratios = [o / n if n else math.inf for o, n in zip(*per_window, strict=True)]
             judged = _metric(name, ratios, floor, tolerance)
             rates = [statistics.median(figures) for figures in per_window]
