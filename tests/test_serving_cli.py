@@ -109,12 +109,14 @@ def test_load_against_an_old_model_prints_the_paired_verdicts(model: str, tmp_pa
     assert main([*argv, "--format", "json"]) == 0
     found = ScenarioComparison.from_dict(json.loads(capsys.readouterr().out))
     assert [m.metric for m in found.metrics] == ["p50", "p99", "qps"] and len(found.old) == 2
-    assert found.tolerance == 0.10 and found.old[0].summary_log == str(
-        tmp_path / "old-0" / "mlperf_log_summary.txt"
+    assert found.tolerance == 0.10 and found.windows[0].summary_log == str(
+        tmp_path / "window-0" / "mlperf_log_summary.txt"
     )
     assert main([*argv, "--tolerance", "25"]) == 0
     out = capsys.readouterr().out
-    assert "mm against mm: SingleStream, 2 window pairs of 0.3 s, tolerance 25%" in out
+    assert (
+        "mm against mm: SingleStream, 2 windows of 0.3 s both models answered in turn, tolerance 25%" in out
+    )
     assert all(f"\n{metric} " in out for metric in ("p50", "p99", "qps"))
 
 

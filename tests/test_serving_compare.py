@@ -1,15 +1,31 @@
-"""Paired serving comparisons: the order-statistic interval, the rule, and real LoadGen windows."""
+"""Paired serving comparisons: the order-statistic intervals, the rule, and real LoadGen windows
+both models answer in turn."""
 
 from __future__ import annotations
 
 import math
+import random
+import threading
+import time
 
 import pytest
 from _plugin_helpers import matmul_chain
 
+from pytest_roofline.device.load import MachineLoad
 from pytest_roofline.errors import OptionError
 from pytest_roofline.pipeline import ModelCall, PreparedModel, prepare
-from pytest_roofline.serving.compare import ScenarioComparison, _metric, compare_models, order_interval
+from pytest_roofline.serving.compare import (
+    IN_THREAD,
+    ScenarioComparison,
+    _metric,
+    compare_models,
+    in_thread_share,
+    order_interval,
+    pooled_metric,
+    quantile_interval,
+    side_samples,
+    tail_clock,
+)
 from pytest_roofline.serving.types import ScenarioSettings
 
 pytest.importorskip("mlperf_loadgen")
@@ -45,18 +61,142 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> tuple[PreparedModel, Pre
     return prepare(ModelCall(str(small), options=options)), prepare(ModelCall(str(large), options=options))
 
 
-def test_windows_pair_the_same_schedule_and_alternate(models, tmp_path) -> None:
+def test_quantile_interval_is_the_sign_tests_at_the_median_and_binomial_in_the_tail() -> None:
+    for n in (6, 10, 12, 20, 41):
+        values = [float(i) for i in range(1, n + 1)]
+        assert quantile_interval(values, 0.5, 0.95) == pytest.approx(order_interval(values))
+    n = 1000
+    values = [float(i) for i in range(1, n + 1)]
+    low, high, coverage = quantile_interval(values, 0.99, 0.95)
+    # exact binomial ranks: P(B < l) <= 2.5 % and P(B >= u) <= 2.5 %, B ~ Binomial(1000, 0.99),
+    # in integers: each probability times 100**n
+    pmf = [math.comb(n, k) * 99**k for k in range(n + 1)]
+    whole, alpha = 100**n, 100**n // 40
+    below, above = sum(pmf[: int(low)]), sum(pmf[int(high) :])
+    assert below <= alpha < below + pmf[int(low)] and above <= alpha < above + pmf[int(high) - 1]
+    assert coverage == pytest.approx(1 - (below + above) / whole) and coverage >= 0.95
+    few = [float(i) for i in range(1, 201)]  # p99 of 200: no upper bound, and it says so
+    assert quantile_interval(few, 0.99, 0.95)[1:] == (200.0, pytest.approx(1 - 0.99**200, abs=0.03))
+
+
+def _draws(rng: random.Random, n: int, slow_share: float = 0.0) -> list[float]:
+    """A service-time-like sample: 1 ms and a lognormal spread, ``slow_share`` of it twice as long."""
+    return sorted(
+        (2.0 if rng.random() < slow_share else 1.0) * 1e-3 * math.exp(rng.gauss(0.0, 0.1)) for _ in range(n)
+    )
+
+
+def test_a_pooled_tail_twice_as_slow_on_three_percent_is_a_regression_and_its_median_is_not() -> None:
+    rng = random.Random(7)
+    old, new = _draws(rng, 20000), _draws(rng, 20000, slow_share=0.03)
+    p99 = pooled_metric("p99", old, new, floor=0.03, tolerance=0.05)
+    p50 = pooled_metric("p50", old, new, floor=0.03, tolerance=0.05)
+    assert p99.status == "regression" and p99.low > 1.05 and p99.ratio > 1.3, p99
+    assert p50.status != "regression" and p50.ratio < 1.05, p50
+    assert (p99.old, p99.new) == (old[19799], new[19799])  # LoadGen's nearest rank
+    # a few hundred queries cannot bound a p99: never a verdict, whatever the ratio
+    short = pooled_metric("p99", old[::100], new[::100], floor=0.03, tolerance=0.05)
+    assert short.status == "inconclusive" and short.coverage < 0.95
+
+
+def test_pooled_aa_tails_raise_no_false_regression() -> None:
+    rng = random.Random(11)
+    statuses = [
+        pooled_metric("p99", _draws(rng, 4000), _draws(rng, 4000), floor=0.003, tolerance=0.05).status
+        for _ in range(200)
+    ]
+    assert statuses.count("regression") == 0 and statuses.count("pass") > 100
+
+
+def test_side_samples_keep_each_models_queries_apart() -> None:
+    ms = 1_000_000
+    served = [
+        # side, issued, completed (ns), inference s, CPU s, samples
+        (0, 0, 2 * ms, 0.0018, 0.0017, 1),
+        (1, 2 * ms, 5 * ms, 0.0029, 0.0028, 1),
+        (0, 5 * ms, 6 * ms, 0.0009, 0.0009, 1),
+        (1, 6 * ms, 8 * ms, 0.0010, 0.0009, 1),  # a query of two chunks: its last one ends it
+        (1, 6 * ms, 9 * ms, 0.0010, 0.0010, 1),
+    ]
+    old, new = side_samples(served, 0), side_samples(served, 1)
+    assert old.wall == pytest.approx((0.001, 0.002)) and new.wall == pytest.approx((0.003, 0.003))
+    assert new.cpu == pytest.approx((0.0019, 0.0028))  # a query's chunks' CPU time together
+    assert old.rates == pytest.approx((2 / 0.0027,)) and new.throughput("wall") == pytest.approx(3 / 0.0049)
+    assert new.throughput("cpu") == pytest.approx(3 / 0.0047) and new.samples == 3
+    offline = [(k % 2, 0, ms, 32 * (1.0 + k % 2) * 1e-4, 32e-4, 32) for k in range(8)]
+    assert side_samples(offline, 1).rates == pytest.approx((1e4 / 2,) * 4)  # one rate per block
+    with pytest.raises(OptionError, match="before both models answered"):
+        side_samples(served[:1], 1)
+
+
+def test_the_tail_is_judged_on_cpu_time_only_where_the_cpus_were_shared_and_the_work_in_thread() -> None:
+    quiet = MachineLoad(1.0, other=0.0, steal=0.0, loadavg=0.1, cores=2)
+    busy = MachineLoad(1.0, other=0.8, steal=0.0, loadavg=9.0, cores=2)
+    assert tail_clock(quiet, [0.99, 0.99]) == "wall"
+    assert tail_clock(busy, [0.99, 0.95]) == "cpu"
+    assert tail_clock(busy, [0.99, 0.1]) == "wall"  # one model computes in a pool's threads
+
+
+def _burn(seconds: float = 0.01) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+class _Here:
+    """A session that computes in the caller's thread (as onnxruntime at one intra-op thread)."""
+
+    def time(self, iterations: int) -> list[float]:
+        for _ in range(iterations):
+            _burn()
+        return [0.01] * iterations
+
+
+class _Elsewhere:
+    """A session whose work runs in a thread of its own (as a backend's pool), the caller waiting."""
+
+    def time(self, iterations: int) -> list[float]:
+        worker = threading.Thread(target=lambda: [_burn() for _ in range(iterations)])
+        worker.start()
+        worker.join()
+        return [0.01] * iterations
+
+
+def test_in_thread_share_tells_a_callers_thread_from_a_pools() -> None:
+    assert in_thread_share(_Here()) > 0.9  # type: ignore[arg-type]
+    assert in_thread_share(_Elsewhere()) < 0.2  # type: ignore[arg-type]
+
+
+def test_a_one_thread_onnxruntime_session_computes_in_the_callers_thread(models) -> None:
+    small, _ = models
+    session = small.open()
+    try:
+        assert in_thread_share(session, runs=64) > IN_THREAD
+    finally:
+        session.close()
+
+
+def test_both_models_answer_each_window_in_turn(models, tmp_path) -> None:
     small, _ = models
     found = compare_models(small, small, SHORT, tmp_path, windows=4)
-    assert [r.settings.seed for r in found.old] == [r.settings.seed for r in found.new] == [0, 1, 2, 3]
-    logs = {r.summary_log for r in (*found.old, *found.new)}
-    assert len(logs) == 8 and all(f"/old-{i}/" in found.old[i].summary_log for i in range(4))
+    assert [r.settings.seed for r in found.windows] == [0, 1, 2, 3]
+    assert all(f"/window-{i}/" in found.windows[i].summary_log for i in range(4))
+    for old, new in zip(found.old, found.new, strict=True):  # alternating queries: as many each
+        assert abs(old.queries - new.queries) <= 1 and old.queries >= 8
+    assert found.alone is not None and "/new/" in found.alone.summary_log and found.alone.valid is not None
     assert [m.metric for m in found.metrics] == ["p50", "p99", "qps"]
-    p99 = found.verdict("p99")
-    ratios = [n.p99 / o.p99 for o, n in zip(found.old, found.new, strict=True)]
-    assert p99.ratio == pytest.approx(sorted(ratios)[1] / 2 + sorted(ratios)[2] / 2)
+    assert found.clock in ("wall", "cpu")
     assert 0.0 <= found.pressure <= 1.0 and found.floor > 0
     assert ScenarioComparison.from_dict(found.to_dict()) == found
+
+
+def test_offline_alternates_the_chunks_of_its_one_query(models, tmp_path) -> None:
+    small, _ = models
+    settings = ScenarioSettings("offline", min_duration=0.2, min_query_count=16)
+    found = compare_models(small, small, settings, tmp_path, windows=2, alone=False)
+    assert [m.metric for m in found.metrics] == ["qps"] and found.alone is None
+    for old, new in zip(found.old, found.new, strict=True):
+        assert old.queries == new.queries == 1 and old.qps > 0 and new.qps > 0
 
 
 def test_a_far_slower_model_is_a_regression_on_latency_and_throughput(models, tmp_path) -> None:

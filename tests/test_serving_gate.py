@@ -18,7 +18,14 @@ from _plugin_helpers import fixed_calibration, matmul_chain
 from _serving_data import RESULT
 
 from pytest_roofline.gate.store import BaselineStore
-from pytest_roofline.serving.gate import ServingRecord, asked, matching, record_scenarios, with_scenarios
+from pytest_roofline.serving.gate import (
+    ServingRecord,
+    asked,
+    matching,
+    record_scenarios,
+    windows_within,
+    with_scenarios,
+)
 from pytest_roofline.serving.types import ScenarioResult, ScenarioSettings
 
 pytest.importorskip("mlperf_loadgen")
@@ -93,7 +100,7 @@ def test_first_run_records_then_unchanged_runs_nothing_then_slower_is_a_regressi
     assert statuses == {"single-stream p99": "regression", "single-stream qps": "regression"}, record
     p99 = record["verdicts"][0]
     assert p99["mode"] == "paired" and p99["ci"][0] > 1.10 and p99["ratio"] > 1.10
-    assert len(record["comparison"]["old"]) == len(record["comparison"]["new"]) == 12
+    assert len(record["comparison"]["old"]) == len(record["comparison"]["new"]) == 20
     third.stdout.fnmatch_lines(["*roofline regression: mm.onnx single-stream (batch 64) single-stream p99*"])
     third.stdout.fnmatch_lines(["*REGRESSION*test_serve*single-stream p99*worse than the baseline's model*"])
     assert _stored(project)[0]["p99"] == stored["p99"]  # a regression is not written
@@ -112,6 +119,15 @@ def test_disable_runs_the_scenario_ungated(project):
 
 
 # --- the pieces, without LoadGen -------------------------------------------------------------------
+
+
+def test_a_paired_window_asks_what_a_p99_of_each_model_needs_within_the_budget() -> None:
+    single = windows_within(ScenarioSettings("single-stream", min_duration=2.0), budget=30.0, windows=20)
+    assert single.min_query_count == 40  # 20 each a window: 400 of each model pooled
+    assert single.min_duration == pytest.approx(30.0 / 21)
+    server = ScenarioSettings("server", target_qps=20.0, min_duration=2.0)
+    assert windows_within(server, budget=30.0, windows=20).min_query_count == 28  # what 20 QPS brings in
+    assert windows_within(server, budget=60.0, windows=20).min_query_count == 40
 
 
 def test_a_searched_result_matches_the_search_it_answers() -> None:

@@ -6,10 +6,11 @@ is (:func:`pytest_roofline.gate.order.route`):
 
 * nothing that runs changed and the entry holds a result of the same settings: ``unchanged`` per
   metric, LoadGen is not run again and the test gets the stored figures;
-* the model changed and the baseline's model is reachable: old and new run **paired** under the
-  same LoadGen schedules in interleaved windows (:func:`pytest_roofline.serving.compare.compare_models`),
-  a verdict per metric (p99, QPS) from the order statistics of the window ratios widened by the
-  gate's noise model, judged by the gate's rule;
+* the model changed and the baseline's model is reachable: old and new run **paired**, answering
+  the same LoadGen tests in turn (:func:`pytest_roofline.serving.compare.compare_models`; at one
+  intra-op thread when other processes share the CPUs, as the latency gate's pairing), a verdict
+  per metric (p99, QPS) from the order statistics of the window ratios widened by the gate's noise
+  model, judged by the gate's rule;
 * no entry, no result of these settings yet, or ``--roofline-update``: the scenario runs and its
   result is written into the entry at run end (``new``);
 * anything else (a changed backend build, option, env var or device; the old model unreachable):
@@ -20,14 +21,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.fmt import fmt_pct
-from pytest_roofline.serving.compare import ScenarioComparison
+from pytest_roofline.serving.compare import COVERAGE, ScenarioComparison
 from pytest_roofline.serving.types import ScenarioResult, ScenarioSettings
 
 if TYPE_CHECKING:
@@ -177,7 +177,17 @@ def _plain(
     )
 
 
-def _why(status: str, ratio: float, noise: float, tolerance: float) -> str:
+#: What a paired verdict's figures are, per clock: (throughput's reason, latencies' reason).
+CLOCKS = {
+    "wall": ((), ()),
+    "cpu": (
+        ("samples per second of the worker threads' CPU time: other processes shared the CPUs",),
+        ("percentiles of each query's CPU time in its worker thread: other processes shared the CPUs",),
+    ),
+}
+
+
+def _why(status: str, ratio: float, noise: float, tolerance: float, coverage: float = 1.0) -> str:
     """A paired serving verdict's reason, worded as the latency gate words its own."""
     worse = f"{fmt_pct(ratio - 1, 1)} worse than the baseline's model"
     if status == "regression":
@@ -186,6 +196,8 @@ def _why(status: str, ratio: float, noise: float, tolerance: float) -> str:
         return f"{fmt_pct(1 - ratio, 1)} better than the baseline's model"
     if status == "pass":
         return f"ratio {ratio:.3f} within {fmt_pct(tolerance, 0)} (noise ±{fmt_pct(noise, 1)})"
+    if coverage < COVERAGE:
+        return f"too few queries for this percentile's interval (it covers {coverage:.0%}, not 95 %)"
     if noise > tolerance:
         return f"noise ±{fmt_pct(noise, 1)} is above the {fmt_pct(tolerance, 0)} tolerance"
     beyond = f"a change beyond the {fmt_pct(tolerance, 0)} tolerance"
@@ -200,8 +212,7 @@ def paired_verdicts(found: ScenarioComparison, reasons: Sequence[str]) -> tuple[
             item = found.verdict(metric)
         except KeyError:
             continue  # MultiStream: LoadGen reports no QPS
-        old = statistics.median(_figure(r, metric) for r in found.old)
-        new = statistics.median(_figure(r, metric) for r in found.new)
+        old, new = item.old, item.new
         load = f"others took {found.pressure:.0%} of the CPUs; noise floor {fmt_pct(found.floor, 2)}"
         verdicts.append(
             _verdict(
@@ -209,7 +220,7 @@ def paired_verdicts(found: ScenarioComparison, reasons: Sequence[str]) -> tuple[
                 metric,
                 found.settings,
                 found.tolerance,
-                _why(item.status, item.ratio, item.noise, found.tolerance),
+                _why(item.status, item.ratio, item.noise, found.tolerance, item.coverage),
                 current=new,
                 baseline=old,
                 ratio=item.ratio,
@@ -217,20 +228,19 @@ def paired_verdicts(found: ScenarioComparison, reasons: Sequence[str]) -> tuple[
                 noise=item.noise,
                 sessions=len(found.new),
                 raw={"baseline": old, "current": new} if metric != "qps" else {},
-                reasons=(*reasons, f"{len(found.new)} interleaved window pairs; {load}"),
+                reasons=(
+                    *reasons,
+                    f"{len(found.new)} windows both models answered in turn; {load}",
+                    *CLOCKS[found.clock][metric != "qps"],
+                ),
             )
         )
     return tuple(verdicts)
 
 
-def _figure(result: ScenarioResult, metric: str) -> float:
-    return float(result.achieved_qps or 0.0) if metric == "qps" else float(getattr(result, metric))
-
-
 def representative(found: ScenarioComparison) -> ScenarioResult:
-    """The new model's window whose p99 is the median of its windows: what the test gets back."""
-    ordered = sorted(found.new, key=lambda r: r.p99)
-    return ordered[(len(ordered) - 1) // 2]
+    """What the test gets back: LoadGen's run of the new model by itself, else the last shared window."""
+    return found.alone if found.alone is not None else found.windows[-1]
 
 
 def gate_scenario(
@@ -304,19 +314,22 @@ def gate_scenario(
     return fresh("not-compared", f"{changed}; serving figures are compared paired only", way.reasons)
 
 
-#: The fewest queries a paired window asks LoadGen for (its minimum duration decides the rest).
-WINDOW_QUERIES = 16
+#: The fewest queries of each model a paired run pools: a p99's 95 % order-statistic interval needs
+#: at least 367 (below, the largest of them is not yet an upper bound: 0.99^n > 2.5 %).
+TAIL_QUERIES = 400
 
 
 def windows_within(settings: ScenarioSettings, budget: float, windows: int) -> ScenarioSettings:
-    """``settings`` for one window of a paired run whose ``2 * windows`` LoadGen tests fit in
-    ``budget`` seconds: the minimum duration shortened to its share (not under 0.1 s), the minimum
-    query count to :data:`WINDOW_QUERIES` where it asked for more."""
-    share = max(0.1, budget / (2 * windows))
+    """``settings`` for one window of a paired run whose ``windows`` shared LoadGen tests and the
+    new model's own fit in ``budget`` seconds: the minimum duration shortened to its share (not
+    under 0.1 s), the minimum query count what :data:`TAIL_QUERIES` of each model take — in a
+    Server, no more than its rate brings in that share (its p99 is then undecided, and says so)."""
+    share = max(0.1, budget / (windows + 1))
+    queries = 2 * math.ceil(TAIL_QUERIES / windows)
+    if settings.scenario == "server" and settings.target_qps:
+        queries = min(queries, max(1, int(settings.target_qps * share)))
     return dataclasses.replace(
-        settings,
-        min_duration=min(settings.min_duration, share),
-        min_query_count=min(settings.min_query_count, WINDOW_QUERIES),
+        settings, min_duration=min(settings.min_duration, share), min_query_count=queries
     )
 
 
@@ -333,7 +346,9 @@ def _paired(
     reasons: Sequence[str],
     done: Any,
 ) -> ServingRecord:
-    """Old and new under the same LoadGen schedules in ``windows`` interleaved pairs."""
+    """Old and new answering ``windows`` LoadGen tests in turn."""
+    from pytest_roofline.device.load import between, snapshot
+    from pytest_roofline.gate.runner import paired_engine
     from pytest_roofline.pipeline import prepare
     from pytest_roofline.serving.compare import compare_models
 
@@ -346,11 +361,34 @@ def _paired(
             rate = run_scenario(prepared, settings, log_dir / "search").settings.target_qps
         at = dataclasses.replace(settings, target_qps=rate)
     at = windows_within(at, budget, windows)
-    found = compare_models(
-        prepare(_call(request, reference)), prepared, at, log_dir, windows=windows, tolerance=tolerance
-    )
+    before = snapshot()
+    old = prepare(_call(request, reference))
+    one_thread = paired_engine(prepared.engine, between(before, _settled(before)))
+    if one_thread is not None:  # shared CPUs: one thread per session keeps the ratio unbiased
+        old, prepared = _on(old, one_thread), _on(prepared, one_thread)
+        reasons = (*reasons, "timed at one intra-op thread: other processes shared the CPUs")
+    found = compare_models(old, prepared, at, log_dir, windows=windows, tolerance=tolerance)
     verdicts = paired_verdicts(found, reasons)
     return done(representative(found), verdicts, comparison=found)
+
+
+#: Seconds of the machine's load read before a paired run, to choose its threads.
+LOAD_READING = 0.25
+
+
+def _settled(before: Any) -> Any:
+    """A snapshot at least :data:`LOAD_READING` seconds after ``before``."""
+    import time
+
+    from pytest_roofline.device.load import snapshot
+
+    time.sleep(max(0.0, before.wall + LOAD_READING - time.monotonic()))
+    return snapshot()
+
+
+def _on(prepared: PreparedModel, engine: Any) -> PreparedModel:
+    """``prepared`` opened on ``engine`` (the same model, inputs and shapes)."""
+    return dataclasses.replace(prepared, engine=engine)
 
 
 def _call(request: GateRequest, model: Path) -> ModelCall:

@@ -82,43 +82,77 @@ class Workers:
     all at once (Offline), so a worker runs a chunk back to back as a bare loop does and completes
     it in one LoadGen call.  Each chunk's issue and completion times are kept (:attr:`timings`):
     the latency distribution and the completions over time that the reports draw.
+
+    With ``other``, each thread holds a session of both models and the two answer the same LoadGen
+    test in turn (:mod:`pytest_roofline.serving.compare`): whole queries alternate, or with
+    ``alternate_chunks`` (Offline's one query) its chunks do; each chunk's side, issue and
+    completion times and inference seconds are kept in :attr:`served`.
     """
 
-    def __init__(self, prepared: PreparedModel, concurrency: int, lg: Any) -> None:
+    def __init__(
+        self,
+        prepared: PreparedModel,
+        concurrency: int,
+        lg: Any,
+        other: PreparedModel | None = None,
+        alternate_chunks: bool = False,
+    ) -> None:
         self.lg = lg
         self.concurrency = concurrency
+        models = (prepared,) if other is None else (prepared, other)
         self.sessions: list[BackendSession] = []
+        rows: list[tuple[BackendSession, ...]] = []
         try:
             for _ in range(concurrency):
-                self.sessions.append(prepared.open())
-                self.sessions[-1].time(3)  # warm: first runs allocate
+                row = tuple(model.open() for model in models)
+                self.sessions.extend(row)
+                rows.append(row)
+                for session in row:
+                    session.time(3)  # warm: first runs allocate
         except BaseException:
             self.close()
             raise
-        self.samples: queue.SimpleQueue[tuple[int, list[int]] | None] = queue.SimpleQueue()
+        self.rows = rows
+        self.sides = len(models)
+        self.alternate_chunks = alternate_chunks
+        #: the side the next query (or chunk) goes to; the comparison sets it per window
+        self.turn = 0
+        self.samples: queue.SimpleQueue[tuple[int, int, list[int]] | None] = queue.SimpleQueue()
         self.errors: list[BaseException] = []
         #: (issued ns, completed ns, samples) per chunk of the current LoadGen test
         self.timings: list[tuple[int, int, int]] = []
-        self.threads = [threading.Thread(target=self._work, args=(s,), daemon=True) for s in self.sessions]
+        #: (side, issued ns, completed ns, inference seconds, the worker thread's CPU seconds,
+        #: samples) per chunk, with ``other``
+        self.served: list[tuple[int, int, int, float, float, int]] = []
+        self.threads = [threading.Thread(target=self._work, args=(row,), daemon=True) for row in rows]
         for thread in self.threads:
             thread.start()
 
     def expected_latency(self) -> float:
         """One sample's expected time (seconds), how LoadGen sizes its pre-generated queries: a short
-        median of one inference plus :data:`SAMPLE_OVERHEAD`."""
-        return statistics.median(self.sessions[0].time(16)) + SAMPLE_OVERHEAD
+        median of one inference (the mean of both models' with ``other``) plus :data:`SAMPLE_OVERHEAD`."""
+        return statistics.mean(statistics.median(s.time(16)) for s in self.rows[0]) + SAMPLE_OVERHEAD
 
-    def _work(self, session: BackendSession) -> None:
+    def _work(self, row: tuple[BackendSession, ...]) -> None:
         lg, take, clock, timings = self.lg, self.samples.get, time.perf_counter_ns, self.timings
-        response = lg.QuerySampleResponse
+        response, served, paired, cpu = (
+            lg.QuerySampleResponse,
+            self.served,
+            self.sides > 1,
+            time.thread_time_ns,
+        )
         while (chunk := take()) is not None:
-            issued, ids = chunk
+            side, issued, ids = chunk
+            busy, began = 0.0, cpu()
             if not self.errors:
                 try:
-                    session.time(len(ids))
+                    busy = sum(row[side].time(len(ids)))
                 except BaseException as exc:  # reported after LoadGen's test ends
                     self.errors.append(exc)
-            timings.append((issued, clock(), len(ids)))
+            done = clock()
+            timings.append((issued, done, len(ids)))
+            if paired:
+                served.append((side, issued, done, busy, (cpu() - began) * 1e-9, len(ids)))
             lg.QuerySamplesComplete([response(sample_id, 0, 0) for sample_id in ids])
 
     def issue(self, ids: list[int], indices: list[int]) -> None:
@@ -129,7 +163,11 @@ class Workers:
         issued, put = time.perf_counter_ns(), self.samples.put
         size = chunk_size(len(ids), self.concurrency)
         for start in range(0, len(ids), size):
-            put((issued, ids[start : start + size]))
+            put((self.turn, issued, ids[start : start + size]))
+            if self.alternate_chunks:
+                self.turn = (self.turn + 1) % self.sides
+        if not self.alternate_chunks:
+            self.turn = (self.turn + 1) % self.sides
 
     def __enter__(self) -> Workers:
         return self
@@ -195,6 +233,7 @@ def run_window(
     log_settings.enable_trace = False
     with _LOADGEN_LOCK:
         workers.timings.clear()
+        workers.served.clear()
         sut = lg.ConstructFastSUT(workers.issue, lambda: None)
         qsl = lg.ConstructQSL(QSL_SAMPLES, QSL_SAMPLES, lambda samples: None, lambda samples: None)
         try:

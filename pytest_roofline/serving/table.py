@@ -46,8 +46,8 @@ def comparison_table(found: ScenarioComparison, old: str, new: str) -> str:
     """Per metric: the paired ratio (above 1: ``new`` is worse), its interval and the verdict."""
     settings = found.settings
     head = (
-        f"{new} against {old}: {settings.loadgen_scenario}, {len(found.old)} window pairs"
-        f" of {settings.min_duration:g} s, tolerance {found.tolerance:.0%}"
+        f"{new} against {old}: {settings.loadgen_scenario}, {len(found.old)} windows of"
+        f" {settings.min_duration:g} s both models answered in turn, tolerance {found.tolerance:.0%}"
     )
     rows = [
         (m.metric, f"{m.ratio:.3f}", f"[{m.low:.3f}, {m.high:.3f}]", f"{m.coverage:.1%}", m.status)
@@ -58,4 +58,8 @@ def comparison_table(found: ScenarioComparison, old: str, new: str) -> str:
         f"load: others took {found.pressure:.0%} of our CPUs; the noise floor there {found.floor:.2%}"
         " (ratios: new/old latency, old/new QPS)"
     )
+    if found.clock == "cpu":
+        lines.append(
+            "other processes shared the CPUs: latencies and throughput judged on the workers' CPU time"
+        )
     return "\n".join(lines) + "\n"
