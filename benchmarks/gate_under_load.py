@@ -206,10 +206,14 @@ def paired(engine, new: Path, old: Path, dims: dict[str, int], kind: str, **extr
         extra["true"] = round(true_slowdown(pick, new, old, dims), 4)
     started = time.perf_counter()
     openers = [_opener(pick, new, dims), _opener(pick, old, dims)]
-    design = GateDesign(budget=10.0, run_estimate=_quick_p25(openers[0]))
+    # a run's wall time sizes the budget, as the gate's profiled run does (a thread-timed run's
+    # CPU time is a fraction of it under load: the first batch would overrun the budget)
+    wall = (engine.single_thread() or engine) if pick.thread_timed else pick
+    design = GateDesign(budget=10.0, run_estimate=_quick_p25(_opener(wall, new, dims)))
     run = paired_run(openers, design, TOLERANCE, sampler=sampler_for(pick))
     threads = pick.options.get("intra_op_threads", "default")
-    return _record(kind, run, started, threads=str(threads), **extra)
+    clock = "thread" if pick.thread_timed else "wall"  # the gate's clock under this load
+    return _record(kind, run, started, threads=str(threads), clock=clock, **extra)
 
 
 def stored(engine, path: Path, dims: dict[str, int], before: dict | None) -> dict:
@@ -326,13 +330,16 @@ def record(args: argparse.Namespace) -> int:
                 try:
                     for _ in range(args.aa):
                         keep(paired(engine, paths["copy"], paths["base"], dims, "aa-paired"))
-                    before = stored(engine, paths["base"], dims, None) if args.aa else None
+                    stored_aa = args.aa if args.aa_stored is None else args.aa_stored
+                    before = stored(engine, paths["base"], dims, None) if stored_aa else None
                     if before is not None:
                         keep(before)
-                    for _ in range(args.aa):
+                    for _ in range(stored_aa):
                         now = stored(engine, paths["copy"], dims, before)
                         keep(now)
                         before = now
+                    if args.aa_only:
+                        continue
                     for kind in ("slower", "x2"):
                         keep(paired(engine, paths[kind], paths["base"], dims, kind))
                     if "optimised" in paths:
@@ -370,7 +377,7 @@ def _noise_records(records: list[dict]):
         figures = item["figures"]
         if item["kind"] == "aa-paired":
             low, high = bootstrap_ratio_ci(figures, None)
-            ratio, mode, busy = float(np.median(figures)), "paired", item["pressure"]
+            ratio, mode, busy = float(np.median(figures)), _paired_mode(item), item["pressure"]
         else:
             base = previous.get(key)
             if base is None or len(base["figures"]) < 2:
@@ -385,6 +392,12 @@ def _noise_records(records: list[dict]):
         sigma = sampled / 1.96 if low > 0 and high > 0 else 0.0
         out.append(NoiseRecord(mode, busy, math.log(ratio), sigma))
     return out
+
+
+def _paired_mode(item: dict) -> str:
+    """The noise model's mode of a paired record: ``paired-thread`` when it was timed by the
+    threads' CPU time (records before that clock existed carry no ``clock``: wall)."""
+    return "paired-thread" if item.get("clock") == "thread" else "paired"
 
 
 def refit(args: argparse.Namespace) -> int:
@@ -455,7 +468,7 @@ def rejudged(records: list[dict]) -> list[dict]:
                 None,
                 tolerance=TOLERANCE,
                 mode="paired",
-                drift=model.floor("paired", item["pressure"]),
+                drift=model.floor(_paired_mode(item), item["pressure"]),
             )
         out.append({**item, "status": verdict.status, "ratio": verdict.ratio, "noise": verdict.noise})
     return out
@@ -543,6 +556,10 @@ def main(argv: list[str] | None = None) -> int:
         default=3,
         help="A/A verdicts per model, mode and condition (3; 0: changed models only)",
     )
+    parser.add_argument(
+        "--aa-stored", type=int, default=None, help="stored A/A verdicts per model and condition (--aa)"
+    )
+    parser.add_argument("--aa-only", action="store_true", help="A/A verdicts only: no changed models")
     args = parser.parse_args(argv)
     if args.record:
         return record(args)

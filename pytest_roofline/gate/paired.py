@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from pytest_roofline.gate.verdict import Verdict
     from pytest_roofline.model import ModelSource
 
-__all__ = ["measure_change", "paired_run"]
+__all__ = ["floor_mode", "measure_change", "paired_run"]
 
 
 def paired_run(
@@ -51,7 +51,7 @@ def paired_run(
     from pytest_roofline.gate.verdict import round_ratios
 
     budget = paired_budget(design.budget, design.run_estimate, tolerance, design)
-    decide = paired_decider(tolerance)
+    decide = paired_decider(tolerance, floor_mode(openers))
     if step_pairs:
         decide = _steady(decide, step_pairs)
     return run_gate(
@@ -62,6 +62,15 @@ def paired_run(
         watch_load=watch_load,
         figures=round_ratios,  # each round's old-beside-new ratio: the machine's drift cancels
     )
+
+
+def floor_mode(openers: Sequence[Callable[[], BackendSession]]) -> str:
+    """The noise model's mode a pairing of ``openers`` is judged with: ``paired-thread`` when
+    every opener's backend times by its thread's CPU time (``Backend.thread_timed``), which the
+    load disturbs far less than the wall clock, else ``paired``."""
+    engines = [getattr(opener, "backend", None) for opener in openers]
+    timed = bool(engines) and all(getattr(e, "thread_timed", False) for e in engines)
+    return "paired-thread" if timed else "paired"
 
 
 def _steady(decide: Decider, step_pairs: int) -> Decider:

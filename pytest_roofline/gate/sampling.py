@@ -388,8 +388,9 @@ def stored_decider(
     return decide
 
 
-def paired_decider(tolerance: float) -> Decider:
-    """A ``decide`` callable for paired mode (figures are new/reference ratios)."""
+def paired_decider(tolerance: float, floor_mode: str = "paired") -> Decider:
+    """A ``decide`` callable for paired mode (figures are new/reference ratios); ``floor_mode`` is
+    the noise model's mode its floor is read from (``paired-thread``: timed by CPU time)."""
 
     def decide(figures: list[float], subject_p25: float, control_p25: float, load: MachineLoad) -> Verdict:
         verdict = compare(
@@ -398,7 +399,7 @@ def paired_decider(tolerance: float) -> Decider:
             tolerance=tolerance,
             mode="paired",
             raw={"baseline": control_p25, "current": subject_p25},
-            drift=load_floor("paired", load),
+            drift=load_floor(floor_mode, load),
         )
         return replace(verdict, reasons=(*verdict.reasons, *_notes(verdict, load, control_p25, None)))
 
