@@ -483,6 +483,11 @@ def report(args: argparse.Namespace) -> int:
     for item in records:
         by_condition[item["condition"]].append(item)
     worst: dict[str, tuple[float, str]] = {}
+    quiet_true = {  # each variant's true change measured with nothing of ours beside it
+        (i["model"], i["kind"]): i["true"]
+        for i in by_condition.get("quiet", [])
+        if i["kind"] in ("slower", "x2") and i.get("true")
+    }
     for condition in REPORTED:
         items = by_condition.get(condition)
         if not items:
@@ -516,6 +521,15 @@ def report(args: argparse.Namespace) -> int:
             f" ({len(caught) / max(len(due), 1):.0%}); called pass {len(passed)}; >= 2x caught "
             f"{sum(i['status'] == 'regression' for i in doubled)}/{len(doubled)}"
         )
+        quiet_due = [i for i in changed if quiet_true.get((i["model"], i["kind"]), 0) >= 1 + CATCH_FROM]
+        if condition != "quiet" and quiet_due:  # the same variants' true change on the quiet machine
+            quiet_doubled = [i for i in quiet_due if quiet_true[(i["model"], i["kind"])] >= 2.0]
+            print(
+                f"  by the quiet recording's true change: caught "
+                f"{sum(i['status'] == 'regression' for i in quiet_due)}/{len(quiet_due)}; called pass "
+                f"{sum(i['status'] == 'pass' for i in quiet_due)}; >= 2x caught "
+                f"{sum(i['status'] == 'regression' for i in quiet_doubled)}/{len(quiet_doubled)}"
+            )
         for i in due:
             if i["status"] != "regression":
                 print(

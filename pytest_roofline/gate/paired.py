@@ -37,8 +37,9 @@ def paired_run(
     step_pairs: int = 0,
 ) -> GateRun:
     """``openers`` (new model, reference model) timed interleaved in fresh sessions until the paired
-    verdict at ``tolerance`` is decided: the figure per session is the median of its per-round
-    ratios (:func:`~pytest_roofline.gate.verdict.round_ratios`), the budget raised for a slow model
+    verdict at ``tolerance`` is decided: the figure per pair of sessions (one of each opening order)
+    is the geometric mean of their medians of per-round ratios
+    (:func:`~pytest_roofline.gate.verdict.balanced_ratios`), the budget raised for a slow model
     (:func:`~pytest_roofline.gate.sampling.paired_budget`).
 
     ``step_pairs``: a verdict of a change (not ``pass``) stops the sampling only with at least this
@@ -48,7 +49,7 @@ def paired_run(
     import dataclasses
 
     from pytest_roofline.gate.sampling import paired_budget, paired_decider, run_gate
-    from pytest_roofline.gate.verdict import round_ratios
+    from pytest_roofline.gate.verdict import balanced_ratios
 
     budget = paired_budget(design.budget, design.run_estimate, tolerance, design)
     decide = paired_decider(tolerance, floor_mode(openers))
@@ -57,10 +58,12 @@ def paired_run(
     return run_gate(
         openers,
         decide,
-        dataclasses.replace(design, budget=budget),
+        dataclasses.replace(design, budget=budget, even_sessions=True),
         sampler=sampler,
         watch_load=watch_load,
-        figures=round_ratios,  # each round's old-beside-new ratio: the machine's drift cancels
+        # each round's old-beside-new ratio (the machine's drift cancels), a pair of sessions
+        # per figure (the opening order's effect cancels)
+        figures=balanced_ratios,
     )
 
 
@@ -79,7 +82,8 @@ def _steady(decide: Decider, step_pairs: int) -> Decider:
 
     def steady(figures: list[float], subject_p25: float, control_p25: float, load: MachineLoad) -> Verdict:
         verdict = decide(figures, subject_p25, control_p25, load)
-        if verdict.status not in ("pass", "inconclusive") and len(figures) < step_pairs:
+        sessions = 2 * len(figures)  # each figure is two sessions (balanced_ratios)
+        if verdict.status not in ("pass", "inconclusive") and sessions < step_pairs:
             return dataclasses.replace(verdict, status="inconclusive")
         return verdict
 

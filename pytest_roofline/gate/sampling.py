@@ -77,6 +77,9 @@ class GateDesign:
     run_estimate: float | None = (
         None  # seconds one run of the subject takes: fits the first batch to the budget
     )
+    #: Keep a batch's sessions even when it is cut to the budget: paired mode's figure is a pair
+    #: of sessions, one per opening order (``verdict.balanced_ratios``).
+    even_sessions: bool = False
 
 
 #: The fewest sessions and rounds a batch cut to the budget keeps (two sessions: a spread to judge).
@@ -141,6 +144,12 @@ def fit_to_budget(design: GateDesign) -> tuple[GateDesign, str | None]:
         rounds -= 1
     while sessions > MIN_SESSIONS and over():
         sessions -= 1
+    if design.even_sessions and sessions % 2:  # one order each: then as many rounds as still fit
+        sessions -= 1
+        while rounds < design.rounds and not over():
+            rounds += 1
+        if over():
+            rounds -= 1
     while rounds > MIN_ROUNDS and over():
         rounds -= 1
     if over():
