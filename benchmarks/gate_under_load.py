@@ -58,7 +58,7 @@ CONDITIONS = ("quiet", "busy1", "busy2", "bursty", "quota")
 #: ``quota-unseen`` a ``quota`` recording made before the load read the cgroup's throttled time
 #: (its pressure leaves the quota out); ``busy1-stretched`` a ``busy1`` recording made after the
 #: budget began to stretch with the load (``gate.sampling.stretched``).
-REPORTED = (*CONDITIONS, "agents", "quota-unseen", "busy1-stretched")
+REPORTED = (*CONDITIONS, "agents", "quota-unseen", "busy1-stretched", "busy1-r3-pre", "busy1-r3", "agents-r3")
 #: The zoo's models that run in under ~25 ms at default threads here (the A/A volume comes from them).
 #: A dozen of them, one per family, for a recording that fits an hour.
 SMALL = (
@@ -213,7 +213,9 @@ def paired(engine, new: Path, old: Path, dims: dict[str, int], kind: str, **extr
     run = paired_run(openers, design, TOLERANCE, sampler=sampler_for(pick))
     threads = pick.options.get("intra_op_threads", "default")
     clock = "thread" if pick.thread_timed else "wall"  # the gate's clock under this load
-    return _record(kind, run, started, threads=str(threads), clock=clock, **extra)
+    # each session binds its own copy of the inputs (gate.paired.FreshInputs): the fit reads only
+    # such thread-clock records (before, a pairing's sessions shared the arrays and its bias)
+    return _record(kind, run, started, threads=str(threads), clock=clock, inputs="per-session", **extra)
 
 
 def stored(engine, path: Path, dims: dict[str, int], before: dict | None) -> dict:
@@ -374,6 +376,8 @@ def _noise_records(records: list[dict]):
             continue
         if item["kind"] not in ("aa-paired", "aa-stored") or len(item["figures"]) < 2:
             continue
+        if item.get("clock") == "thread" and item.get("inputs") != "per-session":
+            continue  # recorded before the sessions' inputs were copied per session: not today's design
         figures = item["figures"]
         if item["kind"] == "aa-paired":
             low, high = bootstrap_ratio_ci(figures, None)
