@@ -422,12 +422,12 @@ def test_each_session_of_a_pairing_binds_its_own_copy_of_the_inputs():
     against a copy of itself read 0.888-0.925 in every session of one pairing and 1.04 in the next;
     LLaMA read 0.957-0.978 in six pairings in a row.  The inputs' memory was shared; each session
     now binds its own copy (equal values)."""
+    from types import SimpleNamespace
+
     import numpy as np
 
     from pytest_roofline.gate.paired import paired_run
     from pytest_roofline.measure.rounds import SessionOpener
-
-    from types import SimpleNamespace
 
     bound: list[np.ndarray] = []
 
