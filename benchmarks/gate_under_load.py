@@ -58,7 +58,7 @@ CONDITIONS = ("quiet", "busy1", "busy2", "bursty", "quota")
 #: ``quota-unseen`` a ``quota`` recording made before the load read the cgroup's throttled time
 #: (its pressure leaves the quota out); ``busy1-stretched`` a ``busy1`` recording made after the
 #: budget began to stretch with the load (``gate.sampling.stretched``).
-REPORTED = (*CONDITIONS, "agents", "quota-unseen", "busy1-stretched", "busy1-r3-pre", "busy1-r3", "agents-r3")
+REPORTED = (*CONDITIONS, "agents", "quota-unseen", "busy1-stretched", "busy1-r3-pre", "busy1-r3-shared", "busy1-r3", "agents-r3")
 #: The zoo's models that run in under ~25 ms at default threads here (the A/A volume comes from them).
 #: A dozen of them, one per family, for a recording that fits an hour.
 SMALL = (
