@@ -57,8 +57,23 @@ CONDITIONS = ("quiet", "busy1", "busy2", "bursty", "quota")
 #: developers' test runs shared the machine (pressure 0.5-0.9: not quiet, so relabelled);
 #: ``quota-unseen`` a ``quota`` recording made before the load read the cgroup's throttled time
 #: (its pressure leaves the quota out); ``busy1-stretched`` a ``busy1`` recording made after the
-#: budget began to stretch with the load (``gate.sampling.stretched``).
-REPORTED = (*CONDITIONS, "agents", "quota-unseen", "busy1-stretched", "busy1-r3-pre", "busy1-r3-shared", "busy1-r3", "agents-r3")
+#: budget began to stretch with the load (``gate.sampling.stretched``).  Round three (``clock``
+#: ``thread``: pairings timed by CPU time): ``busy1-r3-pre`` per-session figures paired afterwards,
+#: ``busy1-r3-shared`` balanced figures with the inputs shared by a pairing's sessions,
+#: ``busy1-r3`` inputs copied per session, 4-session batches; ``busy1-r3b`` 8 sessions x 5 rounds
+#: a batch (today's design); ``agents-r3b`` the same without a spinner of ours, beside the other
+#: developers' jobs (not quiet).
+REPORTED = (
+    *CONDITIONS,
+    "agents",
+    "quota-unseen",
+    "busy1-stretched",
+    "busy1-r3-pre",
+    "busy1-r3-shared",
+    "busy1-r3",
+    "busy1-r3b",
+    "agents-r3b",
+)
 #: The zoo's models that run in under ~25 ms at default threads here (the A/A volume comes from them).
 #: A dozen of them, one per family, for a recording that fits an hour.
 SMALL = (
