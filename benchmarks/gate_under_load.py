@@ -62,7 +62,8 @@ CONDITIONS = ("quiet", "busy1", "busy2", "bursty", "quota")
 #: ``busy1-r3-shared`` balanced figures with the inputs shared by a pairing's sessions,
 #: ``busy1-r3`` inputs copied per session, 4-session batches; ``busy1-r3b`` 8 sessions x 5 rounds
 #: a batch (today's design); ``agents-r3b`` the same without a spinner of ours, beside the other
-#: developers' jobs (not quiet).
+#: developers' jobs (not quiet); ``agents-r3b-same`` GPT-2 KV against an identical file
+#: (``gate.paired.paired_run`` from a /tmp script), beside the developers' jobs.
 REPORTED = (
     *CONDITIONS,
     "agents",
@@ -73,6 +74,7 @@ REPORTED = (
     "busy1-r3",
     "busy1-r3b",
     "agents-r3b",
+    "agents-r3b-same",
 )
 #: The zoo's models that run in under ~25 ms at default threads here (the A/A volume comes from them).
 #: A dozen of them, one per family, for a recording that fits an hour.
