@@ -5,11 +5,13 @@ identical file against the model, 8 sessions x 10 rounds at one intra-op thread,
 (``inproc``) and each in a fresh process (``fresh``); one JSON line per pairing in
 ``OUT/records.jsonl`` (session figures, their mean log ratio and its standard error).  A
 pairing-level effect shows as pairing means that differ by more than their standard errors.
-``CONDITION`` ``busy1`` runs one ``while True: pass`` beside it.
+``CONDITION`` ``busy1`` runs one ``while True: pass`` beside it.  ``CLOCK`` ``thread`` times each
+run by its thread's CPU time, as the gate's pairings under load do (``Backend.thread_timed_copy``);
+``wall`` (the default) by the wall clock.
 
 Usage::
 
-    python benchmarks/aa_pairings.py busy1 gpt2_kv,lstm_gru,convnext_fp16,moe,mobilenet_v2 3 OUT
+    python benchmarks/aa_pairings.py busy1 gpt2_kv,lstm_gru,convnext_fp16,moe,mobilenet_v2 3 OUT [CLOCK]
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from pytest_roofline.zoo.suite import zoo_model  # noqa: E402
 from pytest_roofline.zoo.variants import resaved_copy  # noqa: E402
 
 
-def pairing(new: str, old: str, dims: dict[str, int]) -> list[float]:
+def pairing(new: str, old: str, dims: dict[str, int], clock: str = "wall") -> list[float]:
     """Session figures (median per-round ratio new / old) of one 8-session pairing at one thread."""
     from pytest_roofline.backends.base import get_backend
     from pytest_roofline.gate.verdict import round_ratios
@@ -39,6 +41,8 @@ def pairing(new: str, old: str, dims: dict[str, int]) -> list[float]:
     from pytest_roofline.model import ModelSpec, bind_input_shapes, load_model, make_inputs
 
     engine = get_backend("onnxruntime", {}).single_thread()
+    if clock == "thread":
+        engine = engine.thread_timed_copy() or engine
 
     def opener(path: str) -> SessionOpener:
         model = load_model(path)
@@ -49,7 +53,7 @@ def pairing(new: str, old: str, dims: dict[str, int]) -> list[float]:
     return round_ratios(samples[0], samples[1])
 
 
-def main(condition: str, models: list[str], reps: int, out: Path) -> None:
+def main(condition: str, models: list[str], reps: int, out: Path, clock: str = "wall") -> None:
     out.mkdir(parents=True, exist_ok=True)
     spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"])] if condition == "busy1" else []
     sink = (out / "records.jsonl").open("a", encoding="utf-8")
@@ -66,15 +70,24 @@ def main(condition: str, models: list[str], reps: int, out: Path) -> None:
                     for where in ("inproc", "fresh"):
                         started = time.time()
                         if where == "inproc":
-                            figures = pairing(str(new), str(base), dims)
+                            figures = pairing(str(new), str(base), dims, clock)
                         else:
-                            command = [sys.executable, __file__, "one", str(new), str(base), json.dumps(dims)]
+                            command = [
+                                sys.executable,
+                                __file__,
+                                "one",
+                                str(new),
+                                str(base),
+                                json.dumps(dims),
+                                clock,
+                            ]
                             done = subprocess.run(command, capture_output=True, text=True, check=True)
                             figures = json.loads(done.stdout)
                         logs = np.log(figures)
                         record = {
                             "model": name,
                             "cond": condition,
+                            "clock": clock,
                             "kind": kind,
                             "where": where,
                             "rep": rep,
@@ -98,6 +111,7 @@ def main(condition: str, models: list[str], reps: int, out: Path) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "one":
-        print(json.dumps(pairing(sys.argv[2], sys.argv[3], json.loads(sys.argv[4]))))
+        print(json.dumps(pairing(sys.argv[2], sys.argv[3], json.loads(sys.argv[4]), sys.argv[5])))
     else:
-        main(sys.argv[1], sys.argv[2].split(","), int(sys.argv[3]), Path(sys.argv[4]))
+        clock = sys.argv[5] if len(sys.argv) > 5 else "wall"
+        main(sys.argv[1], sys.argv[2].split(","), int(sys.argv[3]), Path(sys.argv[4]), clock)

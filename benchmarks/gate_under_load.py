@@ -57,8 +57,25 @@ CONDITIONS = ("quiet", "busy1", "busy2", "bursty", "quota")
 #: developers' test runs shared the machine (pressure 0.5-0.9: not quiet, so relabelled);
 #: ``quota-unseen`` a ``quota`` recording made before the load read the cgroup's throttled time
 #: (its pressure leaves the quota out); ``busy1-stretched`` a ``busy1`` recording made after the
-#: budget began to stretch with the load (``gate.sampling.stretched``).
-REPORTED = (*CONDITIONS, "agents", "quota-unseen", "busy1-stretched")
+#: budget began to stretch with the load (``gate.sampling.stretched``).  Round three (``clock``
+#: ``thread``: pairings timed by CPU time): ``busy1-r3-pre`` per-session figures paired afterwards,
+#: ``busy1-r3-shared`` balanced figures with the inputs shared by a pairing's sessions,
+#: ``busy1-r3`` inputs copied per session, 4-session batches; ``busy1-r3b`` 8 sessions x 5 rounds
+#: a batch (today's design); ``agents-r3b`` the same without a spinner of ours, beside the other
+#: developers' jobs (not quiet); ``agents-r3b-same`` GPT-2 KV against an identical file
+#: (``gate.paired.paired_run`` from a /tmp script), beside the developers' jobs.
+REPORTED = (
+    *CONDITIONS,
+    "agents",
+    "quota-unseen",
+    "busy1-stretched",
+    "busy1-r3-pre",
+    "busy1-r3-shared",
+    "busy1-r3",
+    "busy1-r3b",
+    "agents-r3b",
+    "agents-r3b-same",
+)
 #: The zoo's models that run in under ~25 ms at default threads here (the A/A volume comes from them).
 #: A dozen of them, one per family, for a recording that fits an hour.
 SMALL = (
@@ -206,10 +223,16 @@ def paired(engine, new: Path, old: Path, dims: dict[str, int], kind: str, **extr
         extra["true"] = round(true_slowdown(pick, new, old, dims), 4)
     started = time.perf_counter()
     openers = [_opener(pick, new, dims), _opener(pick, old, dims)]
-    design = GateDesign(budget=10.0, run_estimate=_quick_p25(openers[0]))
+    # a run's wall time sizes the budget, as the gate's profiled run does (a thread-timed run's
+    # CPU time is a fraction of it under load: the first batch would overrun the budget)
+    wall = (engine.single_thread() or engine) if pick.thread_timed else pick
+    design = GateDesign(budget=10.0, run_estimate=_quick_p25(_opener(wall, new, dims)))
     run = paired_run(openers, design, TOLERANCE, sampler=sampler_for(pick))
     threads = pick.options.get("intra_op_threads", "default")
-    return _record(kind, run, started, threads=str(threads), **extra)
+    clock = "thread" if pick.thread_timed else "wall"  # the gate's clock under this load
+    # each session binds its own copy of the inputs (gate.paired.FreshInputs): the fit reads only
+    # such thread-clock records (before, a pairing's sessions shared the arrays and its bias)
+    return _record(kind, run, started, threads=str(threads), clock=clock, inputs="per-session", **extra)
 
 
 def stored(engine, path: Path, dims: dict[str, int], before: dict | None) -> dict:
@@ -326,13 +349,16 @@ def record(args: argparse.Namespace) -> int:
                 try:
                     for _ in range(args.aa):
                         keep(paired(engine, paths["copy"], paths["base"], dims, "aa-paired"))
-                    before = stored(engine, paths["base"], dims, None) if args.aa else None
+                    stored_aa = args.aa if args.aa_stored is None else args.aa_stored
+                    before = stored(engine, paths["base"], dims, None) if stored_aa else None
                     if before is not None:
                         keep(before)
-                    for _ in range(args.aa):
+                    for _ in range(stored_aa):
                         now = stored(engine, paths["copy"], dims, before)
                         keep(now)
                         before = now
+                    if args.aa_only:
+                        continue
                     for kind in ("slower", "x2"):
                         keep(paired(engine, paths[kind], paths["base"], dims, kind))
                     if "optimised" in paths:
@@ -367,10 +393,12 @@ def _noise_records(records: list[dict]):
             continue
         if item["kind"] not in ("aa-paired", "aa-stored") or len(item["figures"]) < 2:
             continue
+        if item.get("clock") == "thread" and item.get("inputs") != "per-session":
+            continue  # recorded before the sessions' inputs were copied per session: not today's design
         figures = item["figures"]
         if item["kind"] == "aa-paired":
             low, high = bootstrap_ratio_ci(figures, None)
-            ratio, mode, busy = float(np.median(figures)), "paired", item["pressure"]
+            ratio, mode, busy = float(np.median(figures)), _paired_mode(item), item["pressure"]
         else:
             base = previous.get(key)
             if base is None or len(base["figures"]) < 2:
@@ -385,6 +413,12 @@ def _noise_records(records: list[dict]):
         sigma = sampled / 1.96 if low > 0 and high > 0 else 0.0
         out.append(NoiseRecord(mode, busy, math.log(ratio), sigma))
     return out
+
+
+def _paired_mode(item: dict) -> str:
+    """The noise model's mode of a paired record: ``paired-thread`` when it was timed by the
+    threads' CPU time (records before that clock existed carry no ``clock``: wall)."""
+    return "paired-thread" if item.get("clock") == "thread" else "paired"
 
 
 def refit(args: argparse.Namespace) -> int:
@@ -455,7 +489,7 @@ def rejudged(records: list[dict]) -> list[dict]:
                 None,
                 tolerance=TOLERANCE,
                 mode="paired",
-                drift=model.floor("paired", item["pressure"]),
+                drift=model.floor(_paired_mode(item), item["pressure"]),
             )
         out.append({**item, "status": verdict.status, "ratio": verdict.ratio, "noise": verdict.noise})
     return out
@@ -470,6 +504,11 @@ def report(args: argparse.Namespace) -> int:
     for item in records:
         by_condition[item["condition"]].append(item)
     worst: dict[str, tuple[float, str]] = {}
+    quiet_true = {  # each variant's true change measured with nothing of ours beside it
+        (i["model"], i["kind"]): i["true"]
+        for i in by_condition.get("quiet", [])
+        if i["kind"] in ("slower", "x2") and i.get("true")
+    }
     for condition in REPORTED:
         items = by_condition.get(condition)
         if not items:
@@ -503,6 +542,15 @@ def report(args: argparse.Namespace) -> int:
             f" ({len(caught) / max(len(due), 1):.0%}); called pass {len(passed)}; >= 2x caught "
             f"{sum(i['status'] == 'regression' for i in doubled)}/{len(doubled)}"
         )
+        quiet_due = [i for i in changed if quiet_true.get((i["model"], i["kind"]), 0) >= 1 + CATCH_FROM]
+        if condition != "quiet" and quiet_due:  # the same variants' true change on the quiet machine
+            quiet_doubled = [i for i in quiet_due if quiet_true[(i["model"], i["kind"])] >= 2.0]
+            print(
+                f"  by the quiet recording's true change: caught "
+                f"{sum(i['status'] == 'regression' for i in quiet_due)}/{len(quiet_due)}; called pass "
+                f"{sum(i['status'] == 'pass' for i in quiet_due)}; >= 2x caught "
+                f"{sum(i['status'] == 'regression' for i in quiet_doubled)}/{len(quiet_doubled)}"
+            )
         for i in due:
             if i["status"] != "regression":
                 print(
@@ -543,6 +591,10 @@ def main(argv: list[str] | None = None) -> int:
         default=3,
         help="A/A verdicts per model, mode and condition (3; 0: changed models only)",
     )
+    parser.add_argument(
+        "--aa-stored", type=int, default=None, help="stored A/A verdicts per model and condition (--aa)"
+    )
+    parser.add_argument("--aa-only", action="store_true", help="A/A verdicts only: no changed models")
     args = parser.parse_args(argv)
     if args.record:
         return record(args)

@@ -181,3 +181,45 @@ def test_a_runners_own_noise_model_replaces_the_packaged_one(tmp_path, monkeypat
         noise_model()
     monkeypatch.delenv(NOISE_MODEL_ENV)
     assert noise_model() is packaged_noise_model()
+
+
+def test_a_pairing_timed_by_cpu_time_is_judged_with_its_own_floor(monkeypatch) -> None:
+    """Issue 31: a pairing whose sessions time each run by the thread's CPU time reads the noise
+    model's ``paired-thread`` floor; one timed by the wall clock keeps the wider ``paired`` one."""
+    from types import SimpleNamespace
+
+    from pytest_roofline.gate import sampling
+    from pytest_roofline.gate.paired import floor_mode, paired_run
+    from pytest_roofline.gate.sampling import GateDesign
+
+    model = NoiseModel({"paired": ((0.0, 0.003), (0.5, 0.03)), "paired-thread": ((0.0, 0.006),)})
+    monkeypatch.setattr(sampling, "noise_model", lambda: model)
+    busy = MachineLoad(1.0, 0.5, 0.0, 1.0, 2)
+    monkeypatch.setattr(sampling, "between", lambda start, end: busy)
+
+    def sampler(openers, *, sessions, rounds, iterations, warmup):  # a +12 % change, steady
+        return [[[1.12] * rounds for _ in range(sessions)], [[1.0] * rounds for _ in range(sessions)]]
+
+    def pair(thread_timed: bool):
+        opener = SimpleNamespace(backend=SimpleNamespace(thread_timed=thread_timed))
+        return paired_run([opener, opener], GateDesign(budget=60, max_batches=1), 0.05, sampler=sampler)
+
+    assert floor_mode([SimpleNamespace(backend=SimpleNamespace(thread_timed=True))]) == "paired-thread"
+    timed, wall = pair(True).verdict, pair(False).verdict
+    assert timed is not None and wall is not None
+    assert timed.floor == pytest.approx(1.96 * 0.006) and wall.floor == pytest.approx(1.96 * 0.03)
+    assert timed.status == "regression" and wall.status == "inconclusive"
+
+
+def test_the_cpu_time_floor_falls_back_to_the_wall_clocks_until_it_is_fitted():
+    """A runner's own fit made before the thread clock existed has no ``paired-thread`` knots: the
+    pairing is then judged with the wall clock's (wider) floor, never the quiet constant; a fit
+    with no CPU-time records leaves the mode out, and one measured only under load holds its
+    lowest fitted floor down to no load."""
+    old = NoiseModel({"paired": ((0.0, 0.003), (0.5, 0.03))})
+    assert old.floor("paired-thread", 0.5) == 0.03
+    wall = _records("paired", 0.5, 0.02, 300, 4)
+    assert "paired-thread" not in fit_floors(wall).knots
+    fitted = fit_floors([*wall, *_records("paired-thread", 0.9, 0.01, 300, 5)])
+    knots = fitted.knots["paired-thread"]
+    assert knots[0][0] == 0.0 and knots[0][1] == knots[1][1] > 2 * QUIET_FLOORS["paired-thread"]

@@ -194,4 +194,7 @@ def test_a_pairing_on_shared_cpus_takes_one_thread_per_session():
     one = paired_engine(default, busy)
     assert one is not None and one.options.get("intra_op_threads") in ("1", 1)
     assert paired_engine(default, quiet) is None and paired_engine(default, None) is None
-    assert paired_engine(get_backend("onnxruntime", {"intra_op_threads": "1"}), busy) is None  # already one
+    # each run timed by its thread's CPU time (issue 31: the wall clock charged it the load's slices)
+    assert one.thread_timed and not default.thread_timed
+    already = paired_engine(get_backend("onnxruntime", {"intra_op_threads": "1"}), busy)
+    assert already is not None and already.thread_timed  # already one thread: only the clock changes

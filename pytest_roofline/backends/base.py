@@ -167,6 +167,9 @@ class Backend(ABC):
     #: Whether its timings are wall-clock measurements that other processes' load disturbs (a
     #: replayed or synthetic backend is not: the gate then ignores the machine's load).
     wall_clock: ClassVar[bool] = True
+    #: Whether its sessions time each run by the calling thread's CPU time instead of the wall
+    #: clock (:meth:`thread_timed_copy`): a run another process preempts is not charged the wait.
+    thread_timed: bool = False
 
     def __init__(self, options: Mapping[str, str] | None = None) -> None:
         unknown = sorted(set(options or {}) - set(self.options_help))
@@ -208,6 +211,16 @@ class Backend(ABC):
         calibration then times its memory probes the way layers are timed, by
         :meth:`BackendSession.device_time` (default False)."""
         return False
+
+    def thread_timed_copy(self) -> Backend | None:
+        """This configuration timing each run by the calling thread's CPU time, when a run executes
+        on that thread alone (one intra-op thread on a CPU); else None (the default).
+
+        On shared CPUs a run's wall time carries the time other processes held the core: beside one
+        busy process on the 2-core VM, a 1.5 ms LSTM read 1.5 or 5.5 ms per run (a lost scheduler
+        slice), and a one-thread pairing's per-session figure spread ±10-100 %; its thread's CPU
+        time spread ±0.5-2.3 % (docs/plugin.md, "Load is a noise")."""
+        return None
 
     def shared_pool_threads(self) -> int | None:
         """Threads of a pool every session of this configuration should share while the gate

@@ -6,7 +6,8 @@ gate never refuses to decide because of load: it measures the load around every 
 The *pressure* of a window is the share of our CPUs that other processes, the hypervisor and our
 control group's CPU quota took (``other + steal + throttled``, 0 quiet, 0.5 one busy process on
 2 cores, ~1 two or more).  The model gives,
-per mode (``paired``, ``stored``, ``layer``), a relative standard deviation — the *floor* — that no
+per mode (``paired``; ``paired-thread``, a pairing timed by its threads' CPU time under load;
+``stored``, ``layer``), a relative standard deviation — the *floor* — that no
 amount of sampling removes: between-process drift on a quiet machine, and what a neighbour adds.
 The floor is folded into the bootstrap interval in log space (:func:`pytest_roofline.gate.verdict.compare`).
 
@@ -44,12 +45,15 @@ __all__ = [
     "pressure",
 ]
 
-MODES = ("paired", "stored", "layer")
+MODES = ("paired", "paired-thread", "stored", "layer")
+#: A mode a model file has no knots for reads its fallback's: a pairing timed by its threads' CPU
+#: time (``paired-thread``) is judged with the wall clock's wider floor until a fit of its own exists.
+FALLBACK = {"paired-thread": "paired"}
 NOISE_MODEL_FILE = Path(__file__).with_name("noise_model.json")
 #: A noise model file to use instead of the packaged one (a runner's own ``--refit``).
 NOISE_MODEL_ENV = "ROOFLINE_NOISE_MODEL"
 #: The floors before any fit, at pressure 0 (the former constant drift floors).
-QUIET_FLOORS = {"paired": 0.003, "stored": 0.015, "layer": 0.03}
+QUIET_FLOORS = {"paired": 0.003, "paired-thread": 0.003, "stored": 0.015, "layer": 0.03}
 #: Two-sided 99 % normal quantile: the interval the fit keeps A/A ratios inside.
 Z99 = 2.5758
 #: Share of A/A verdicts allowed outside their 99 % interval in a fitted bin.
@@ -82,7 +86,11 @@ class NoiseModel:
 
     def floor(self, mode: str, at: float) -> float:
         """The relative standard deviation no sampling removes, for ``mode`` at pressure ``at``."""
-        points = self.knots.get(mode) or ((0.0, QUIET_FLOORS.get(mode, QUIET_FLOORS["stored"])),)
+        points = (
+            self.knots.get(mode)
+            or self.knots.get(FALLBACK.get(mode, mode))
+            or ((0.0, QUIET_FLOORS.get(mode, QUIET_FLOORS["stored"])),)
+        )
         at = min(max(at, 0.0), 1.0)
         if at <= points[0][0]:
             return points[0][1]
@@ -172,7 +180,9 @@ def fit_floors(records: Iterable[NoiseRecord], source: str = "") -> NoiseModel:
     """The floors that keep all but :data:`OUTSIDE` of each pressure bin's A/A ratios inside
     their 99 % intervals, made non-decreasing in pressure (more load never narrows an interval).
 
-    A bin with fewer than :data:`MIN_RECORDS` records is not fitted (its knot is left out)."""
+    A bin with fewer than :data:`MIN_RECORDS` records is not fitted (its knot is left out); a
+    :data:`FALLBACK` mode without any fitted bin is left out (it reads its fallback's knots), and
+    one fitted only under load holds its lowest fitted floor down to pressure 0."""
     by_mode: dict[str, list[NoiseRecord]] = {}
     for record in records:
         by_mode.setdefault(record.mode, []).append(record)
@@ -185,12 +195,16 @@ def fit_floors(records: Iterable[NoiseRecord], source: str = "") -> NoiseModel:
             if len(inside) < MIN_RECORDS:
                 continue
             points.append((_median([r.pressure for r in inside]), _allowed_floor(inside)))
+        if not points and mode in FALLBACK:  # judged with its fallback's floor until it has records
+            continue
         floor, kept = QUIET_FLOORS[mode], []
         for x, y in points:
             floor = max(floor, y)
             kept.append((round(x, 3), math.ceil(floor * 1e5) / 1e5))  # rounded up: never narrower
         if not kept or kept[0][0] > 0.0:
-            kept.insert(0, (0.0, kept[0][1] if kept and kept[0][0] <= 0.1 else QUIET_FLOORS[mode]))
+            # a mode only measured under load (FALLBACK's) keeps its lowest fitted floor down to 0
+            carried = bool(kept) and (kept[0][0] <= 0.1 or mode in FALLBACK)
+            kept.insert(0, (0.0, kept[0][1] if carried else QUIET_FLOORS[mode]))
         knots[mode] = tuple(kept)
     return NoiseModel(knots, source)
 

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pytest_roofline.measure.rounds import SessionOpener
+
 if TYPE_CHECKING:
     from pytest_roofline.backends.base import Backend, BackendSession
     from pytest_roofline.device.load import MachineLoad
@@ -24,7 +26,26 @@ if TYPE_CHECKING:
     from pytest_roofline.gate.verdict import Verdict
     from pytest_roofline.model import ModelSource
 
-__all__ = ["measure_change", "paired_run"]
+__all__ = ["FreshInputs", "balanced_design", "floor_mode", "measure_change", "paired_run"]
+
+
+class FreshInputs(SessionOpener):
+    """A :class:`SessionOpener` whose every session binds its own fresh copy of the input arrays.
+
+    What a pairing keeps from one session to the next is shared by all its sessions, so an effect
+    of it on one model's speed is a bias no interval of the pairing sees: GPT-2 with KV cache
+    against a copy of itself, timed by CPU time beside a busy process, read 0.888-0.925 in every
+    session of one pairing and 1.04 in the next.  The inputs' memory is such a thing (its
+    cache sets, its pages); copied per session, it varies between sessions, where the interval
+    sees it."""
+
+    def __call__(self) -> BackendSession:
+        feeds = {k: np.array(v, copy=True) if isinstance(v, np.ndarray) else v for k, v in self.feeds.items()}
+        return self.backend.open(self.spec, feeds)
+
+
+def _fresh_inputs(openers: Sequence[Callable[[], BackendSession]]) -> list[Callable[[], BackendSession]]:
+    return [FreshInputs(o.backend, o.spec, o.feeds) if type(o) is SessionOpener else o for o in openers]
 
 
 def paired_run(
@@ -37,8 +58,9 @@ def paired_run(
     step_pairs: int = 0,
 ) -> GateRun:
     """``openers`` (new model, reference model) timed interleaved in fresh sessions until the paired
-    verdict at ``tolerance`` is decided: the figure per session is the median of its per-round
-    ratios (:func:`~pytest_roofline.gate.verdict.round_ratios`), the budget raised for a slow model
+    verdict at ``tolerance`` is decided: the figure per pair of sessions (one of each opening order)
+    is the geometric mean of their medians of per-round ratios
+    (:func:`~pytest_roofline.gate.verdict.balanced_ratios`), the budget raised for a slow model
     (:func:`~pytest_roofline.gate.sampling.paired_budget`).
 
     ``step_pairs``: a verdict of a change (not ``pass``) stops the sampling only with at least this
@@ -48,20 +70,50 @@ def paired_run(
     import dataclasses
 
     from pytest_roofline.gate.sampling import paired_budget, paired_decider, run_gate
-    from pytest_roofline.gate.verdict import round_ratios
+    from pytest_roofline.gate.verdict import balanced_ratios
 
+    design = balanced_design(design)
     budget = paired_budget(design.budget, design.run_estimate, tolerance, design)
-    decide = paired_decider(tolerance)
+    decide = paired_decider(tolerance, floor_mode(openers))
     if step_pairs:
         decide = _steady(decide, step_pairs)
     return run_gate(
-        openers,
+        _fresh_inputs(openers),
         decide,
         dataclasses.replace(design, budget=budget),
         sampler=sampler,
         watch_load=watch_load,
-        figures=round_ratios,  # each round's old-beside-new ratio: the machine's drift cancels
+        # each round's old-beside-new ratio (the machine's drift cancels), a pair of sessions
+        # per figure (the opening order's effect cancels)
+        figures=balanced_ratios,
     )
+
+
+def balanced_design(design: GateDesign) -> GateDesign:
+    """``design`` for balanced figures: twice the sessions, half the rounds (at least
+    ``FEW_ROUNDS``), an even count kept when cut to the budget, so that a batch yields as many
+    figures as it has sessions in ``design``.
+
+    A figure is two sessions (:func:`~pytest_roofline.gate.verdict.balanced_ratios`); at the former
+    4 sessions a batch gave 2 figures, whose t interval (12.7 standard errors) decided nothing:
+    beside one busy process T5's and Whisper's +8 % and +7 % variants read [1.115, 1.093] and
+    [1.073, 1.052] in the one batch their budget held, `inconclusive` at noise ±12 %."""
+    import dataclasses
+    import math
+
+    from pytest_roofline.gate.sampling import FEW_ROUNDS
+
+    rounds = max(FEW_ROUNDS, math.ceil(design.rounds / 2))
+    return dataclasses.replace(design, sessions=2 * design.sessions, rounds=rounds, even_sessions=True)
+
+
+def floor_mode(openers: Sequence[Callable[[], BackendSession]]) -> str:
+    """The noise model's mode a pairing of ``openers`` is judged with: ``paired-thread`` when
+    every opener's backend times by its thread's CPU time (``Backend.thread_timed``), which the
+    load disturbs far less than the wall clock, else ``paired``."""
+    engines = [getattr(opener, "backend", None) for opener in openers]
+    timed = bool(engines) and all(getattr(e, "thread_timed", False) for e in engines)
+    return "paired-thread" if timed else "paired"
 
 
 def _steady(decide: Decider, step_pairs: int) -> Decider:
@@ -70,7 +122,8 @@ def _steady(decide: Decider, step_pairs: int) -> Decider:
 
     def steady(figures: list[float], subject_p25: float, control_p25: float, load: MachineLoad) -> Verdict:
         verdict = decide(figures, subject_p25, control_p25, load)
-        if verdict.status not in ("pass", "inconclusive") and len(figures) < step_pairs:
+        sessions = 2 * len(figures)  # each figure is two sessions (balanced_ratios)
+        if verdict.status not in ("pass", "inconclusive") and sessions < step_pairs:
             return dataclasses.replace(verdict, status="inconclusive")
         return verdict
 

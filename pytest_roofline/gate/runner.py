@@ -217,7 +217,10 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
         pair_sampler = sampler if one_thread is None else sampler_for(pair_engine)
         run = paired_run(openers, design, tolerance, sampler=pair_sampler, watch_load=engine.wall_clock)
         if one_thread is not None and shared is not None:
-            one = f"timed at one intra-op thread: other processes shared the CPUs ({shared.describe()})"
+            clock = ", each run by its thread's CPU time" if pair_engine.thread_timed else ""
+            one = (
+                f"timed at one intra-op thread{clock}: other processes shared the CPUs ({shared.describe()})"
+            )
             run = dataclasses.replace(run, verdict=_with_reason(run.verdict, one))
     else:
         figure_subject = SessionOpener(figure_engine, prepared.spec, prepared.arrays)
@@ -321,10 +324,14 @@ def paired_engine(engine: Backend, load: MachineLoad | None) -> Backend | None:
 
     Two sessions' thread pools on busy cores wait on their slowest thread, and two different
     graphs (many small kernels against a few large ones) suffer that differently: a bias in the
-    ratio that no interval carries.  One thread per session keeps the ratio unbiased."""
+    ratio that no interval carries.  One thread per session keeps the ratio unbiased.  Where the
+    backend can, each run is timed by its thread's CPU time (``Backend.thread_timed_copy``): the
+    scheduler slices the load takes from a run are not charged to it, which spread a one-thread
+    pairing's sessions ±10-100 % by the wall clock (docs/plugin.md, "Load is a noise")."""
     if load is None or not load.disturbed:
         return None
-    return engine.single_thread()
+    one = engine.single_thread()
+    return (one or engine).thread_timed_copy() or one
 
 
 def _with_reason(verdict: Verdict | None, reason: str) -> Verdict | None:

@@ -77,6 +77,9 @@ class GateDesign:
     run_estimate: float | None = (
         None  # seconds one run of the subject takes: fits the first batch to the budget
     )
+    #: Keep a batch's sessions even when it is cut to the budget: paired mode's figure is a pair
+    #: of sessions, one per opening order (``verdict.balanced_ratios``).
+    even_sessions: bool = False
 
 
 #: The fewest sessions and rounds a batch cut to the budget keeps (two sessions: a spread to judge).
@@ -141,6 +144,12 @@ def fit_to_budget(design: GateDesign) -> tuple[GateDesign, str | None]:
         rounds -= 1
     while sessions > MIN_SESSIONS and over():
         sessions -= 1
+    if design.even_sessions and sessions % 2:  # one order each: then as many rounds as still fit
+        sessions -= 1
+        while rounds < design.rounds and not over():
+            rounds += 1
+        if over():
+            rounds -= 1
     while rounds > MIN_ROUNDS and over():
         rounds -= 1
     if over():
@@ -388,8 +397,9 @@ def stored_decider(
     return decide
 
 
-def paired_decider(tolerance: float) -> Decider:
-    """A ``decide`` callable for paired mode (figures are new/reference ratios)."""
+def paired_decider(tolerance: float, floor_mode: str = "paired") -> Decider:
+    """A ``decide`` callable for paired mode (figures are new/reference ratios); ``floor_mode`` is
+    the noise model's mode its floor is read from (``paired-thread``: timed by CPU time)."""
 
     def decide(figures: list[float], subject_p25: float, control_p25: float, load: MachineLoad) -> Verdict:
         verdict = compare(
@@ -398,7 +408,7 @@ def paired_decider(tolerance: float) -> Decider:
             tolerance=tolerance,
             mode="paired",
             raw={"baseline": control_p25, "current": subject_p25},
-            drift=load_floor("paired", load),
+            drift=load_floor(floor_mode, load),
         )
         return replace(verdict, reasons=(*verdict.reasons, *_notes(verdict, load, control_p25, None)))
 
