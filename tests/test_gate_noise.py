@@ -220,6 +220,8 @@ def test_the_cpu_time_floor_falls_back_to_the_wall_clocks_until_it_is_fitted():
     assert old.floor("paired-thread", 0.5) == 0.03
     wall = _records("paired", 0.5, 0.02, 300, 4)
     assert "paired-thread" not in fit_floors(wall).knots
-    fitted = fit_floors([*wall, *_records("paired-thread", 0.9, 0.01, 300, 5)])
+    fitted = fit_floors([*wall, *_records("paired-thread", 0.9, 0.05, 300, 5)])
     knots = fitted.knots["paired-thread"]
-    assert knots[0][0] == 0.0 and knots[0][1] == knots[1][1] > 2 * QUIET_FLOORS["paired-thread"]
+    assert knots[0][0] == 0.0 and knots[0][1] == knots[1][1] > QUIET_FLOORS["paired-thread"]
+    calm = fit_floors([*wall, *_records("paired-thread", 0.9, 0.005, 300, 5)]).knots["paired-thread"]
+    assert calm[0][1] == calm[1][1] == QUIET_FLOORS["paired-thread"]  # never below the least

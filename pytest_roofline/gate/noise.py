@@ -52,8 +52,13 @@ FALLBACK = {"paired-thread": "paired"}
 NOISE_MODEL_FILE = Path(__file__).with_name("noise_model.json")
 #: A noise model file to use instead of the packaged one (a runner's own ``--refit``).
 NOISE_MODEL_ENV = "ROOFLINE_NOISE_MODEL"
-#: The floors before any fit, at pressure 0 (the former constant drift floors).
-QUIET_FLOORS = {"paired": 0.003, "paired-thread": 0.003, "stored": 0.015, "layer": 0.03}
+#: The floors before any fit, at pressure 0 (the former constant drift floors), and the least a fit
+#: may give.  ``paired-thread``'s is wider than its fit (±1.4-1.6 % on 108 A/A verdicts): GPT-2 with
+#: its KV cache read 1.121 against an identical file in one thread-clock pairing outside the
+#: recordings (16 figures, all 1.07-1.20, others' jobs at pressure ~0.55), a per-pairing effect whose
+#: cause is not found; ±4.4 % keeps that pairing out of ``regression`` (docs/measurements.md,
+#: "gate_under_load, round three").
+QUIET_FLOORS = {"paired": 0.003, "paired-thread": 0.044, "stored": 0.015, "layer": 0.03}
 #: Two-sided 99 % normal quantile: the interval the fit keeps A/A ratios inside.
 Z99 = 2.5758
 #: Share of A/A verdicts allowed outside their 99 % interval in a fitted bin.
