@@ -246,6 +246,7 @@ def corpus_main(openvino: bool) -> int:
 
     from pytest_roofline.backends.base import get_backend
     from pytest_roofline.errors import ModelUnsupported, RooflineError
+    from pytest_roofline.profile.sanity import layers_above_roof, unresolved_layers
     from pytest_roofline.roofline.calibrate import calibrate
 
     folder = Path(tempfile.mkdtemp(prefix="roofline-corpus-"))
@@ -272,7 +273,7 @@ def corpus_main(openvino: bool) -> int:
     notes: list[str] = []
     ran = {column: 0 for column in engines}
     skipped: dict[str, list[str]] = {column: [] for column in engines}
-    counts = {"analyze": 0, "valid": 0, "profiles": 0, "above": 0, "failed": 0}
+    counts = {"analyze": 0, "valid": 0, "profiles": 0, "above": 0, "unresolved": 0, "failed": 0}
     worst_seen: tuple[float, str] = (0.0, "-")
     for name, tool, model, call in entries:
         cells: dict[str, str] = {}
@@ -309,9 +310,14 @@ def corpus_main(openvino: bool) -> int:
                 worst = max(worst, fraction)
                 if fraction > worst_seen[0]:
                     worst_seen = (fraction, f"{name} {column} {layer.name!r}")
-                if fraction > 1.0:
-                    counts["above"] += 1
-                    notes.append(f"{name} {column}: {_layer_line(layer, roofs[column])}")
+            # above its roof on its timer's interval (profile.sanity), as the guard judges; a
+            # layer above 100 % only on the point is too short for its timer to tell: counted apart
+            for layer in layers_above_roof(prof):
+                counts["above"] += 1
+                notes.append(f"{name} {column}: {_layer_line(layer, roofs[column])}")
+            for layer in unresolved_layers(prof):
+                counts["unresolved"] += 1
+                notes.append(f"{name} {column} (within one timer step): {_layer_line(layer, roofs[column])}")
         print(
             f"{name[:19]:<20}{tool[:37]:<38}{cells['analyze']:>8}"
             + "".join(f"{cells[c]:>9}" for c in engines)
@@ -343,8 +349,9 @@ def corpus_main(openvino: bool) -> int:
             counts["valid"] == counts["profiles"],
         ),
         (
-            "layers above 100 % of their roof",
-            f"{counts['above']} (highest {worst_seen[0]:.1%}: {worst_seen[1]})",
+            "layers above 100 % of their roof (timer interval)",
+            f"{counts['above']}; {counts['unresolved']} more above only on the point "
+            f"(highest {worst_seen[0]:.1%}: {worst_seen[1]})",
             counts["above"] == 0,
         ),
     ]
