@@ -30,6 +30,7 @@ import json
 from pathlib import Path
 
 import torch
+from _corpus_manifest import corpus_entry, write_manifest
 from torch import nn
 
 OPSET = 17
@@ -244,15 +245,10 @@ def main() -> int:
             except Exception as exc:  # a failed exporter is reported, the others still run
                 print(f"{path.name}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
                 continue
-            size = path.stat().st_size
-            assert size <= 2 << 20, f"{path.name} is {size} bytes, over 2 MB"
-            manifest["models"][path.stem] = {
-                "exporter": f"torch.onnx {exporter}" + (f", {library}" if library else ""),
-                "call": call,
-                "bytes": size,
-            }
-            print(f"{path.name}: {size} bytes")
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+            entry = corpus_entry(path, f"torch.onnx {exporter}" + (f", {library}" if library else ""), call)
+            manifest["models"][path.stem] = entry
+            print(f"{path.name}: {entry['bytes']} bytes")
+    write_manifest(out, manifest)
     return 0
 
 

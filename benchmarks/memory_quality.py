@@ -53,6 +53,9 @@ from pytest_roofline.memory.measure import profiled_memory
 from pytest_roofline.pipeline import ModelCall, prepare, profile_layers
 from pytest_roofline.zoo.suite import ZOO, write_zoo, zoo_model
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from zoo_gate import models_json_test  # noqa: E402
+
 PROFILE_RUNS = 2
 KEEP_SHARE = 0.05  # the issue's variant: one intermediate of at least 5 % of the peak kept alive
 SMALLEST_SHARE = 0.015  # below 5 %, a variant is still judged when the buffer clears the 1 % tolerance
@@ -165,18 +168,7 @@ def _loop_trips(model: onnx.ModelProto, loop: onnx.NodeProto) -> int | None:
     return int(numpy_helper.to_array(trips)) if trips is not None else None
 
 
-OVERHEAD_TEST = """
-import json
-import pytest
-
-MODELS = json.loads(open("models.json").read())
-
-@pytest.mark.parametrize("name", sorted(MODELS))
-def test_model(model_profile, name):
-    path, dims = MODELS[name]
-    prof = model_profile(path, dims=dims or None)
-    assert prof.memory is not None
-"""
+OVERHEAD_TEST = models_json_test("assert prof.memory is not None")
 
 #: Times every call into the memory code of a gated test (the executed graph and the shapes ONNX
 #: inference declares, which only the estimate uses; the trace's counters, the estimate, the

@@ -21,6 +21,8 @@ import collections
 import json
 from pathlib import Path
 
+from _corpus_manifest import corpus_entry, write_manifest
+
 #: export -> (model_type, heads, hidden size), as export_real_corpus_torch.py configures them
 SOURCES = {"bert_hf_legacy": ("bert", 4, 64), "gpt2_hf_legacy": ("gpt2", 4, 64)}
 
@@ -45,22 +47,17 @@ def main() -> int:
         name = source.replace("_legacy", "_ort_transformers")
         path = out / f"{name}.onnx"
         optimized.save_model_to_file(str(path))
-        size = path.stat().st_size
-        assert size <= 2 << 20, f"{path.name} is {size} bytes, over 2 MB"
         ops = collections.Counter(
             f"{node.domain}:{node.op_type}" if node.domain else node.op_type
             for node in optimized.model.graph.node
         )
         fused = {op: n for op, n in sorted(ops.items()) if op.startswith("com.microsoft:")}
-        manifest["models"][name] = {
-            "exporter": f"onnxruntime.transformers optimizer {onnxruntime.__version__} "
-            f"(model_type={model_type}) over {source}",
-            "call": manifest["models"][source]["call"],
-            "bytes": size,
-            "fused": fused,
-        }
-        print(f"{path.name}: {size} bytes, {fused}")
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        optimizer = f"onnxruntime.transformers optimizer {onnxruntime.__version__}"
+        exporter = f"{optimizer} (model_type={model_type}) over {source}"
+        entry = corpus_entry(path, exporter, manifest["models"][source]["call"], fused=fused)
+        manifest["models"][name] = entry
+        print(f"{path.name}: {entry['bytes']} bytes, {fused}")
+    write_manifest(out, manifest)
     return 0
 
 

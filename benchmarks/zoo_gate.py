@@ -54,7 +54,11 @@ QUICK_MODELS = 3
 #: A slower variant duplicates the heaviest weight-fed nodes until the copies add this share of the MACs.
 SLOWER_MACS = 0.07
 
-ROOFLINE_TEST = """
+
+def models_json_test(assertion: str) -> str:
+    """A test file that profiles every model ``models.json`` names (``{name: [path, dims]}``), one
+    test each, then checks ``assertion`` on ``prof``."""
+    return f"""
 import json
 import pytest
 
@@ -64,8 +68,13 @@ MODELS = json.loads(open("models.json").read())
 def test_model(model_profile, name):
     path, dims = MODELS[name]
     prof = model_profile(path, dims=dims or None)
-    assert prof.latency.median < 30.0  # seconds: the test's own assertion, never the one that fails
+    {assertion}
 """
+
+
+ROOFLINE_TEST = models_json_test(
+    "assert prof.latency.median < 30.0  # seconds: the test's own assertion, never the one that fails"
+)
 
 BENCHMARK_TEST = """
 import json

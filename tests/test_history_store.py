@@ -110,6 +110,25 @@ def test_embedded_concurrent_writers_lose_nothing_and_double_nothing(tmp_path: P
     assert lines == WRITERS * POINTS_EACH + 1
 
 
+def test_embedded_append_waits_its_lock_limit_then_raises_in_one_line(tmp_path: Path) -> None:
+    """Another process holds the file's lock: the append waits the store's ``lock_timeout``, raises
+    naming it, and leaves the file as it was."""
+    from pytest_roofline.files import file_lock
+
+    one_commit = "c" * 40
+    store = JsonLinesStore(tmp_path, lock_timeout=0.3)
+    store.append([point(0, 1.0, commit=one_commit)])
+    path = store.file_for(point(0, 1.0, commit=one_commit))
+    before = path.read_bytes()
+    with file_lock(path, None, keep=True):  # its own open file: flock conflicts as another process's
+        with pytest.raises(RooflineError) as caught:
+            store.append([point(1, 1.0, commit=one_commit), point(2, 1.0, commit=one_commit)])
+    added = "0 of 2 points added"
+    assert str(caught.value) == f"history {path} stayed locked for 0.3 s by another process; {added}"
+    assert path.read_bytes() == before
+    assert JsonLinesStore(tmp_path).lock_timeout == 120  # the default: a stuck writer, not a busy one
+
+
 def test_postgres_round_trip_filters_and_idempotence(postgres_url: str) -> None:  # noqa: F811
     store = PostgresStore(postgres_url)
     try:

@@ -151,6 +151,25 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def _run_interrupted(command: list[str], folder: Path, env: dict[str, str]) -> tuple[int, str, list[int]]:
+    """Run ``command`` in ``folder`` (its conftest sends the signal): its status, its output (stdout
+    and stderr), and the measuring helpers it left running (killed here, after they are counted)."""
+    proc = subprocess.Popen(
+        command,
+        cwd=folder,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        preexec_fn=_default_sigint,
+    )
+    output = proc.communicate(timeout=300)[0].decode(errors="replace")
+    time.sleep(0.2)
+    leftover = _helpers_of(proc.pid)
+    for pid in leftover:
+        os.kill(pid, 9)
+    return proc.returncode, output, leftover
+
+
 def _command() -> list[str]:
     return [
         sys.executable,
@@ -170,21 +189,9 @@ def test_sigint_during_a_measurement_exits_interrupted(
 ) -> None:
     folder, before = project
     env = _env(folder, ROOFLINE_TEST_SIGINT_AFTER=str(after))
-    proc = subprocess.Popen(
-        _command(),
-        cwd=folder,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        preexec_fn=_default_sigint,
-    )
-    output = proc.communicate(timeout=300)[0].decode(errors="replace")
-    time.sleep(0.2)
-    leftover = _helpers_of(proc.pid)
-    for pid in leftover:
-        os.kill(pid, 9)
+    returncode, output, leftover = _run_interrupted(_command(), folder, env)
     assert "terminate called" not in output, output[-2000:]
-    assert proc.returncode == pytest.ExitCode.INTERRUPTED, output[-2000:]
+    assert returncode == pytest.ExitCode.INTERRUPTED, output[-2000:]
     assert "KeyboardInterrupt" in output
     assert leftover == []
     assert _baselines(folder) == before
@@ -238,25 +245,13 @@ def test_sigint_during_a_calibration_stops_it_and_exits_interrupted(
     env = _env(folder, ROOFLINE_TEST_SIGINT_AFTER=str(after), ROOFLINE_TEST_SIGINT_TO=target)
     del env["ROOFLINE_CACHE_UNSETTLED"]
     try:
-        proc = subprocess.Popen(
-            [*_command(), "--roofline-recalibrate"],
-            cwd=folder,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            preexec_fn=_default_sigint,
-        )
-        output = proc.communicate(timeout=300)[0].decode(errors="replace")
+        returncode, output, leftover = _run_interrupted([*_command(), "--roofline-recalibrate"], folder, env)
     finally:
         (folder / "conftest.py").write_text(CONFTEST)
-    time.sleep(0.2)
-    leftover = _helpers_of(proc.pid)
-    for pid in leftover:
-        os.kill(pid, 9)
     landed, *later_probes = (folder / "signalled").read_text().splitlines()
     assert landed == "in the calibration", output[-2000:]
     assert "terminate called" not in output, output[-2000:]
-    assert proc.returncode == pytest.ExitCode.INTERRUPTED, output[-2000:]
+    assert returncode == pytest.ExitCode.INTERRUPTED, output[-2000:]
     assert "KeyboardInterrupt" in output
     # the signal is seen within one wait slice: at most the probe starting in it, none after
     assert len(later_probes) <= 1, later_probes

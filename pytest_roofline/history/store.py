@@ -86,10 +86,13 @@ class JsonLinesStore:
 
     Every file is read bounded and only when it is a regular file inside the store (never through
     a symlink); a line that cannot be read is skipped and named in :attr:`notes`.
+    ``lock_timeout`` is how long an append waits for another process's lock on its file (None:
+    as long as it takes) before it raises.
     """
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, lock_timeout: float | None = LOCK_TIMEOUT) -> None:
         self.root = Path(root)
+        self.lock_timeout = lock_timeout
         self.location = str(self.root)
         self.notes: list[str] = []
 
@@ -113,7 +116,7 @@ class JsonLinesStore:
         for path, items in sorted(by_file.items()):
             try:
                 self._folder(path.parent)
-                with file_lock(path, LOCK_TIMEOUT, keep=True) as lock:
+                with file_lock(path, self.lock_timeout, keep=True) as lock:
                     known = {p.id for p in self._parse(path, self._text(lock.fd, path))}
                     lines = []
                     for point in items:
@@ -125,7 +128,7 @@ class JsonLinesStore:
                         added += len(lines)
             except filelock.Timeout:
                 raise RooflineError(
-                    f"history {path} stayed locked for {LOCK_TIMEOUT:g} s by another process; "
+                    f"history {path} stayed locked for {self.lock_timeout:g} s by another process; "
                     f"{added} of {len(points)} points added"
                 ) from None
             except OSError as exc:
