@@ -72,6 +72,11 @@ class GpuTrace:
     calls: tuple[ApiCall, ...]
     clock_offset: int = 0
 
+    @property
+    def applied_offset(self) -> int:
+        """The offset to take out of CUPTI's timestamps: 0 where the two clocks are one domain."""
+        return self.clock_offset if abs(self.clock_offset) > SAME_CLOCK_NS else 0
+
 
 @dataclass(frozen=True)
 class GpuTiming:
@@ -132,7 +137,7 @@ def run_device_seconds(trace: GpuTrace, runs: Sequence[tuple[int, int]]) -> list
     its end, so all the work it launched ran between the two.  An activity is placed by its GPU
     start (CUPTI's clock less the trace's offset); work outside every run is left out.  [] when a
     run got no work (the recording missed it: no device time to give)."""
-    offset = trace.clock_offset if abs(trace.clock_offset) > SAME_CLOCK_NS else 0
+    offset = trace.applied_offset
     starts = [begin for begin, _ in runs]
     totals = [0] * len(runs)
     for activity in trace.activities:
@@ -184,7 +189,7 @@ def map_gpu_activity(
         known = launches.get(api_call.correlation_id)
         if known is None or api_call.start < known.start:
             launches[api_call.correlation_id] = api_call
-    offset = trace.clock_offset if abs(trace.clock_offset) > SAME_CLOCK_NS else 0
+    offset = trace.applied_offset
 
     def run_of(moment: int) -> int | None:
         index = bisect.bisect_right(run_starts, moment) - 1
