@@ -9,8 +9,8 @@ is (:func:`pytest_roofline.gate.order.route`):
 * the model changed and the baseline's model is reachable: old and new run **paired**, answering
   the same LoadGen tests in turn (:func:`pytest_roofline.serving.compare.compare_models`; at one
   intra-op thread when other processes share the CPUs, as the latency gate's pairing), a verdict
-  per metric (p99, QPS) from the order statistics of the window ratios widened by the gate's noise
-  model, judged by the gate's rule;
+  per metric (p99: order statistics of each side's pooled queries; QPS: a t interval of the window
+  ratios), each interval combined with the gate's noise model, judged by the gate's rule;
 * no entry, no result of these settings yet, or ``--roofline-update``: the scenario runs and its
   result is written into the entry at run end (``new``);
 * anything else (a changed backend build, option, env var or device; the old model unreachable):
