@@ -42,6 +42,7 @@ import sys
 import tempfile
 import threading
 import time
+import timeit
 from pathlib import Path
 
 import numpy as np
@@ -58,8 +59,16 @@ from pytest_roofline.serving.compare import (
     compare_models,
     order_interval,
 )
+from pytest_roofline.serving.gate import TAIL_QUERIES
 from pytest_roofline.serving.logs import read_summary
-from pytest_roofline.serving.runner import QPS_LINES, Workers, load_loadgen, run_scenario, run_window
+from pytest_roofline.serving.runner import (
+    MAX_CHUNK,
+    QPS_LINES,
+    Workers,
+    load_loadgen,
+    run_scenario,
+    run_window,
+)
 from pytest_roofline.serving.types import SCENARIOS, ScenarioResult, ScenarioSettings
 from pytest_roofline.zoo import write_zoo, zoo_model
 
@@ -178,6 +187,21 @@ def _offline_vs_bare(
     return walls, cpus
 
 
+def response_cost(chunk: int = MAX_CHUNK, rounds: int = 2000) -> float:
+    """Seconds a sample's completion costs in LoadGen's Python API alone: ``chunk`` ``QuerySampleResponse``
+    objects made and converted to LoadGen's vector (what ``QuerySamplesComplete`` does with its list),
+    the fastest of 5 repeats of ``rounds`` chunks, per sample.  The API has no call that completes a
+    chunk of samples without one response object each (``VectorQuerySampleResponse`` is built from
+    them; ``QuerySamplesComplete``'s ``response_cb`` is called per response)."""
+    lg = load_loadgen()
+    response, vector, ids = lg.QuerySampleResponse, lg.VectorQuerySampleResponse, list(range(chunk))
+
+    def complete() -> None:
+        vector([response(sample_id, 0, 0) for sample_id in ids])
+
+    return min(timeit.repeat(complete, number=rounds, repeat=5)) / (rounds * chunk)
+
+
 def _within(ratios: list[float]) -> tuple[str, str, float]:
     """A ratio set's median and sign-test interval as text, its verdict against 0.95, its low end."""
     low, high, _ = order_interval(ratios)
@@ -196,7 +220,15 @@ def part_offline(models: dict[str, PreparedModel], duration: float, repeats: int
     )
     worst: dict[str, tuple[float, str]] = {}
     verdicts: dict[str, dict[str, int]] = {}
+    per_sample = response_cost()
     for name, prepared in models.items():
+        with prepared.open() as session:
+            inference = statistics.median(session.time(200))
+        print(
+            f"   {name:16s} one inference {inference * 1e6:9.1f} us; LoadGen's response object alone"
+            f" {per_sample * 1e6:.2f} us a sample: Offline/bare at most"
+            f" {inference / (inference + per_sample):.3f} in CPU time from it"
+        )
         for concurrency in (1, 2):
             start = snapshot()
             walls, cpus = _offline_vs_bare(prepared, concurrency, duration, repeats, out / name)
@@ -403,7 +435,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2, help="part 3: comparisons of each kind per model")
     parser.add_argument("--window", type=float, default=0.25, help="part 3: a window's min duration, s")
     parser.add_argument(
-        "--window-queries", type=int, default=64, help="part 3: a window's min query count, both models"
+        "--window-queries",
+        type=int,
+        default=2 * math.ceil(TAIL_QUERIES / DEFAULT_WINDOWS),
+        help="part 3: a window's min query count, both models (default: the gate's, %(default)s)",
     )
     parser.add_argument("--tolerance", type=float, default=5.0, help="part 3: the gate's tolerance, %%")
     parser.add_argument(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 import threading
 import time
 
@@ -47,9 +48,55 @@ def test_metric_verdicts_follow_the_gates_rule() -> None:
     same = _metric("p99", [1.0, 1.01, 0.99, 1.0, 1.005, 0.995], floor=0.003, tolerance=0.10)
     wild = _metric("p99", [0.5, 2.0, 0.6, 1.9, 1.0, 1.1], floor=0.003, tolerance=0.10)
     assert (slower.status, same.status, wild.status) == ("regression", "pass", "inconclusive")
-    assert slower.low == pytest.approx(1.4 / math.exp(1.96 * 0.003))  # widened by the floor
+    logs = [math.log(r) for r in (1.5, 1.6, 1.4, 1.55, 1.45, 1.5)]
+    mean, sd = sum(logs) / 6, statistics.stdev(logs)
+    half = math.hypot(2.571 * sd / math.sqrt(6), 1.96 * 0.003)  # t(5) and the floor in quadrature
+    assert slower.ratio == pytest.approx(math.exp(mean)) and slower.low == pytest.approx(
+        math.exp(mean - half)
+    )
     loud = _metric("p99", [1.0, 1.01, 0.99, 1.0, 1.005, 0.995], floor=0.2, tolerance=0.10)
     assert loud.status == "inconclusive"  # the load's floor alone rules out a pass
+
+
+def _window_ratios(rng: random.Random, ratio: float, spread: float, windows: int = 20) -> list[float]:
+    """``windows`` per-window throughput ratios around ``ratio``, each off by a lognormal ``spread``
+    (a window's draw of slow samples and its share of the load)."""
+    return [ratio * math.exp(rng.gauss(0.0, spread)) for _ in range(windows)]
+
+
+def test_a_thirteen_percent_throughput_loss_is_caught_beside_a_busy_process() -> None:
+    # the Offline variant's loss (1/0.87 = 1.149 old/new) over 20 windows that each read it within
+    # ±4 % (sd), at the paired floor of one busy process (0.03): a t interval of the window ratios
+    # and the floor in quadrature decide it; the sign test's interval (the 6th to the 15th of 20)
+    # and the floor added on top read every one inconclusive
+    rng = random.Random(5)
+    verdicts = [
+        _metric("qps", _window_ratios(rng, 1 / 0.87, 0.04), floor=0.03, tolerance=0.05) for _ in range(100)
+    ]
+    caught = sum(v.status == "regression" for v in verdicts)
+    assert caught >= 80, [
+        f"{v.ratio:.3f} [{v.low:.3f}, {v.high:.3f}]" for v in verdicts if v.status != "regression"
+    ]
+    quiet = [
+        _metric("qps", _window_ratios(rng, 1 / 0.87, 0.04), floor=0.0048, tolerance=0.05) for _ in range(100)
+    ]
+    assert all(v.status == "regression" for v in quiet)
+
+
+def test_aa_window_ratios_raise_no_false_regression() -> None:
+    rng = random.Random(13)
+    statuses = [
+        _metric("qps", _window_ratios(rng, 1.0, spread), floor=floor, tolerance=0.05).status
+        for spread in (0.01, 0.02, 0.04)
+        for floor in (0.0048, 0.03)
+        for _ in range(100)
+    ]
+    assert statuses.count("regression") == 0 and statuses.count("pass") >= 250  # the quiet floor: pass
+
+
+def test_a_window_where_a_side_served_nothing_leaves_the_throughput_undecided() -> None:
+    verdict = _metric("qps", [1.2] * 19 + [math.inf], floor=0.0048, tolerance=0.05)
+    assert verdict.status == "inconclusive" and verdict.coverage == 0.0
 
 
 @pytest.fixture(scope="module")

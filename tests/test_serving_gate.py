@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import random
 
 import pytest
 from _baselines import make_entry
@@ -18,6 +20,7 @@ from _plugin_helpers import fixed_calibration, matmul_chain
 from _serving_data import RESULT
 
 from pytest_roofline.gate.store import BaselineStore
+from pytest_roofline.serving.compare import pooled_metric
 from pytest_roofline.serving.gate import (
     ServingRecord,
     asked,
@@ -123,11 +126,29 @@ def test_disable_runs_the_scenario_ungated(project):
 
 def test_a_paired_window_asks_what_a_p99_of_each_model_needs_within_the_budget() -> None:
     single = windows_within(ScenarioSettings("single-stream", min_duration=2.0), budget=30.0, windows=20)
-    assert single.min_query_count == 40  # 20 each a window: 400 of each model pooled
+    assert single.min_query_count == 100  # 50 each a window: 1000 of each model pooled
     assert single.min_duration == pytest.approx(30.0 / 21)
     server = ScenarioSettings("server", target_qps=20.0, min_duration=2.0)
     assert windows_within(server, budget=30.0, windows=20).min_query_count == 28  # what 20 QPS brings in
-    assert windows_within(server, budget=60.0, windows=20).min_query_count == 40
+    assert windows_within(server, budget=120.0, windows=20).min_query_count == 100
+
+
+def test_the_queries_a_paired_window_asks_decide_a_p99_past_a_few_stalled_queries() -> None:
+    # each model's pooled queries at the gate's window size: 1 ms with a lognormal spread, the old
+    # model's two slowest stalled to 5 ms, the new one's 3 % twice as slow.  At 400 a side (the
+    # former size) the p99's upper end was the old model's largest query, the stall: inconclusive
+    rng = random.Random(3)
+    per_side = windows_within(ScenarioSettings("single-stream"), budget=30.0, windows=20).min_query_count * 10
+
+    def draws(n: int, slow_share: float) -> list[float]:
+        return [
+            (2.0 if rng.random() < slow_share else 1.0) * 1e-3 * math.exp(rng.gauss(0, 0.1)) for _ in range(n)
+        ]
+
+    old = sorted([*draws(per_side - 2, 0.0), 5e-3, 5e-3])
+    new = sorted(draws(per_side, 0.03))
+    verdict = pooled_metric("p99", old, new, floor=0.0048, tolerance=0.05)
+    assert verdict.status == "regression" and verdict.low > 1.05, verdict
 
 
 def test_a_searched_result_matches_the_search_it_answers() -> None:

@@ -9,12 +9,14 @@ come from the workers' own times of its queries (issue to completion: p50, p99; 
 inference seconds per sample: the throughput ``qps``), since LoadGen's figures of a shared window
 are of both models together.
 
-Per metric the ratio new/old of each window — old/new for ``qps``, so that above 1 is always worse
-— gives a distribution-free interval for the median ratio from the order statistics of the window
-ratios (the sign test's interval), widened by the gate's noise floor at the load measured around
-the windows (:func:`pytest_roofline.gate.noise.noise_model`), and the gate's own decision rule
-(:func:`pytest_roofline.gate.verdict.judge_ratio`) gives the verdict.  Offline is judged on its
-throughput only (its latencies are the completion times of one query of thousands).
+Throughput is judged on the ratio old/new of each window (so that above 1 is always worse): their
+geometric mean with a t interval of the mean log ratio; the latency percentiles on each side's
+queries pooled over the windows, with order-statistic intervals.  Each interval is combined in
+quadrature with the gate's noise floor at the load measured around the windows
+(:func:`pytest_roofline.gate.noise.noise_model`), as the latency gate combines its own, and the
+gate's decision rule (:func:`pytest_roofline.gate.verdict.judge_ratio`) gives the verdict.
+Offline is judged on its throughput only (its latencies are the completion times of one query of
+thousands).
 """
 
 from __future__ import annotations
@@ -49,8 +51,9 @@ __all__ = [
     "side_samples",
 ]
 
-#: Windows of a comparison: with 20 the sign-test interval (95.9 %) drops the five most extreme
-#: ratios on each side, so a burst that favoured one side in a few windows moves nothing.
+#: Windows of a comparison: 20 ratios give the throughput's t interval 19 degrees of freedom (its
+#: quantile 2.09, near the normal's 1.96), and a burst that favoured one side in a window moves
+#: their mean by a twentieth of its size.
 DEFAULT_WINDOWS = 20
 #: Coverage the order-statistic interval must reach.
 COVERAGE = 0.95
@@ -285,22 +288,43 @@ def quantile_interval(ordered: Sequence[float], q: float, coverage: float) -> tu
 def _widened(
     name: str, ratio: float, bounds: tuple[float, float], coverage: float, floor: float, tolerance: float
 ) -> MetricVerdict:
-    """A ratio's verdict: its interval widened by the noise floor, judged by the gate's rule, or
-    ``inconclusive`` where the interval could not reach :data:`COVERAGE`."""
+    """A ratio's verdict: each side of its statistical interval (its log distance from the ratio)
+    combined in quadrature with the noise floor's 95 % half-width, as the latency gate folds its
+    drift into a bootstrap's interval (:func:`pytest_roofline.gate.verdict.compare`), judged by the
+    gate's rule; ``inconclusive`` where the interval could not reach :data:`COVERAGE`."""
     from pytest_roofline.gate.verdict import judge_ratio
 
-    widen = math.exp(Z95 * floor)
-    low, high = bounds[0] / widen, bounds[1] * widen
+    spread = Z95 * floor
+
+    def side(bound: float, sign: float) -> float:
+        gap = sign * math.log(bound / ratio) if bound > 0 and ratio > 0 else math.inf
+        return math.hypot(max(gap, 0.0), spread)
+
+    below, above = side(bounds[0], -1.0), side(bounds[1], 1.0)
+    low, high = ratio * math.exp(-below), ratio * math.exp(above)
     # the interval's half-width in log space, as the gate's compare() takes a bootstrap's
-    noise = max(math.log(high / low) / 2.0, 0.0) if low > 0 and math.isfinite(high) else math.inf
+    noise = (below + above) / 2.0
     status = judge_ratio(ratio, (low, high), noise, tolerance) if coverage >= COVERAGE else "inconclusive"
     return MetricVerdict(name, ratio, low, high, coverage, noise, status)
 
 
 def _metric(name: str, ratios: list[float], floor: float, tolerance: float) -> MetricVerdict:
-    """A metric judged on its window ratios: the sign test's interval of their median."""
-    low, high, coverage = order_interval(ratios)
-    return _widened(name, statistics.median(ratios), (low, high), coverage, floor, tolerance)
+    """A metric judged on its window ratios: their geometric mean, with Student's t interval of
+    the mean log ratio (:func:`pytest_roofline.gate.verdict.small_sample_half`).  The sign test's
+    interval of their median (:func:`order_interval`), used before, drops the five most extreme of
+    20 ratios on each side, and with the floor added on top read about ±10 % under load, so a 13 %
+    throughput loss stayed inside the band.  A window where a side served nothing leaves the metric
+    undecided."""
+    from pytest_roofline.gate.verdict import small_sample_half
+
+    if len(ratios) < 2 or not all(0 < r < math.inf for r in ratios):
+        low, high, _ = order_interval(ratios)
+        return _widened(name, statistics.median(ratios), (low, high), 0.0, floor, tolerance)
+    logs = [math.log(r) for r in ratios]
+    ratio, half = math.exp(statistics.fmean(logs)), small_sample_half(ratios)
+    return _widened(
+        name, ratio, (ratio * math.exp(-half), ratio * math.exp(half)), COVERAGE, floor, tolerance
+    )
 
 
 #: The percentile each pooled latency metric is.
