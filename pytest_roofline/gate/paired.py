@@ -85,10 +85,11 @@ def paired_run(
 
     design = balanced_design(design)
     budget = paired_budget(design.budget, design.run_estimate, tolerance, design)
-    decide = paired_decider(tolerance, floor_mode(openers))
+    mode = floor_mode(openers)
+    decide = paired_decider(tolerance, mode)
     if step_pairs:
         decide = _steady(decide, step_pairs)
-    return run_gate(
+    run = run_gate(
         _fresh_inputs(openers),
         decide,
         dataclasses.replace(design, budget=budget),
@@ -98,6 +99,7 @@ def paired_run(
         # per figure (the opening order's effect cancels)
         figures=balanced_ratios,
     )
+    return dataclasses.replace(run, floor_mode=mode)
 
 
 def balanced_design(design: GateDesign) -> GateDesign:
