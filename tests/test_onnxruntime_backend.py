@@ -212,7 +212,7 @@ def test_each_session_of_a_pairing_loads_the_model_from_its_own_copy_of_the_byte
     """Issue 31: loaded from its path, GPT-2 KV against an identical file read 0.926-1.127
     between pairings (chi^2/df of pairing means against their errors 5.6-57, quiet and beside a
     busy process); each session loading the model from its own read of the file's bytes,
-    0.943-1.010 (chi^2/df 2.0-2.4).  A pairing's sessions now do; other sessions load the path."""
+    0.943-1.048 (chi^2/df 2.0-3.1).  A pairing's sessions now do; other sessions load the path."""
     from pytest_roofline.gate.paired import _fresh_inputs
     from pytest_roofline.measure.rounds import SessionOpener, sample_interleaved
 

@@ -39,7 +39,7 @@ class FreshInputs(SessionOpener):
     cache sets, its pages); copied per session, it varies between sessions, where the interval
     sees it.  The model is such a thing too: loaded from its path, GPT-2 KV against an identical
     file read 0.926-1.127 between pairings, so each session loads it from its own copy of the
-    file's bytes (``Backend.own_bytes_copy``): 0.943-1.010, smaller but not gone."""
+    file's bytes (``Backend.own_bytes_copy``): 0.943-1.048, smaller but not gone."""
 
     def __call__(self) -> BackendSession:
         feeds = {k: np.array(v, copy=True) if isinstance(v, np.ndarray) else v for k, v in self.feeds.items()}

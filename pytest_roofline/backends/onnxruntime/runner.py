@@ -263,7 +263,7 @@ class OnnxRuntimeBackend(Backend):
         Loaded from the path, A/A pairings of GPT-2 with KV cache (an identical file, one thread,
         8 sessions x 5 rounds, in one process) read 0.926-1.127 with session standard errors of
         ~1 %: chi^2/df of pairing means against their errors 5.6-57, quiet and beside one busy
-        process.  Loaded from bytes kept as long as the session, 0.943-1.010, chi^2/df 2.0-2.4:
+        process.  Loaded from bytes kept as long as the session, 0.943-1.048, chi^2/df 2.0-3.1:
         smaller, not gone (docs/measurements.md, "gate_under_load, round four").
         """
         import copy
@@ -542,7 +542,7 @@ class OnnxRuntimeSession(BackendSession):
     def _create(self, options: Any, own_bytes: bool = False) -> Any:
         """An ``InferenceSession`` of the model; ``own_bytes``: from a fresh read of the file's
         bytes, kept as long as the session (freed at once, GPT-2 KV's A/A pairings kept more of
-        their per-pairing spread: chi^2/df 4.2-14.8 against 2.0-2.4), the path again where that fails
+        their per-pairing spread: chi^2/df 4.2-14.8 against 2.0-3.1), the path again where that fails
         (external data: the bytes carry no folder to find it in)."""
         import onnxruntime as ort
 
