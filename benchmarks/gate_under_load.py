@@ -232,6 +232,8 @@ def paired(engine, new: Path, old: Path, dims: dict[str, int], kind: str, **extr
     clock = "thread" if pick.thread_timed else "wall"  # the gate's clock under this load
     # each session binds its own copy of the inputs (gate.paired.FreshInputs): the fit reads only
     # such thread-clock records (before, a pairing's sessions shared the arrays and its bias)
+    # round four: each session also loads the model from its own copy of the file's bytes
+    extra["model_bytes"] = "per-session"
     return _record(kind, run, started, threads=str(threads), clock=clock, inputs="per-session", **extra)
 
 

@@ -115,7 +115,7 @@ def record(args: argparse.Namespace) -> None:
                     load1 = os.getloadavg()[0]
                     started = time.perf_counter()
                     estimate = estimates[name]
-                    figures, busy = time_pairing(engine, spec, reference, arrays, run_estimate=estimate)
+                    figures, busy, mode = time_pairing(engine, spec, reference, arrays, run_estimate=estimate)
                     line = {
                         "kind": "aa",
                         "condition": condition,
@@ -123,6 +123,7 @@ def record(args: argparse.Namespace) -> None:
                         "new": new,
                         "figures": list(figures),
                         "pressure": busy,
+                        "mode": mode,
                         "seconds": time.perf_counter() - started,
                         "load1": load1,
                         "run_estimate": estimates[name],
@@ -196,7 +197,8 @@ def _print_bisect(line: dict[str, Any]) -> None:
 def _pairing(line: dict[str, Any]) -> Any:
     from pytest_roofline.history.points import Paired
 
-    return Paired(tuple(line["figures"]), "previous", pressure=float(line["pressure"]))
+    mode = line.get("mode") or "paired"  # recorded before round four: judged as it was then
+    return Paired(tuple(line["figures"]), "previous", pressure=float(line["pressure"]), mode=mode)
 
 
 def _outside(pair: Any) -> bool:

@@ -211,6 +211,42 @@ def test_a_pairing_timed_by_cpu_time_is_judged_with_its_own_floor(monkeypatch) -
     assert timed.status == "regression" and wall.status == "inconclusive"
 
 
+def test_a_history_pairing_timed_by_cpu_time_is_judged_with_the_gates_own_floor(monkeypatch) -> None:
+    """Issue 31 item 5: the history judged every pairing with the wall clock's ``paired`` floor,
+    also one timed by CPU time, which the gate judges with ``paired-thread`` (±4.4 %, wider under
+    light load): the same figures could be a step to the history and inconclusive to the gate.
+    A pairing keeps the mode it was judged with (its own run's, or the gate's), stored with it."""
+    from types import SimpleNamespace
+
+    from pytest_roofline.gate import noise, sampling
+    from pytest_roofline.gate.paired import paired_run
+    from pytest_roofline.gate.sampling import GateDesign
+    from pytest_roofline.history.pairing import _gate_mode
+    from pytest_roofline.history.points import Paired
+
+    model = NoiseModel({"paired": ((0.0, 0.003), (1.0, 0.03)), "paired-thread": ((0.0, 0.044),)})
+    monkeypatch.setattr(noise, "noise_model", lambda: model)
+    monkeypatch.setattr(sampling, "noise_model", lambda: model)
+
+    def sampler(openers, *, sessions, rounds, iterations, warmup):
+        return [[[1.06] * rounds for _ in range(sessions)], [[1.0] * rounds for _ in range(sessions)]]
+
+    opener = SimpleNamespace(backend=SimpleNamespace(thread_timed=True))
+    run = paired_run(
+        [opener, opener], GateDesign(budget=60, max_batches=1), 0.05, sampler=sampler, watch_load=False
+    )
+    assert run.floor_mode == "paired-thread" and run.verdict is not None
+    figures = (1.061, 1.059, 1.060, 1.062, 1.058, 1.060)
+    timed = Paired(figures, "before", pressure=0.2, mode=run.floor_mode)
+    wall = Paired(figures, "before", pressure=0.2)
+    assert timed.floor == pytest.approx(0.044) and wall.floor == pytest.approx(0.003 + 0.027 * 0.2)
+    assert timed.verdict(0.0).status == "inconclusive" and wall.verdict(0.0).status == "regression"
+    assert Paired.from_dict(timed.to_dict()) == timed
+    assert Paired.from_dict({**timed.to_dict(), "mode": None}) == wall  # stored before round four
+    gate = SimpleNamespace(profile=SimpleNamespace(extra={"gate": {"floor_mode": "paired-thread"}}))
+    assert _gate_mode(gate) == "paired-thread"  # type: ignore[arg-type]
+
+
 def test_the_cpu_time_floor_falls_back_to_the_wall_clocks_until_it_is_fitted():
     """A runner's own fit made before the thread clock existed has no ``paired-thread`` knots: the
     pairing is then judged with the wall clock's (wider) floor, never the quiet constant; a fit

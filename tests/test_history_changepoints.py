@@ -291,6 +291,6 @@ def test_a_pairing_beside_other_processes_runs_at_one_thread(monkeypatch, other,
 
     monkeypatch.setattr(paired, "paired_run", timed)
     engine = get_backend("onnxruntime", {})
-    figures, busy = pairing.time_pairing(engine, "new", "old", {}, run_estimate=1e-3)  # type: ignore[arg-type]
+    figures, busy, _ = pairing.time_pairing(engine, "new", "old", {}, run_estimate=1e-3)  # type: ignore[arg-type]
     assert used == [threads, threads]
     assert figures == (1.01, 0.99) and busy == pytest.approx(other)

@@ -170,6 +170,9 @@ class Backend(ABC):
     #: Whether its sessions time each run by the calling thread's CPU time instead of the wall
     #: clock (:meth:`thread_timed_copy`): a run another process preempts is not charged the wait.
     thread_timed: bool = False
+    #: Whether each session loads its model from its own fresh copy of the file's bytes
+    #: (:meth:`own_bytes_copy`) instead of from the path.
+    own_model_bytes: bool = False
 
     def __init__(self, options: Mapping[str, str] | None = None) -> None:
         unknown = sorted(set(options or {}) - set(self.options_help))
@@ -221,6 +224,12 @@ class Backend(ABC):
         slice), and a one-thread pairing's per-session figure spread ±10-100 %; its thread's CPU
         time spread ±0.5-2.3 % (docs/plugin.md, "Load is a noise")."""
         return None
+
+    def own_bytes_copy(self) -> Backend:
+        """This configuration with :attr:`own_model_bytes` set, where the backend honours it (else
+        itself): a paired comparison's sessions then each load the model from their own copy of
+        its bytes (``gate.paired.FreshInputs``)."""
+        return self
 
     def shared_pool_threads(self) -> int | None:
         """Threads of a pool every session of this configuration should share while the gate

@@ -529,6 +529,8 @@ def _gate_figures(
         figures["probe"] = dict(probe)
     if reference is not None and reference.path is not None:  # paired mode: the ratios' reference
         figures["reference"] = str(reference.path)
+    if run.floor_mode:  # the noise model's mode it was judged with (the history judges it so too)
+        figures["floor_mode"] = run.floor_mode
     if configured is not None:
         figures["configured"] = {
             "figures": list(configured.figures),

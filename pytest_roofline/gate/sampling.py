@@ -179,6 +179,7 @@ class GateRun:
     verdict: Verdict | None = None
     control_session_p25s: tuple[float, ...] = ()
     subject_samples: tuple[tuple[float, ...], ...] = ()  # seconds, one tuple per fresh session
+    floor_mode: str = ""  # the noise model's mode a paired run was judged with ("": not paired)
 
 
 def _p25(samples: Sequence[Sequence[float]]) -> float:

@@ -122,19 +122,22 @@ def pair_with_previous(
         return found  # unchanged, unknown, or another change than the model's (no pair to time)
     reused = _gate_pairing(outcome, before_content)
     if reused:
-        found["paired"] = Paired(reused, before, FROM_GATE, pressure=_gate_pressure(outcome)).to_dict()
+        mode = _gate_mode(outcome)
+        found["paired"] = Paired(
+            reused, before, FROM_GATE, pressure=_gate_pressure(outcome), mode=mode
+        ).to_dict()
         return found
     reference, where = _previous_model(request, previous)
     if reference is None:
         found["unpaired"] = where
         return found
     try:
-        figures, busy = _paired_figures(request, reference, outcome.profile.latency.p25)
+        figures, busy, mode = _paired_figures(request, reference, outcome.profile.latency.p25)
     except RooflineError as exc:
         found["unpaired"] = str(exc)
         return found
     if figures:
-        found["paired"] = Paired(figures, before, where, pressure=busy).to_dict()
+        found["paired"] = Paired(figures, before, where, pressure=busy, mode=mode).to_dict()
     else:
         found["unpaired"] = "the paired run timed no session pair"
     return found
@@ -170,15 +173,22 @@ def _gate_pressure(outcome: GateOutcome) -> float:
         return 0.0
 
 
+def _gate_mode(outcome: GateOutcome) -> str:
+    """The noise model's mode the gate judged its own pairing with ("paired" when it did not say)."""
+    gate = outcome.profile.extra.get("gate")
+    mode = gate.get("floor_mode") if isinstance(gate, dict) else None
+    return mode if isinstance(mode, str) and mode else "paired"
+
+
 def _positive(figures: Sequence[Any]) -> tuple[float, ...]:
     return tuple(float(f) for f in figures if isinstance(f, (int, float)) and math.isfinite(f) and f > 0)
 
 
 def _paired_figures(
     request: GateRequest, reference: Path, run_estimate: float | None
-) -> tuple[tuple[float, ...], float]:
-    """Per-session figures of the request's model over ``reference`` (:func:`time_pairing`), and
-    the load share it ran under."""
+) -> tuple[tuple[float, ...], float, str]:
+    """Per-session figures of the request's model over ``reference`` (:func:`time_pairing`), the
+    load share it ran under and the noise model's mode it is judged with."""
     from pytest_roofline.model import ModelSpec
 
     prepared = request.prepared
@@ -202,10 +212,11 @@ def time_pairing(
     *,
     budget: float = PAIR_BUDGET,
     run_estimate: float | None = None,
-) -> tuple[tuple[float, ...], float]:
+) -> tuple[tuple[float, ...], float, str]:
     """Per-session figures (median of per-round ratios) of ``new`` over ``reference``, interleaved
-    in fresh session pairs on ``engine`` (the gate's paired run), and the load share it ran under
-    (the noise model's pressure).
+    in fresh session pairs on ``engine`` (the gate's paired run), the load share it ran under
+    (the noise model's pressure), and the noise model's mode the gate judges such a pairing with
+    (``paired-thread`` when its runs were timed by their thread's CPU time).
 
     As the gate's paired mode, it runs at the configured threads on a quiet machine and at one
     intra-op thread per session when others share the CPUs (``gate.runner.paired_engine``, the
@@ -233,7 +244,7 @@ def time_pairing(
         watch_load=engine.wall_clock,
         step_pairs=STEP_PAIRS,
     )
-    return _positive(run.figures), pressure(run.load)
+    return _positive(run.figures), pressure(run.load), run.floor_mode or "paired"
 
 
 def pairing_engine(engine: Backend) -> tuple[Backend, bool]:

@@ -51,6 +51,8 @@ SESSION_RATIOS = "session-p25"
 #: Session pairs a pairing needs before its opening order is taken out of its figures: 4 of each
 #: order (fewer, and the order's estimate is noise; the session figures are judged as they are).
 MIN_ORDERED = 8
+#: The noise model's modes a pairing is judged with (``gate.paired.floor_mode``).
+PAIRED_MODES = ("paired", "paired-thread")
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,9 @@ class Paired:
     reference: str = ""  # where the previous model came from (or the gate's own paired run)
     figure: str = ROUND_RATIOS  # what a figure is: ROUND_RATIOS, or SESSION_RATIOS (older points)
     pressure: float = 0.0  # the share of the CPUs others took while it was timed (gate.noise)
+    #: the noise model's mode its floor is read from, as the gate's pairing: ``paired-thread``
+    #: when its runs were timed by their thread's CPU time (``gate.paired.floor_mode``)
+    mode: str = "paired"
 
     @functools.cached_property
     def judged(self) -> tuple[float, ...]:
@@ -96,10 +101,10 @@ class Paired:
 
     @property
     def floor(self) -> float:
-        """The gate's paired floor at the load this pairing ran under (``gate.noise``)."""
+        """The gate's floor of this pairing's mode at the load it ran under (``gate.noise``)."""
         from pytest_roofline.gate.noise import noise_model
 
-        return noise_model().floor("paired", self.pressure)
+        return noise_model().floor(self.mode, self.pressure)
 
     def verdict(self, tolerance: float = 0.0, metric: str = "latency") -> Verdict:
         """The gate's paired verdict of these figures at ``tolerance``: the one place a pairing is
@@ -140,7 +145,7 @@ class Paired:
     def scaled(self, factor: float) -> Paired:
         """These figures times ``factor`` (the benchmark's injected step on a real A/A pairing)."""
         figures = tuple(f * factor for f in self.figures)
-        return Paired(figures, self.against, self.reference, self.figure, self.pressure)
+        return Paired(figures, self.against, self.reference, self.figure, self.pressure, self.mode)
 
     def to_dict(self) -> dict[str, Any]:
         ci = self.ci()
@@ -152,6 +157,7 @@ class Paired:
             "reference": self.reference,
             "figure": self.figure,
             "pressure": self.pressure,
+            "mode": self.mode,
         }
 
     @classmethod
@@ -173,7 +179,10 @@ class Paired:
         load = data.get("pressure")
         busy = float(load) if isinstance(load, (int, float)) and not isinstance(load, bool) else 0.0
         busy = min(max(busy, 0.0), 1.0) if math.isfinite(busy) else 0.0
-        return cls(values, str(data.get("against") or ""), str(data.get("reference") or ""), kind, busy)
+        mode = (
+            str(data.get("mode")) if data.get("mode") in PAIRED_MODES else "paired"
+        )  # absent: before round four
+        return cls(values, str(data.get("against") or ""), str(data.get("reference") or ""), kind, busy, mode)
 
 
 def _digest(data: Any) -> str:

@@ -256,6 +256,22 @@ class OnnxRuntimeBackend(Backend):
         copy.thread_timed = True
         return copy
 
+    def own_bytes_copy(self) -> OnnxRuntimeBackend:
+        """This configuration, each timing session loading the model from its own fresh copy of the
+        file's bytes (a model on disk without external data; :meth:`OnnxRuntimeSession.__init__`).
+
+        Loaded from the path, A/A pairings of GPT-2 with KV cache (an identical file, one thread,
+        8 sessions x 5 rounds, in one process) read 0.926-1.127 with session standard errors of
+        ~1 %: chi^2/df of pairing means against their errors 5.6-57, quiet and beside one busy
+        process.  Loaded from bytes kept as long as the session, 0.943-1.048, chi^2/df 2.0-3.1:
+        smaller, not gone (docs/measurements.md, "gate_under_load, round four").
+        """
+        import copy
+
+        engine = copy.copy(self)
+        engine.own_model_bytes = True
+        return engine
+
     def shared_pool_threads(self) -> int | None:
         """Intra-op threads of the pool the gate's sessions should share (see :func:`use_global_pool`).
 
@@ -379,7 +395,7 @@ class OnnxRuntimeSession(BackendSession):
         self.spec = spec
         self.inputs = {name: np.asarray(value, order="C") for name, value in inputs.items()}  # 0-d stays 0-d
         self._payload = self._model_payload()
-        self.session = self._create(backend.session_options())
+        self.session = self._create(backend.session_options(), own_bytes=backend.own_model_bytes)
         self._check_inputs()
         self._device, self._device_id = backend.io_device, backend.device_id
         self._helpers: list[Any] = []  # sessions that made device values (kept alive with them)
@@ -523,11 +539,25 @@ class OnnxRuntimeSession(BackendSession):
             return str(path)
         return self.spec.source.SerializeToString()  # type: ignore[union-attr]
 
-    def _create(self, options: Any) -> Any:
+    def _create(self, options: Any, own_bytes: bool = False) -> Any:
+        """An ``InferenceSession`` of the model; ``own_bytes``: from a fresh read of the file's
+        bytes, kept as long as the session (freed at once, GPT-2 KV's A/A pairings kept more of
+        their per-pairing spread: chi^2/df 4.2-14.8 against 2.0-3.1), the path again where that fails
+        (external data: the bytes carry no folder to find it in)."""
         import onnxruntime as ort
 
+        providers = self.backend.provider_list()
+        if own_bytes and self.spec.path is not None:
+            payload = self.spec.path.read_bytes()
+            try:
+                session = ort.InferenceSession(payload, options, providers=providers)
+            except Exception:
+                pass  # the path below loads it, or raises what is wrong with it
+            else:
+                self._payload = payload
+                return session
         try:
-            return ort.InferenceSession(self._payload, options, providers=self.backend.provider_list())
+            return ort.InferenceSession(self._payload, options, providers=providers)
         except Exception as exc:
             raise BackendError(f"onnxruntime cannot load {self.spec.name}: {_first_line(exc)}") from None
 
