@@ -57,13 +57,16 @@ def _line(label: str, result: dict, entry: dict | None = None) -> str:
     load = (entry or {}).get("load") or {}
     figures = gate.get("figures") or []
     spread = (max(figures) / min(figures) - 1) if figures and min(figures) > 0 else float("nan")
+    ratio_text = "-" if ratio is None else f"{ratio:.3f}"
+    subject, control = gate.get("subject_p25", float("nan")), gate.get("control_p25", float("nan"))
+    clock = (entry or {}).get("conditions", {}).get("clock", "wall") if entry else ""
+    reasons = "; ".join(r for r in verdict.get("reasons", []) if "load" in r or "clock" in r)
     return (
-        f"{label:7} {verdict['status']:12} ratio {ratio if ratio is None else round(ratio, 3)!s:6} ci {ci_text:16} "
-        f"noise {verdict.get('noise') or 0:.3f} floor {verdict.get('floor') or 0:.3f} "
-        f"figures {len(figures)} spread {spread:+.1%} subject_p25 {gate.get('subject_p25', float('nan')) * 1e6:.2f}us "
-        f"control_p25 {gate.get('control_p25', float('nan')) * 1e6:.2f}us"
-        + (f" entry load other {load.get('other', 0):.2f}" if entry else "")
-        + f" | {'; '.join(r for r in verdict.get('reasons', []) if 'load' in r or 'clock' in r or 'CPU' in r)[:200]}"
+        f"{label:7} {verdict['status']:12} ratio {ratio_text:6} ci {ci_text:16} "
+        f"noise {verdict.get('noise') or 0:.3f} figures {len(figures)} spread {spread:+.1%} "
+        f"subject_p25 {subject * 1e6:.2f}us control_p25 {control * 1e6:.2f}us"
+        + (f" entry load other {load.get('other', 0):.2f} clock {clock}" if entry else "")
+        + f" | {reasons[:200]}"
     )
 
 
@@ -73,7 +76,9 @@ def main() -> None:
     parser.add_argument("--record-spinners", type=int, default=2)
     parser.add_argument("--retime-spinners", type=int, default=1)
     parser.add_argument("--blocks", type=int, default=3, help="MatMul+Relu blocks of the 64x64 model")
-    parser.add_argument("--packaged-noise", action="store_true", help="the packaged noise model, not the tests'")
+    parser.add_argument(
+        "--packaged-noise", action="store_true", help="the packaged noise model, not the tests'"
+    )
     args = parser.parse_args()
 
     from _plugin_helpers import fixed_calibration, matmul_chain
@@ -95,7 +100,9 @@ def main() -> None:
             )
             first = _pytest(project, env, args.record_spinners, "--roofline-report", "r.json")
             (entry,) = json.loads((project / ".roofline" / "test_perf.json").read_text())["entries"].values()
-            second = _pytest(project, env, args.retime_spinners, "--roofline-retime", "--roofline-report", "r2.json")
+            second = _pytest(
+                project, env, args.retime_spinners, "--roofline-retime", "--roofline-report", "r2.json"
+            )
             false += second["verdict"]["status"] == "regression"
             print(f"loop {loop} (load average {os.getloadavg()[0]:.2f})")
             print("  " + _line("record", first, entry))

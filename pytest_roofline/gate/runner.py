@@ -93,9 +93,22 @@ def measure_lock() -> Iterator[None]:
         lock.__exit__(None, None, None)
 
 
-def current_conditions(backend: Backend, control: str, figure: str = "configured") -> Conditions:
+def current_conditions(
+    backend: Backend, control: str, figure: str = "configured", clock: str = "wall"
+) -> Conditions:
     """The conditions of a run on ``backend`` normalized by control probe ``control``."""
-    return Conditions(backend.version(), settings_of(backend.fingerprint(), backend.options), control, figure)
+    settings = settings_of(backend.fingerprint(), backend.options)
+    return Conditions(backend.version(), settings, control, figure, clock)
+
+
+def stored_figure_engine(engine: Backend) -> Backend:
+    """The engine a stored figure (model and control probe) is timed on: ``engine`` timing each run
+    by its thread's CPU time where a run executes on that thread alone (``Backend.thread_timed_copy``),
+    else ``engine``.  On shared CPUs the wall clock charges a run the slices a neighbour held its
+    core, and a baseline recorded beside more load than the later run read a 5 us model +40 %
+    (issue 35's false alarm); the thread's CPU time holds under any load, so a stored comparison
+    is timed the same way whatever load either side saw (docs/plugin.md, "Decision: stored mode")."""
+    return engine.thread_timed_copy() or engine
 
 
 def static_outcome(request: GateRequest) -> GateOutcome:
@@ -202,8 +215,13 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
     one_thread = paired_engine(engine, shared) if request.reference is not None else None
     design = GateDesign(budget=request.budget, run_estimate=profiled_run_seconds(layer_run.kernels))
     single = engine.single_thread() if request.reference is None else None
-    figure_engine = single or engine  # the figure the gate judges; the configured one is kept beside
-    current = current_conditions(engine, PROBE_NAME, "one-thread" if single is not None else "configured")
+    figure_engine = stored_figure_engine(single or engine)  # the configured threads are kept beside
+    current = current_conditions(
+        engine,
+        PROBE_NAME,
+        "one-thread" if single is not None else "configured",
+        "thread" if figure_engine.thread_timed else "wall",
+    )
     baseline = request.baseline if request.reference is None else None
     differences = baseline.conditions.differences(current) if baseline else []
     comparable = baseline if baseline is not None and not differences else None
@@ -271,6 +289,8 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
     )
     if one_thread is not None:  # the pairing ran at one thread: the test's latency at its own
         latency = short_latency(prepared)
+    elif configured_run is None and figure_engine.thread_timed:  # CPU time is not the latency users see
+        latency = layer_run.latency or short_latency(prepared)
     profile = assemble(
         prepared, layer_run, latency, {"gate": _gate_figures(run, configured_run, blocks, request.reference)}
     )
