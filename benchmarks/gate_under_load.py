@@ -563,11 +563,15 @@ def _stored_lines(items: list[dict]) -> None:
         if changed:
             due = [i for i in changed if (i.get("true") or 0) >= 1 + CATCH_FROM]
             doubled = [i for i in changed if (i.get("true") or 0) >= 2.0]
+            x2 = [i for i in changed if i["kind"] == "stored-x2"]
+            trues = [i.get("true") or float("nan") for i in x2]
             print(
                 f"  stored {clock:6s} slower (true >= +{CATCH_FROM:.1%}, at one thread): caught "
                 f"{sum(i['status'] == 'regression' for i in due)}/{len(due)}, called pass "
                 f"{sum(i['status'] == 'pass' for i in due)}; >= 2x caught "
-                f"{sum(i['status'] == 'regression' for i in doubled)}/{len(doubled)}"
+                f"{sum(i['status'] == 'regression' for i in doubled)}/{len(doubled)}; x2 variants (true "
+                f"x{min(trues, default=float('nan')):.2f}-x{max(trues, default=float('nan')):.2f}) caught "
+                f"{sum(i['status'] == 'regression' for i in x2)}/{len(x2)}"
             )
             for i in due:
                 if i["status"] != "regression":
