@@ -411,7 +411,8 @@ def judge_ratio(ratio: float, ci: tuple[float, float], noise: float, tolerance: 
       ``1 + tol``, however noisy (a 95 % bound let an A/A pairing of 4 sessions on a busy machine,
       1.039-1.088, read as a regression: a false alarm in one of 60);
     * ``inconclusive``: otherwise, when the noise is above the tolerance;
-    * ``improved``: the ratio below ``1 - tol`` and the CI below 1;
+    * ``improved``: the ratio below ``1 - tol`` and the CI and the 99 % interval below 1 (the
+      mirror of a regression's: an improvement is never claimed on less than a regression needs);
     * ``pass``: the one-sided 95 % bound ``ratio · exp(1.645 σ)`` is within ``1 + tol``;
     * ``inconclusive``: anything else (a slowdown beyond the tolerance neither shown nor ruled out).
     """
@@ -422,7 +423,7 @@ def judge_ratio(ratio: float, ci: tuple[float, float], noise: float, tolerance: 
         return "regression"
     if noise > tolerance:
         return "inconclusive"
-    if ratio < 1.0 - tolerance and high < 1.0:
+    if ratio < 1.0 - tolerance and max(high, ratio * math.exp(noise * REGRESSION_WIDENING)) < 1.0:
         return "improved"
     if one_sided_bound(ratio, noise) > limit:
         return "inconclusive"
