@@ -116,6 +116,8 @@ FAST = (
 )
 TOLERANCE = 0.05
 CATCH_FROM = 0.065
+#: Stored verdicts: A/A against the previous run, and the slower variants against the first baseline.
+STORED_KINDS = ("aa-stored", "stored-slower", "stored-x2")
 CGROUP = Path("/sys/fs/cgroup/cpu/roofline-gate-under-load")
 
 
@@ -237,17 +239,27 @@ def paired(engine, new: Path, old: Path, dims: dict[str, int], kind: str, **extr
     return _record(kind, run, started, threads=str(threads), clock=clock, inputs="per-session", **extra)
 
 
-def stored(engine, path: Path, dims: dict[str, int], before: dict | None) -> dict:
-    """The gate's stored verdict of ``path`` at one thread against ``before`` (None: a baseline)."""
+def stored(
+    engine,
+    path: Path,
+    dims: dict[str, int],
+    before: dict | None,
+    clock: str = "wall",
+    kind: str = "aa-stored",
+) -> dict:
+    """The gate's stored verdict of ``path`` at one thread against ``before`` (None: a baseline),
+    each run timed by ``clock``: ``wall``, or ``thread`` (its thread's CPU time, as the gate times a
+    one-thread stored figure since issue 35's false alarm: ``gate.runner.stored_figure_engine``)."""
     from pytest_roofline.device.load import MachineLoad
     from pytest_roofline.gate.control_probe import fit_probe, probe_opener
     from pytest_roofline.gate.noise import pressure
     from pytest_roofline.gate.sampling import GateDesign, run_gate, stored_decider
 
     started = time.perf_counter()
-    one = engine.single_thread() or engine
+    wall = engine.single_thread() or engine
+    one = (wall.thread_timed_copy() or wall) if clock == "thread" else wall
     subject = _opener(one, path, dims)
-    estimate = _quick_p25(subject)
+    estimate = _quick_p25(_opener(wall, path, dims))  # the budget is wall time
     blocks = before["blocks"] if before else fit_probe(one, estimate, 0.3)
     decide = stored_decider(
         before["figures"] if before else None,
@@ -259,8 +271,10 @@ def stored(engine, path: Path, dims: dict[str, int], before: dict | None) -> dic
     run = run_gate(
         [subject, probe_opener(one, **blocks)], decide, GateDesign(budget=10.0, run_estimate=estimate)
     )
-    record = _record("aa-stored" if before else "baseline", run, started)
+    record = _record(kind if before else "baseline", run, started, clock=clock)
     record.update(blocks=blocks, control_p25=run.control_p25, load=run.load.to_dict())
+    if before:  # what it was judged against, for the re-judgement
+        record["base"] = {k: before[k] for k in ("figures", "pressure", "control_p25")}
     return record
 
 
@@ -352,13 +366,18 @@ def record(args: argparse.Namespace) -> int:
                     for _ in range(args.aa):
                         keep(paired(engine, paths["copy"], paths["base"], dims, "aa-paired"))
                     stored_aa = args.aa if args.aa_stored is None else args.aa_stored
-                    before = stored(engine, paths["base"], dims, None) if stored_aa else None
-                    if before is not None:
+                    for clock in args.stored_clocks.split(",") if stored_aa else ():
+                        before = first = stored(engine, paths["base"], dims, None, clock)
                         keep(before)
-                    for _ in range(stored_aa):
-                        now = stored(engine, paths["copy"], dims, before)
-                        keep(now)
-                        before = now
+                        for _ in range(stored_aa):
+                            now = stored(engine, paths["copy"], dims, before, clock)
+                            keep(now)
+                            before = now
+                        for kind in ("slower", "x2") if args.stored_changed else ():
+                            one = engine.single_thread() or engine  # the true change at one thread
+                            true = round(true_slowdown(one, paths[kind], paths["base"], dims), 4)
+                            item = stored(engine, paths[kind], dims, first, clock, f"stored-{kind}")
+                            keep({**item, "true": true})
                     if args.aa_only:
                         continue
                     for kind in ("slower", "x2"):
@@ -389,7 +408,7 @@ def _noise_records(records: list[dict]):
 
     out, previous = [], {}
     for item in records:
-        key = (item["model"], item["condition"])
+        key = (item["model"], item["condition"], item.get("clock", "wall"))
         if item["kind"] == "baseline":
             previous[key] = item
             continue
@@ -402,7 +421,7 @@ def _noise_records(records: list[dict]):
             low, high = bootstrap_ratio_ci(figures, None)
             ratio, mode, busy = float(np.median(figures)), _paired_mode(item), item["pressure"]
         else:
-            base = previous.get(key)
+            base = item.get("base") or previous.get(key)
             if base is None or len(base["figures"]) < 2:
                 previous[key] = item
                 continue
@@ -467,14 +486,15 @@ def rejudged(records: list[dict]) -> list[dict]:
 
     model, previous, out = noise_model(), {}, []
     for item in records:
-        key = (item["model"], item["condition"])
+        key = (item["model"], item["condition"], item.get("clock", "wall"))
         if item["kind"] == "baseline" or not item["figures"]:
             previous[key] = item
             out.append(item)
             continue
-        if item["kind"] == "aa-stored":
-            base = previous.get(key)
-            previous[key] = item
+        if item["kind"] in STORED_KINDS:
+            base = item.get("base") or previous.get(key)
+            if item["kind"] == "aa-stored":
+                previous[key] = item
             if base is None:
                 continue
             verdict = compare(
@@ -495,6 +515,73 @@ def rejudged(records: list[dict]) -> list[dict]:
             )
         out.append({**item, "status": verdict.status, "ratio": verdict.ratio, "noise": verdict.noise})
     return out
+
+
+def _welch_half(current, baseline=None) -> float:
+    """``gate.verdict.small_sample_half`` before issue 35's fix: Welch's interval, each side at its
+    own spread (a calm 4-session baseline narrowed a stored comparison)."""
+    cur = np.log(np.asarray(current, dtype=float))
+    if len(cur) < 2:
+        return 0.0
+    var_c = float(np.var(cur, ddof=1)) / len(cur)
+    if baseline is None:
+        return verdict_t975(len(cur) - 1) * math.sqrt(var_c)
+    base = np.log(np.asarray(baseline, dtype=float))
+    if len(base) < 2:
+        return 0.0
+    var_b = float(np.var(base, ddof=1)) / len(base)
+    total = var_c + var_b
+    if total <= 0:
+        return 0.0
+    df = total**2 / (var_c**2 / (len(cur) - 1) + var_b**2 / (len(base) - 1))
+    return verdict_t975(df) * math.sqrt(total)
+
+
+def verdict_t975(df: float) -> float:
+    from pytest_roofline.gate.verdict import _t975
+
+    return _t975(df)
+
+
+def _stored_lines(items: list[dict]) -> None:
+    """Stored verdicts per clock: A/A false regressions and statuses, slower variants caught."""
+    for clock in sorted({i.get("clock", "wall") for i in items if i["kind"] in STORED_KINDS}):
+        mine = [i for i in items if i.get("clock", "wall") == clock]
+        aa = [i for i in mine if i["kind"] == "aa-stored"]
+        if aa:
+            false = sum(i["status"] == "regression" for i in aa)
+            statuses: dict[str, int] = defaultdict(int)
+            for i in aa:
+                statuses[i["status"]] += 1
+            ratios = [i["ratio"] for i in aa if i["ratio"]]
+            worst = max(aa, key=lambda i: abs(math.log(i["ratio"] or 1)))
+            print(
+                f"  stored {clock:6s} A/A {len(aa):3d}: false regression {false} (95 % upper bound "
+                f"{_upper95(false, len(aa)):.1%}), decided {len(aa) - statuses['inconclusive']}; "
+                f"{dict(statuses)}; ratios {min(ratios):.3f}-{max(ratios):.3f}, worst {worst['model']} "
+                f"x{worst['ratio']:.3f} ±{worst['noise'] or 0:.1%}"
+            )
+        changed = [i for i in mine if i["kind"] in ("stored-slower", "stored-x2")]
+        if changed:
+            due = [i for i in changed if (i.get("true") or 0) >= 1 + CATCH_FROM]
+            doubled = [i for i in changed if (i.get("true") or 0) >= 2.0]
+            x2 = [i for i in changed if i["kind"] == "stored-x2"]
+            trues = [i.get("true") or float("nan") for i in x2]
+            print(
+                f"  stored {clock:6s} slower (true >= +{CATCH_FROM:.1%}, at one thread): caught "
+                f"{sum(i['status'] == 'regression' for i in due)}/{len(due)}, called pass "
+                f"{sum(i['status'] == 'pass' for i in due)}; >= 2x caught "
+                f"{sum(i['status'] == 'regression' for i in doubled)}/{len(doubled)}; x2 variants (true "
+                f"x{min(trues, default=float('nan')):.2f}-x{max(trues, default=float('nan')):.2f}) caught "
+                f"{sum(i['status'] == 'regression' for i in x2)}/{len(x2)}"
+            )
+            for i in due:
+                if i["status"] != "regression":
+                    print(
+                        f"    missed {i['model']} {i['kind']}: true x{i['true']:.3f}, read {i['status']} "
+                        f"x{i['ratio'] or float('nan'):.3f} noise ±{(i['noise'] or 0):.1%} "
+                        f"load {i['pressure']:.2f}"
+                    )
 
 
 def report(args: argparse.Namespace) -> int:
@@ -518,6 +605,7 @@ def report(args: argparse.Namespace) -> int:
         loads = [i["pressure"] for i in items]
         print(f"\n== {condition}: {len(items)} verdicts, load (others + steal) median {np.median(loads):.2f}")
         aa = [i for i in items if i["kind"] in ("aa-paired", "aa-stored")]
+        _stored_lines(items)
         for kind in ("aa-paired", "aa-stored"):
             group = [i for i in aa if i["kind"] == kind]
             if not group:
@@ -597,7 +685,25 @@ def main(argv: list[str] | None = None) -> int:
         "--aa-stored", type=int, default=None, help="stored A/A verdicts per model and condition (--aa)"
     )
     parser.add_argument("--aa-only", action="store_true", help="A/A verdicts only: no changed models")
+    parser.add_argument(
+        "--stored-clocks", default="thread", help="clocks of the stored verdicts: wall, thread or wall,thread"
+    )
+    parser.add_argument(
+        "--stored-changed",
+        action="store_true",
+        help="also judge the slower and x2 variants in stored mode, against the first baseline",
+    )
+    parser.add_argument(
+        "--rule",
+        choices=("worse", "welch"),
+        default="worse",
+        help="re-judge stored verdicts with each side as spread as the worse (today) or Welch's (before)",
+    )
     args = parser.parse_args(argv)
+    if args.rule == "welch":
+        import pytest_roofline.gate.verdict as verdict_module
+
+        verdict_module.small_sample_half = _welch_half  # the rule before issue 35's fix
     if args.record:
         return record(args)
     if args.refit:

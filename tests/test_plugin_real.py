@@ -198,3 +198,68 @@ def test_a_pairing_on_shared_cpus_takes_one_thread_per_session():
     assert one.thread_timed and not default.thread_timed
     already = paired_engine(get_backend("onnxruntime", {"intra_op_threads": "1"}), busy)
     assert already is not None and already.thread_timed  # already one thread: only the clock changes
+
+
+def test_a_one_thread_stored_figure_is_timed_by_its_threads_cpu_time(project):
+    """Issue 35's false alarm: a one-thread stored figure read by the wall clock carries the slices
+    busy neighbours held the core.  From 0.1 ms a run it is timed by the thread's CPU time (below,
+    that clock's own cost is load-dependent: the wall clock), the entry says which, a baseline is
+    re-timed by its own clock (an entry written before reads as the wall clock: still compared),
+    and --roofline-update records by today's choice."""
+    matmul_chain(project.path / "big.onnx", 4, size=256)  # ~0.3-1 ms a run at batch 32
+    project.makepyfile(
+        test_perf='def test_small(model_profile):\n    model_profile("mm.onnx", batch_size=4)\n\n'
+        'def test_big(model_profile):\n    model_profile("big.onnx", batch_size=32)\n'
+    )
+    project.runpytest(*ORT).assert_outcomes(passed=2)
+    path = project.path / ".roofline" / "test_perf.json"
+
+    def clocks() -> dict[str, str]:
+        entries = json.loads(path.read_text())["entries"].values()
+        return {e["model"]: e["conditions"].get("clock", "(none)") for e in entries}
+
+    assert clocks() == {"mm.onnx": "wall", "big.onnx": "thread"}
+    data = json.loads(path.read_text())
+    for entry in data["entries"].values():
+        entry["conditions"].pop("clock")  # as entries written before the clock was kept
+    path.write_text(json.dumps(data))
+    again = project.runpytest(*ORT, "--roofline-retime", "--roofline-report", "r.json")
+    again.assert_outcomes(passed=2)
+    for result in json.loads((project.path / "r.json").read_text())["results"]:
+        assert result["verdict"]["status"] != "incomparable", result["verdict"]  # timed by its clock
+    project.runpytest(*ORT, "--roofline-update").assert_outcomes(passed=2)
+    assert clocks() == {"mm.onnx": "wall", "big.onnx": "thread"}
+
+
+def test_update_beside_a_busy_process_writes_every_entry_and_the_cli_writes_the_same(project, monkeypatch):
+    """Issue 31: `--roofline-update` under one busy process writes every entry (with the load kept),
+    and `roofline baseline update` on that run's results file writes the same entries."""
+    from pytest_roofline.cli import main
+
+    monkeypatch.delenv("ROOFLINE_LOAD_LIMIT")
+    project.makepyfile(
+        test_perf="".join(
+            f'def test_b{batch}(model_profile):\n    model_profile("mm.onnx", batch_size={batch})\n\n'
+            for batch in (1, 4, 8)
+        )
+    )
+    project.runpytest(*ORT).assert_outcomes(passed=3)  # the first baselines
+    path = project.path / ".roofline" / "test_perf.json"
+    first = json.loads(path.read_text())["entries"]
+    with busy_neighbour():
+        busy = project.runpytest(
+            *ORT, "--roofline-retime", "--roofline-update", "--roofline-report", "r.json"
+        )
+    busy.assert_outcomes(passed=3)
+    written = json.loads(path.read_text())["entries"]
+    assert sorted(written) == sorted(first) and len(written) == 3
+    assert all(written[k]["time"] != first[k]["time"] for k in written), "an entry was not rewritten"
+    assert max(e["load"]["other"] for e in written.values()) > 0.1  # the spinner took a share
+    path.unlink()
+    monkeypatch.chdir(project.path)
+    assert main(["baseline", "update", "r.json"]) == 0
+    again = json.loads(path.read_text())["entries"]
+    assert sorted(again) == sorted(written)
+    for key, entry in written.items():
+        assert again[key]["sessions"] == entry["sessions"] and again[key]["figure"] == entry["figure"]
+        assert again[key]["load"] == entry["load"] and again[key]["conditions"] == entry["conditions"]

@@ -1,8 +1,10 @@
 """The conditions a stored figure depends on, and the differences that make a comparison unfair.
 
-Figures normalized by another control probe, or measured at other threads (one thread vs the
+Figures normalized by another control probe, measured at other threads (one thread vs the
 configured ones: a multi-threaded CPU configuration is judged on its one-thread figure,
-docs/plugin.md), cannot be compared: such a run is ``incomparable`` and names each difference.
+docs/plugin.md), or timed by another clock (a one-thread CPU figure is timed by its thread's CPU
+time, which a neighbour's scheduler slices do not reach; an entry written before that read the wall
+clock) cannot be compared: such a run is ``incomparable`` and names each difference.
 A changed backend setting (threads, execution mode, optimization level, providers, OpenVINO's
 device and compile config, trtexec's precision and build arguments, session config entries, any
 other ``--roofline-option``) or backend release is a legitimate question ("did the upgrade slow
@@ -21,10 +23,13 @@ from typing import Any
 
 from pytest_roofline.schema import SchemaError, read_str, read_str_map
 
-__all__ = ["FIGURES", "SETTING_KEYS", "Conditions", "settings_of"]
+__all__ = ["CLOCKS", "FIGURES", "SETTING_KEYS", "Conditions", "settings_of"]
 
 #: What a figure was measured at: the configured threads, or one thread beside them.
 FIGURES = {"configured": "the configured threads", "one-thread": "one thread"}
+#: What timed each run of a figure: the wall clock, or the running thread's CPU time
+#: (``Backend.thread_timed_copy``).  An entry without the key was timed by the wall clock.
+CLOCKS = {"wall": "the wall clock", "thread": "its thread's CPU time"}
 
 #: Fingerprint keys that are settings (what the user chose), not identity (what the device is).
 SETTING_KEYS = (
@@ -75,15 +80,20 @@ class Conditions:
     settings: dict[str, str] = field(default_factory=dict, hash=False)
     control: str = ""
     figure: str = "configured"  # the threads the gate's figure is measured at: configured | one-thread
+    clock: str = "wall"  # what timed each run of the figure: wall | thread (:data:`CLOCKS`)
 
     def differences(self, current: Conditions) -> list[str]:
         """Each difference that makes ``current`` incomparable with ``self``, as one phrase: another
-        control probe, or a figure measured at other threads (one thread vs the configured ones)."""
+        control probe, a figure measured at other threads (one thread vs the configured ones), or
+        timed by another clock (a wall-clock figure carries the slices a neighbour held the core,
+        a thread-CPU one does not: under load they differ by more than any tolerance)."""
         out = []
         if self.control and current.control and self.control != current.control:
             out.append(f"control probe {self.control} → {current.control}")
         if self.figure != current.figure:
             out.append(f"gate figure at {FIGURES[self.figure]} → at {FIGURES[current.figure]}")
+        if self.clock != current.clock:
+            out.append(f"gate figure timed by {CLOCKS[self.clock]} → by {CLOCKS[current.clock]}")
         return out
 
     def changes(self, current: Conditions) -> list[str]:
@@ -111,6 +121,7 @@ class Conditions:
             "settings": dict(self.settings),
             "control": self.control,
             "figure": self.figure,
+            "clock": self.clock,
         }
 
     @classmethod
@@ -121,10 +132,17 @@ class Conditions:
             settings=read_str_map(data, "settings"),
             control=read_str(data, "control", ""),
             figure=_figure(read_str(data, "figure", "configured")),
+            clock=_clock(read_str(data, "clock", "wall")),
         )
 
 
 def _figure(name: str) -> str:
     if name not in FIGURES:
         raise SchemaError(f"'figure' must be one of {', '.join(FIGURES)}, got {name!r}")
+    return name
+
+
+def _clock(name: str) -> str:
+    if name not in CLOCKS:
+        raise SchemaError(f"'clock' must be one of {', '.join(CLOCKS)}, got {name!r}")
     return name

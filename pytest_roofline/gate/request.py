@@ -200,6 +200,7 @@ def build_request(
         models=models() if not mode.disable else None,
         other_device=other_device,
         memory_tolerance=settings.memory_tolerance,
+        update=mode.update,
     )
 
 

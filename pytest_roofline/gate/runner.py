@@ -93,9 +93,41 @@ def measure_lock() -> Iterator[None]:
         lock.__exit__(None, None, None)
 
 
-def current_conditions(backend: Backend, control: str, figure: str = "configured") -> Conditions:
+def current_conditions(
+    backend: Backend, control: str, figure: str = "configured", clock: str = "wall"
+) -> Conditions:
     """The conditions of a run on ``backend`` normalized by control probe ``control``."""
-    return Conditions(backend.version(), settings_of(backend.fingerprint(), backend.options), control, figure)
+    settings = settings_of(backend.fingerprint(), backend.options)
+    return Conditions(backend.version(), settings, control, figure, clock)
+
+
+#: The least run time (seconds, by the wall clock) from which a new stored figure is timed by its
+#: thread's CPU time.  That clock is a system call (~0.6 us a run here) whose cost grows with the
+#: load: a 5 us MatMul model read ~3 % slower by it when its baseline was recorded beside more busy
+#: processes than its retime (0.933-1.042 over 8 such A/A pairs, 0.969-1.030 by the wall clock, whose
+#: p25 a neighbour's scheduler slice seldom reaches in so short a run).
+THREAD_CLOCK_FROM = 100e-6
+
+
+def stored_figure_engine(
+    engine: Backend, run_seconds: float | None, baseline_clock: str | None = None
+) -> Backend:
+    """The engine a stored figure (model and control probe) is timed on: ``engine`` timing each run
+    by its thread's CPU time where a run executes on that thread alone (``Backend.thread_timed_copy``)
+    and lasts at least :data:`THREAD_CLOCK_FROM` (``run_seconds``; None: not known, the wall clock),
+    else ``engine``; against a baseline, by the clock
+    its figure was timed by (``baseline_clock``; None under ``--roofline-update`` and for a new one).
+
+    On shared CPUs the wall clock charges a run the slices a neighbour held its core: beside one busy
+    process stored A/A ratios of the zoo read 0.853-1.159 by it, 0.980-1.049 by the thread's CPU time
+    (docs/plugin.md, "Decision: stored mode").  The clock never follows the load, so a baseline and a
+    later run are timed alike whatever load either saw."""
+    timed = engine.thread_timed_copy()
+    if timed is None:
+        return engine
+    long_enough = run_seconds is not None and run_seconds >= THREAD_CLOCK_FROM
+    clock = baseline_clock or ("thread" if long_enough else "wall")
+    return timed if clock == "thread" else engine
 
 
 def static_outcome(request: GateRequest) -> GateOutcome:
@@ -202,8 +234,17 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
     one_thread = paired_engine(engine, shared) if request.reference is not None else None
     design = GateDesign(budget=request.budget, run_estimate=profiled_run_seconds(layer_run.kernels))
     single = engine.single_thread() if request.reference is None else None
-    figure_engine = single or engine  # the figure the gate judges; the configured one is kept beside
-    current = current_conditions(engine, PROBE_NAME, "one-thread" if single is not None else "configured")
+    figure_engine = stored_figure_engine(  # the configured threads are kept beside
+        single or engine,
+        (layer_run.latency.p25 if layer_run.latency else None) or design.run_estimate,
+        request.baseline.conditions.clock if request.baseline and not request.update else None,
+    )
+    current = current_conditions(
+        engine,
+        PROBE_NAME,
+        "one-thread" if single is not None else "configured",
+        "thread" if figure_engine.thread_timed else "wall",
+    )
     baseline = request.baseline if request.reference is None else None
     differences = baseline.conditions.differences(current) if baseline else []
     comparable = baseline if baseline is not None and not differences else None
@@ -271,6 +312,8 @@ def run_model_gate(request: GateRequest, roofline: Callable[[], DeviceRoofline |
     )
     if one_thread is not None:  # the pairing ran at one thread: the test's latency at its own
         latency = short_latency(prepared)
+    elif configured_run is None and figure_engine.thread_timed:  # CPU time is not the latency users see
+        latency = layer_run.latency or short_latency(prepared)
     profile = assemble(
         prepared, layer_run, latency, {"gate": _gate_figures(run, configured_run, blocks, request.reference)}
     )

@@ -68,6 +68,7 @@ class GateRequest:
     # control-probe blocks when no comparable baseline fixes them (the history series' own fit)
     probe: Mapping[str, int] | None = field(default=None, hash=False)
     memory_tolerance: MemoryTolerance | None = None  # the memory verdict's (None: gate.memory's default)
+    update: bool = False  # --roofline-update: the entry is rewritten, its figure timed as a new one's
 
 
 @dataclass(frozen=True)
