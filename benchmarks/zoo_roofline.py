@@ -166,6 +166,9 @@ def profile_run(
     if done.returncode != 0:
         lines = (done.stderr or done.stdout).strip().splitlines()
         return lines[-1] if lines else f"exit status {done.returncode}"
+    if args.raw is not None:  # the whole profile, for a later look at its layers
+        args.raw.mkdir(parents=True, exist_ok=True)
+        (args.raw / f"{path.stem}-{backend}-{threads}.json").write_text(done.stdout)
     data = json.loads(done.stdout)
     return data[0] if isinstance(data, list) else data
 
@@ -407,6 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per profile")
     parser.add_argument("--json", type=Path, help="also write every run's figures here")
+    parser.add_argument("--raw", type=Path, help="also keep each run's whole profile JSON in this directory")
     parser.add_argument(
         "--busy-calibration",
         action="store_true",

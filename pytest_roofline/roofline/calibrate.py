@@ -566,7 +566,7 @@ def _measure(
     # a whole session at a time (cp.combine_sessions keeps the undisturbed figure).
     loads = [machine.between(before, machine.snapshot())]
     sessions = {p.name: [p] for p in probes}
-    confirm = cp.confirmation_specs(specs, probes, last_level)
+    confirm = cp.confirmation_specs(specs, probes, last_level, caches if not on_gpu else None)
     _confirm(backend, confirm, sessions, plan, "confirm", progress, loads, windows)
     threads = _threads(fingerprint, cpu_info())
     busy = [load for load in (loads[0], loads[-1]) if cp.crowded(load, 0 if on_gpu else threads)]
@@ -581,6 +581,7 @@ def _measure(
         sessions,
         [s.name for s in confirm],
         lambda name: _run(backend, by_name[name], plan, f"calibrate [window] {name}", progress, windows),
+        one_roof={p.name for p in cp.dram_points(probes, last_level)},
     )
     sessions, unsteady = cp.steady_sessions(
         sessions,
