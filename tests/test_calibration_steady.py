@@ -167,7 +167,9 @@ def test_a_real_calibration_repairs_or_names_a_disturbed_l3_stream(
     named = [w for w in roofline.warnings if w.startswith("unsteady roof") and "stream-16MiB" in w]
     if disturbed_sessions > cp.LADDER_RETRIES:  # slow in every session: never used silently
         assert l3.value >= cp.LADDER_FLOOR * roofline.peak_bandwidth or named
-        assert backend.opened.count("stream-16MiB") == 2 + cp.LADDER_RETRIES
+        # its confirmation's windows (two slow ones can disagree under load) come before the retries
+        assert 2 + cp.LADDER_RETRIES <= backend.opened.count("stream-16MiB")
+        assert backend.opened.count("stream-16MiB") <= cp.AGREEMENT_WINDOWS + cp.LADDER_RETRIES
     # once repaired, or named: a cache-sized stream is never silently slower than DRAM
     assert l3.value >= cp.LADDER_FLOOR * roofline.peak_bandwidth or named
 
