@@ -200,9 +200,9 @@ def test_a_roof_whose_windows_never_agree_is_not_cached_and_says_why() -> None:
 
 
 def test_only_the_probe_that_sets_the_dram_roof_needs_windows_that_agree() -> None:
-    """Issue 33, measured quiet (2-thread onnxruntime, others at 1 % of the CPUs): stream-128MiB's
-    best windows agreed near 53 GB/s while stream-256MiB's read 36-47 GB/s, and the calibration was
-    not cached for a probe that could not set the roof.  A DRAM probe whose best window reads more
+    """Issue 33, measured quiet (2-thread onnxruntime, others at 1 % of the CPUs): stream-256MiB's
+    windows read 36-47 GB/s, 13 % apart, under stream-128MiB's 53, and got four more windows and a
+    "not cached" warning although it could not set the roof.  A DRAM probe whose best window reads more
     than 5 % under a roof another one agreed on gets no more windows and keeps nothing from the cache;
     a compute roof's windows are still settled, and one near the DRAM roof is settled too."""
     sessions = _quick_ladder(64.0, dram=(53.0, 51.5))

@@ -762,8 +762,8 @@ def agreed_sessions(
     Only where needed: ``one_roof`` names probes that set one roof together, the best of them (the
     DRAM probes); they are settled fastest first, and one whose best window reads more than
     :data:`WINDOW_AGREEMENT` under a roof already agreed cannot set it and gets no more windows (a
-    quiet 2-thread calibration here: stream-128MiB's best windows near 53 GB/s, stream-256MiB's
-    36-47, which kept the calibration from the cache).
+    quiet 2-thread calibration here: stream-256MiB's windows read 36-47 GB/s, 13 % apart, under
+    stream-128MiB's 53: four more windows and a ``not cached`` warning for a probe that set nothing).
     """
     agreed = {name: list(runs) for name, runs in sessions.items()}
     warnings: list[str] = []
