@@ -45,7 +45,7 @@ class Remeasure:
 
     def __call__(self, name: str) -> Probe | None:
         self.asked.append(name)
-        size = {"stream-16MiB": 16 * MIB, "stream-128MiB": 128 * MIB}[name]
+        size = {"stream-16MiB": 16 * MIB, "stream-128MiB": 128 * MIB, "stream-256MiB": 256 * MIB}[name]
         return _stream(size, self.figures[name].pop(0))
 
 
@@ -151,7 +151,8 @@ class Disturbing(Counting):
         return session
 
 
-@pytest.mark.parametrize("disturbed_sessions", [1, 1 + cp.LADDER_RETRIES])
+# the first session, its confirmation (it sets the L3 level), then the ladder's retries
+@pytest.mark.parametrize("disturbed_sessions", [1, 2 + cp.LADDER_RETRIES])
 def test_a_real_calibration_repairs_or_names_a_disturbed_l3_stream(
     tmp_path: Any, disturbed_sessions: int
 ) -> None:
@@ -166,7 +167,9 @@ def test_a_real_calibration_repairs_or_names_a_disturbed_l3_stream(
     named = [w for w in roofline.warnings if w.startswith("unsteady roof") and "stream-16MiB" in w]
     if disturbed_sessions > cp.LADDER_RETRIES:  # slow in every session: never used silently
         assert l3.value >= cp.LADDER_FLOOR * roofline.peak_bandwidth or named
-        assert backend.opened.count("stream-16MiB") == 1 + cp.LADDER_RETRIES
+        # its confirmation's windows (two slow ones can disagree under load) come before the retries
+        assert 2 + cp.LADDER_RETRIES <= backend.opened.count("stream-16MiB")
+        assert backend.opened.count("stream-16MiB") <= cp.AGREEMENT_WINDOWS + cp.LADDER_RETRIES
     # once repaired, or named: a cache-sized stream is never silently slower than DRAM
     assert l3.value >= cp.LADDER_FLOOR * roofline.peak_bandwidth or named
 
@@ -192,6 +195,41 @@ def test_a_roof_whose_windows_never_agree_is_not_cached_and_says_why() -> None:
     assert len(sessions["stream-128MiB"]) == cp.AGREEMENT_WINDOWS
     assert warnings == (
         "not cached: stream-128MiB's best two of 6 windows read 33% apart "
+        "(a roof needs 5%: the machine was busy)",
+    )
+
+
+def test_only_the_probe_that_sets_the_dram_roof_needs_windows_that_agree() -> None:
+    """Issue 33, measured quiet (2-thread onnxruntime, others at 1 % of the CPUs): stream-256MiB's
+    windows read 36-47 GB/s, 13 % apart, under stream-128MiB's 53, and got four more windows and a
+    "not cached" warning although it could not set the roof.  A DRAM probe whose best window reads more
+    than 5 % under a roof another one agreed on gets no more windows and keeps nothing from the cache;
+    a compute roof's windows are still settled, and one near the DRAM roof is settled too."""
+    sessions = _quick_ladder(64.0, dram=(53.0, 51.5))
+    sessions["stream-256MiB"] = [_stream(256 * MIB, gbs) for gbs in (46.7, 36.9)]
+    sessions["gemm-1024-float32"] = [
+        Probe("gemm-1024-float32", "compute", "float32", 1024, gflops * 1e9, 1e-3) for gflops in (90, 80)
+    ]
+    remeasure = Remeasure(stream_256MiB=[36.0] * cp.AGREEMENT_WINDOWS)
+    names = ["gemm-1024-float32", "stream-128MiB", "stream-256MiB"]
+
+    def with_gemm(name: str) -> Probe | None:
+        if name.startswith("gemm"):
+            remeasure.asked.append(name)
+            return Probe(name, "compute", "float32", 1024, 89e9, 1e-3)
+        return remeasure(name)
+
+    dram = {"stream-128MiB", "stream-256MiB"}
+    agreed, warnings = cp.agreed_sessions(sessions, names, with_gemm, one_roof=dram)
+    assert warnings == () and remeasure.asked == ["gemm-1024-float32"]
+    assert len(agreed["stream-256MiB"]) == 2
+    # a second DRAM probe within 5 % of the roof could set it: its windows must agree
+    close = {**sessions, "stream-256MiB": [_stream(256 * MIB, gbs) for gbs in (52.0, 40.0)]}
+    remeasure = Remeasure(stream_256MiB=[40.0] * cp.AGREEMENT_WINDOWS)
+    _, warnings = cp.agreed_sessions(close, names, with_gemm, one_roof=dram)
+    assert remeasure.asked.count("stream-256MiB") == cp.AGREEMENT_WINDOWS - 2
+    assert warnings == (
+        "not cached: stream-256MiB's best two of 6 windows read 23% apart "
         "(a roof needs 5%: the machine was busy)",
     )
 

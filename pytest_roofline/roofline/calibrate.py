@@ -72,8 +72,10 @@ CACHE_UNSETTLED_ENV = "ROOFLINE_CACHE_UNSETTLED"
 #: reuse says so in the roofline's warnings, and a settled calibration removes it.
 UNSETTLED_SECONDS = 1800.0
 UNSETTLED_REUSED = "unsettled calibration reused"  # how the reuse's warning begins
-CALIBRATION_VERSION = 9  # bump when probes change meaning: old cache files then miss
+CALIBRATION_VERSION = 10  # bump when probes change meaning: old cache files then miss
 # 9: a GPU timed by CUPTI times its memory probes on the device (its L2 roof was a launch rate)
+# 10: each cache level's setting probe is confirmed in windows that agree (one window set it; beside
+# one busy process a one-thread L3 read 0.888 of the quiet one), and no read probe runs in DRAM
 #    and records a dispatch floor (a kernel's least device time)
 # 8: each memory level is the best of the 2-read-1-write stream and a read-dominated probe (read-SIZE,
 #    matrix-vector products); OpenVINO's small streams timed against their chain twice as long; a
@@ -566,7 +568,7 @@ def _measure(
     # a whole session at a time (cp.combine_sessions keeps the undisturbed figure).
     loads = [machine.between(before, machine.snapshot())]
     sessions = {p.name: [p] for p in probes}
-    confirm = cp.confirmation_specs(specs, probes, last_level)
+    confirm = cp.confirmation_specs(specs, probes, last_level, caches if not on_gpu else None)
     _confirm(backend, confirm, sessions, plan, "confirm", progress, loads, windows)
     threads = _threads(fingerprint, cpu_info())
     busy = [load for load in (loads[0], loads[-1]) if cp.crowded(load, 0 if on_gpu else threads)]
@@ -581,6 +583,7 @@ def _measure(
         sessions,
         [s.name for s in confirm],
         lambda name: _run(backend, by_name[name], plan, f"calibrate [window] {name}", progress, windows),
+        one_roof={p.name for p in cp.dram_points(probes, last_level)},
     )
     sessions, unsteady = cp.steady_sessions(
         sessions,
