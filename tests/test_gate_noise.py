@@ -213,8 +213,8 @@ def test_a_pairing_timed_by_cpu_time_is_judged_with_its_own_floor(monkeypatch) -
 
 def test_a_history_pairing_timed_by_cpu_time_is_judged_with_the_gates_own_floor(monkeypatch) -> None:
     """Issue 31 item 5: the history judged every pairing with the wall clock's ``paired`` floor,
-    also one timed by CPU time, which the gate judges with ``paired-thread`` (±4.4 %, wider under
-    light load): the same figures could be a step to the history and inconclusive to the gate.
+    also one timed by CPU time, which the gate judges with ``paired-thread`` (wider than the wall
+    clock's under light load): the same figures could be a step to the history and inconclusive to the gate.
     A pairing keeps the mode it was judged with (its own run's, or the gate's), stored with it."""
     from types import SimpleNamespace
 
