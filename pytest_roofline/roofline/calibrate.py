@@ -66,7 +66,8 @@ CACHE_ENV = "ROOFLINE_CACHE_DIR"
 #: Set to 1, a calibration whose roofs did not settle (a busy machine) is cached all the same: for a
 #: runner that is never quiet, where measuring again in every process costs more than low roofs.
 CACHE_UNSETTLED_ENV = "ROOFLINE_CACHE_UNSETTLED"
-#: An unsettled calibration (its roofs did not agree across windows: a busy machine) is not the
+#: An unsettled calibration (its roofs did not agree across windows: a busy machine, or on a VM memory
+#: traffic its CPU load cannot see) is not the
 #: device's roof, but measuring it again in every process cost 45 s a pytest process at load 12: it
 #: is kept this long in its own file (``unsettled-<hash>.json``, never read as a settled cache), each
 #: reuse says so in the roofline's warnings, and a settled calibration removes it.
@@ -572,6 +573,7 @@ def _measure(
         [s.name for s in confirm],
         lambda name: _run(backend, by_name[name], plan, f"calibrate [window] {name}", progress, windows),
         one_roof={p.name for p in cp.dram_points(probes, last_level)},
+        loads=windows,
     )
     sessions, unsteady = cp.steady_sessions(
         sessions,

@@ -762,6 +762,7 @@ def agreed_sessions(
     remeasure: Callable[[str], Probe | None],
     windows: int = AGREEMENT_WINDOWS,
     one_roof: Collection[str] = (),
+    loads: Mapping[str, Sequence[MachineLoad]] | None = None,
 ) -> tuple[dict[str, list[Probe]], tuple[str, ...]]:
     """More windows of the roof-setting probes ``names`` until each one's best two agree within
     :data:`WINDOW_AGREEMENT`; (the sessions with the new ones, ``not cached`` warnings).
@@ -776,6 +777,11 @@ def agreed_sessions(
     :data:`WINDOW_AGREEMENT` under a roof already agreed cannot set it and gets no more windows (a
     quiet 2-thread calibration here: stream-256MiB's windows read 36-47 GB/s, 13 % apart, under
     stream-128MiB's 53: four more windows and a ``not cached`` warning for a probe that set nothing).
+
+    The warning says what was seen, not why: the windows' spread and, from ``loads`` (each probe's
+    windows' machine load, as the calibration records them), the CPU load in them.  Quiet here
+    (others at ~1 % of the CPUs) a DRAM stream's windows still read 5-10 % apart: this VM's DRAM
+    moves with memory traffic the CPU counters cannot see, so "the machine was busy" was a guess.
     """
     agreed = {name: list(runs) for name, runs in sessions.items()}
     warnings: list[str] = []
@@ -799,11 +805,25 @@ def agreed_sessions(
         if len(runs) > 1 and session_spread(runs) > WINDOW_AGREEMENT:
             warnings.append(
                 f"{NOT_CACHED}: {name}'s best two of {len(runs)} windows read {session_spread(runs):.0%} "
-                f"apart (a roof needs {WINDOW_AGREEMENT:.0%}: the machine was busy)"
+                f"apart (a roof needs {WINDOW_AGREEMENT:.0%}; {windows_load((loads or {}).get(name, ()))})"
             )
         elif shared:
             shared_roof = max(shared_roof, best(name))
     return agreed, tuple(warnings)
+
+
+def windows_load(windows: Sequence[MachineLoad]) -> str:
+    """What the CPU counters saw over a probe's windows, in words: ``in its 6 windows other
+    processes used 0-2% of the 2 CPUs, steal up to 0.1%`` (or that no load was recorded)."""
+    seen = [window for window in windows if window.available]
+    if not seen:
+        return "no CPU load recorded in its windows"
+    low, high = min(w.other for w in seen), max(w.other for w in seen)
+    others = f"{low:.0%}" if f"{low:.0%}" == f"{high:.0%}" else f"{low:.0%}-{high:.0%}"
+    return (
+        f"in its {len(seen)} windows other processes used {others} of the {seen[0].cores} CPUs, "
+        f"steal up to {max(w.steal for w in seen):.1%}"
+    )
 
 
 def crowded(window: MachineLoad, threads: int = 0) -> bool:
