@@ -83,7 +83,7 @@ class Run:
     calibration: str = ""  # what the calibration's record says against it (unsettled, busy), or ""
     above_raw: int = 0  # layers whose fraction reads above 100 %
     above_beyond_step: int = 0  # of them, above even with one timer step in their favour (the guard's)
-    untimed: bool = False  # every kernel read 0 s (under its counter's step): no time to carry a fraction
+    untimed: bool = False  # no kernel has a time, not even an interval under its counter's step
     seconds: float = 0.0
     error: str = ""
 
@@ -174,6 +174,11 @@ def profile_run(
     return data[0] if isinstance(data, list) else data
 
 
+def _ran(layer: dict[str, Any]) -> float:
+    """Seconds ``layer`` ran: its time, or the step it ran under when it read 0 (``time_below``)."""
+    return float(layer.get("time") or 0.0) or float(layer.get("time_below") or 0.0)
+
+
 def summarize(model: str, backend: str, threads: str, data: dict[str, Any]) -> Run:
     """The figures of one profile's JSON."""
     check = data.get("roofline_check") or {}
@@ -182,8 +187,10 @@ def summarize(model: str, backend: str, threads: str, data: dict[str, Any]) -> R
     worst = max(
         fractions, key=lambda la: la["roofline_fraction"], default=None
     )  # views too: the floor prices them
-    total = sum(la.get("time", 0.0) for la in layers)
-    carried = sum(la.get("time", 0.0) for la in fractions)
+    # a kernel that read 0 on its timer ran for up to one step (``time_below``): that interval
+    # is its time here, covered when the profile gave it a fraction (priced at the step)
+    total = sum(_ran(la) for la in layers)
+    carried = sum(_ran(la) for la in fractions)
     efficiency = data.get("efficiency")
     overhead = data.get("overhead") or {}
     floor = float((data.get("roofline") or {}).get("dispatch_floor") or 0.0)
@@ -268,7 +275,8 @@ def targets_line(runs: list[Run]) -> str:
     layers_above = sum(r.above_beyond_step for r in done)
     unresolved = sum(r.above_raw - r.above_beyond_step for r in done)
     over = sum(r.efficiency is not None and r.efficiency > 1.0 for r in done)
-    # a model whose every kernel read 0 µs (OpenVINO's counters keep whole µs) has no time to carry
+    # a model none of whose kernels has a time, not even one step it ran under (a 0 µs kernel is an
+    # interval [0, one step) with its fraction: covered)
     untimed = sum(r.untimed for r in done)
     short = sum(r.time_with_fraction < TIME_SHARE_TARGET for r in done if not r.untimed)
     below = sum(r.views_below_floor for r in done)
@@ -305,7 +313,7 @@ def targets_line(runs: list[Run]) -> str:
         f"{over} with efficiency above 100 % "
         "(target 0); "
         f"{short} with under {TIME_SHARE_TARGET:.0%} of time carrying a fraction (target 0; {untimed} "
-        "more whose every kernel read 0 us on its counter: no time to carry); "
+        "more with no kernel time at all, not even an interval under its counter's step); "
         f"{below} of {views} view layers below the dispatch floor (target 0); BERT embedding Gather "
         f"{bert_text}{worst_text}"
     )

@@ -195,8 +195,28 @@ def test_a_roof_whose_windows_never_agree_is_not_cached_and_says_why() -> None:
     assert len(sessions["stream-128MiB"]) == cp.AGREEMENT_WINDOWS
     assert warnings == (
         "not cached: stream-128MiB's best two of 6 windows read 33% apart "
-        "(a roof needs 5%: the machine was busy)",
+        "(a roof needs 5%; no CPU load recorded in its windows)",
     )
+
+
+def test_a_roof_not_cached_says_the_spread_and_cpu_load_its_windows_saw_not_a_busy_machine() -> None:
+    """Issue 33: quiet (others at ~1 % of the CPUs) stream-1MiB's windows read 5-10 % apart and the
+    warning said "the machine was busy": this VM's DRAM moves with traffic the CPU load cannot see.
+    It now says what was seen: the windows' spread and their CPU load, as recorded."""
+    from pytest_roofline.device.load import MachineLoad
+
+    never = Remeasure(stream_128MiB=[12.0] * cp.AGREEMENT_WINDOWS)
+    loads = {"stream-128MiB": [MachineLoad(0.2, other, 0.001, 0.4, 2) for other in (0.01, 0.004, 0.012)]}
+    _, warnings = cp.agreed_sessions(
+        _quick_ladder(64.0, dram=(21.0, 14.0)), ["stream-128MiB"], never, loads=loads
+    )
+    assert warnings == (
+        "not cached: stream-128MiB's best two of 6 windows read 33% apart (a roof needs 5%; in its 3 "
+        "windows other processes used 0%-1% of the 2 CPUs, steal up to 0.1%)",
+    )
+    assert "busy" not in warnings[0]
+    unread = {"stream-128MiB": [MachineLoad(0.2, 0.0, 0.0, 0.0, 2, available=False)]}
+    assert cp.windows_load(unread["stream-128MiB"]) == "no CPU load recorded in its windows"
 
 
 def test_only_the_probe_that_sets_the_dram_roof_needs_windows_that_agree() -> None:
@@ -230,7 +250,7 @@ def test_only_the_probe_that_sets_the_dram_roof_needs_windows_that_agree() -> No
     assert remeasure.asked.count("stream-256MiB") == cp.AGREEMENT_WINDOWS - 2
     assert warnings == (
         "not cached: stream-256MiB's best two of 6 windows read 23% apart "
-        "(a roof needs 5%: the machine was busy)",
+        "(a roof needs 5%; no CPU load recorded in its windows)",
     )
 
 

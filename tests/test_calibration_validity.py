@@ -80,6 +80,36 @@ def test_the_cpu_probe_plan_is_unchanged() -> None:
     assert calibration._dtypes(None) == ("float32", "float16", "int8")
 
 
+@pytest.mark.parametrize("precision", ["bf16", "f32"])
+def test_openvino_builds_no_read_probe_whose_figure_would_be_dropped(precision: str) -> None:
+    """Issue 33: OpenVINO runs a float32 MatMul's weights in bf16 on AVX512-BF16 CPUs (its default
+    there), and the read probes from 1 MiB up (256 KiB up at two threads) were built, timed, then
+    dropped.  What OpenVINO runs of the plan's read probes: up to the first that runs in another
+    precision, which is opened but not timed; none after it is built.  In f32 every one runs."""
+    pytest.importorskip("openvino")
+    backend = Counting(get_backend("openvino", {"precision": precision, "threads": "1"}))
+    reads = [s for s in cp.plan_probes(("float32",), "full") if s.name.startswith(cp.READ_PREFIX)]
+    said: list[str] = []
+    probes = calibration._first_sessions(backend, reads, "quick", said.append, {})
+    if precision == "bf16":
+        other = [i for i, line in enumerate(said) if "runs in bfloat16" in line]
+        if not other:
+            pytest.skip("this CPU runs no bf16 read probe (OpenVINO computes float32)")
+        first = reads[len(probes)].name  # the first in bf16 (256 KiB stays float32 at one thread here)
+        assert [p.name for p in probes] == [s.name for s in reads[: len(probes)]]
+        assert all(p.dtype == "float32" for p in probes)
+        assert f"{first}: runs in bfloat16, not a float32 memory roof; not timed" in said[other[0]]
+        assert backend.opened[-1] == first and f"{first}-x2" not in backend.opened  # opened, not timed
+        later = [s.name for s in reads[len(probes) + 1 :]]
+        assert not set(later) & {name.removesuffix("-x2") for name in backend.opened}
+        assert [f"not run, {first} ran in bfloat16 on openvino" in line for line in said[-len(later) :]] == [
+            True
+        ] * len(later)
+    else:
+        assert [p.name for p in probes] == [s.name for s in reads]
+        assert all(p.dtype == "float32" and p.value > 0 for p in probes)
+
+
 # --- cache values are checked on read (issue 14 item 9) ------------------------------------------
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -556,3 +557,54 @@ def test_a_valid_profile_judged_against_an_unsettled_calibration_says_so() -> No
     assert RooflineCheck.from_dict(json.loads(json.dumps(check.to_dict()))) == check
     assert "roofline calibration not settled: not cached: stream-128MiB" in profile_table(prof)
     assert profile([(1e-3, 0.5)]).roofline_check.calibration == ""  # a settled one says nothing
+
+
+def _zoo_roofline_script() -> Any:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        import zoo_roofline
+    finally:
+        sys.path.pop(0)
+    return zoo_roofline
+
+
+def test_a_kernel_that_read_0_us_is_an_interval_under_one_step_with_its_fraction() -> None:
+    """Issue 33: tiny_mlp on OpenVINO at one thread ran as one fused kernel that read 0 µs on the
+    whole-µs counter, so 0 % of its time carried a fraction.  It ran for [0, one step): its fraction
+    is priced at the step (the least it can be), never above its roof on quantization, the zoo
+    script counts its time as covered, and the table prints "<" and ">=", not a measured 0 %."""
+    from pytest_roofline.analysis import analyze
+    from pytest_roofline.report.tables import profile_table
+    from pytest_roofline.zoo.mixed import tiny_mlp
+
+    analysis = analyze(tiny_mlp(), batch=1)
+    nodes = tuple(node.name for node in analysis.nodes)
+    kernels = KernelProfile(
+        kernels=(KernelRecord("fused_mlp", "FullyConnected", nodes, (0.0, 0.0, 0.0)),),
+        timer_resolution=1e-6,
+    )
+    floored = roof(peak_flops={"float32": 200e9}, peak_bandwidth=200e9, dispatch_floor=0.2e-6)
+    (layer,), _ = build_layers(analysis, kernels, floored)
+    assert layer.time == 0.0 and layer.time_below == 1e-6
+    least = floored.attainable_time(layer.flops, layer.bytes, "float32", layer.memory_bandwidth) / 1e-6
+    assert layer.roofline_fraction == pytest.approx(least) and 0 < least < 1
+    assert fraction_interval(least, 0.0, 1e-6) == (least, math.inf)
+    prof = dataclasses.replace(profile([]), layers=(layer,), extra={"timer_resolution": 1e-6})
+    assert prof.roofline_check.valid and layers_above_roof(prof) == [] and unresolved_layers(prof) == []
+    data = json.loads(json.dumps(prof.to_dict()))
+    assert Layer.from_dict(data["layers"][0]) == layer
+    run = _zoo_roofline_script().summarize("tiny_mlp", "openvino", "1", data)
+    assert run.time_with_fraction == 1.0 and not run.untimed
+    row = next(line for line in profile_table(prof).splitlines() if line.startswith("fused_mlp"))
+    assert "<1.0 us" in row and f">={100 * least:.1f}%" in row and " 0.0%" not in row and " 0.00 " not in row
+    from pytest_roofline.gate.verdict import Verdict
+    from pytest_roofline.report import html
+    from pytest_roofline.results import ProfileRecord, RunResults
+
+    verdict = Verdict(status="pass", mode="stored", metric="latency", current=1.0, tolerance=0.05, ratio=1.0)
+    page = html.render(RunResults((ProfileRecord("t.py::test_mlp", "k", prof, verdict),), "openvino"))
+    cells = page.split('data-name="fused_mlp"')[1].split("</tr>")[0]
+    assert "&lt; 1" in cells and f"≥ {100 * least:.1f}" in cells
+    # a kernel timed as it should be has no interval: nothing else changed
+    timed = KernelProfile(kernels=(KernelRecord("fused_mlp", "FullyConnected", nodes, (2e-6,) * 3),))
+    assert build_layers(analysis, timed, floored)[0][0].time_below == 0.0

@@ -118,6 +118,9 @@ class Layer:
     memory_bandwidth: float | None = None
     memory: LayerMemory | None = None  # bytes it allocates and live at its end (pytest_roofline.memory)
     roof_dtype: str | None = None  # the compute roof it is judged against: its kernel's own precision's
+    # a kernel that ran but read 0 on its timer (OpenVINO's whole-µs counter): its time lies in
+    # [0, time_below) and ``roofline_fraction`` is the least its fraction can be (at ``time_below``)
+    time_below: float = 0.0
 
     def __repr__(self) -> str:
         """Short form for assertion messages: name, op, time, roofline fraction, bound."""
@@ -173,6 +176,7 @@ class Layer:
             "times": list(self.times) if include_times else [],
             "memory": self.memory.to_dict() if self.memory is not None else None,
             "roof_dtype": self.roof_dtype,
+            "time_below": self.time_below,
         }
 
     @classmethod
@@ -196,6 +200,7 @@ class Layer:
             memory_bandwidth=data.get("memory_bandwidth"),
             memory=_layer_memory(data.get("memory")),
             roof_dtype=data.get("roof_dtype"),
+            time_below=data.get("time_below", 0.0),
         )
 
 
@@ -439,6 +444,8 @@ def build_layers(
             serves=kernel.serves,
             share=median / total_time if total_time > 0 else 0.0,
             times=kernel.times,
+            # it ran, but under one step of its timer: an interval, not "0 s"
+            time_below=kernels.timer_resolution if kernel.times and median <= 0 else 0.0,
         )
         layers.append(layer)
         # a Gather reads rows, not its table: the rows it touches are its working set, placed by their
@@ -555,15 +562,19 @@ def apply_roofline(
     from the layer's costs alone.  A view op's layer moves nothing (unless ``copy``: it writes a
     Loop/Scan body's output), so only the dispatch floor prices it: without a calibrated floor it
     gets no fraction.
+
+    A layer that read 0 on its timer (``time_below``: it ran under one step) is priced at that
+    step: its fraction is the least it can be, never one read above its roof on quantization.
     """
-    if roofline is None or layer.time <= 0 or layer.kind == "folded":
+    seconds_run = layer.time if layer.time > 0 else layer.time_below
+    if roofline is None or seconds_run <= 0 or layer.kind == "folded":
         return layer
     memory = memory or roofline.memory_roof(0, layer.bytes, None)
     bandwidth = memory.bandwidth
     if layer.op_type in RUNTIME_VIEW_OPS and not copy and not roofline.dispatch_floor:
         timed = False  # a view hands out a buffer: nothing to price without a floor
     bound = roofline.limit(layer.flops, layer.bytes, dtype, bandwidth=bandwidth)
-    fraction = roofline.fraction(layer.flops, layer.bytes, layer.time, dtype, bandwidth=bandwidth)
+    fraction = roofline.fraction(layer.flops, layer.bytes, seconds_run, dtype, bandwidth=bandwidth)
     seconds = roofline.attainable_time(layer.flops, layer.bytes, dtype, bandwidth)
     return replace(
         layer,

@@ -169,7 +169,9 @@ def _intervals(profile: ModelProfile) -> list[tuple[Layer, float]]:
     return [
         (layer, fraction_interval(layer.roofline_fraction, layer.time, resolution)[0])
         for layer in profile.layers
-        if layer.roofline_fraction is not None and layer.time > 0 and layer.kind != "folded"
+        if layer.roofline_fraction is not None
+        and (layer.time > 0 or layer.time_below > 0)
+        and layer.kind != "folded"
     ]
 
 
@@ -182,9 +184,10 @@ def fraction_interval(fraction: float, seconds: float, resolution: float) -> tup
     is above its roof only when the least end is (:data:`LAYER_LIMIT`); one whose interval spans
     100 % is not resolved by its timer, never "above its roof" (an OpenVINO kernel under 1 µs
     read 108-1069 % on the point).  For a 2 ms layer the interval is 0.05 % wide: nothing else is
-    allowed.  A layer without a positive time: (0.0, ``fraction``)."""
+    allowed.  A layer that read 0 (it ran under one step: ``Layer.time_below``) has its fraction
+    priced at the step, the least it can be: (``fraction``, unbounded)."""
     if seconds <= 0:
-        return 0.0, fraction
+        return fraction, math.inf
     return fraction * seconds / (seconds + resolution), fraction
 
 

@@ -461,22 +461,29 @@ def profile_table(profile: ModelProfile, top: int = 15, sort: str = "time", by_t
         nodes = ",".join(layer.onnx_nodes)
         if layer.kind == "layout":
             nodes = f"layout->{layer.serves or '?'}"
+        # read 0 on its timer: ran under one step, so its rates and fraction are at least those at the step
+        below = layer.time_below if layer.time <= 0 else 0.0
+        seconds, at_least = (below, ">=") if below else (layer.time, "")
         rows.append(
             (
                 name,
                 layer.op_type,
                 nodes[:48] + ("..." if len(nodes) > 48 else ""),
-                _ms(layer.time),
-                f"{100 * layer.share:.1f}%",
-                f"{100 * cumulative:.1f}%",
+                f"<{_ms(below)}" if below else _ms(layer.time),
+                "-" if below else f"{100 * layer.share:.1f}%",
+                "-" if below else f"{100 * cumulative:.1f}%",
                 f"{layer.flops / 1e6:.2f}",
-                f"{layer.achieved_flops / 1e9:.2f}",
+                f"{at_least}{layer.flops / seconds / 1e9:.2f}"
+                if below
+                else f"{layer.achieved_flops / 1e9:.2f}",
                 fmt_bytes_fixed(layer.bytes),
-                f"{layer.achieved_bandwidth / 1e9:.2f}",
+                f"{at_least}{layer.bytes / seconds / 1e9:.2f}"
+                if below
+                else f"{layer.achieved_bandwidth / 1e9:.2f}",
                 f"{layer.intensity:.1f}",
                 "-"
                 if layer.roofline_fraction is None or not valid
-                else f"{100 * layer.roofline_fraction:.1f}%",
+                else f"{at_least}{100 * layer.roofline_fraction:.1f}%",
                 layer.bound or ("-" if layer.kind == "compute" else layer.kind),
                 layer.memory_level or "-",
             )

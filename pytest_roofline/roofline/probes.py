@@ -368,6 +368,9 @@ def run_probe(backend: Backend, spec: ProbeSpec, seconds: float) -> Probe:
     model, inputs = spec.build()
     model.graph.name = spec.name  # what the backend (and its errors) call the model
     with backend.open(ModelSpec.create(model), inputs) as session:
+        dtype = ran_dtype(spec, session.compute_precision())
+        if spec.kind == "memory" and dtype != spec.dtype:  # its figure would be dropped: not timed
+            raise OtherPrecision(spec.name, dtype)
         session.time(1)  # warm-up: first run allocates the arena, packs weights, pages memory in
         estimate = min(session.time(2))
         count = max(MIN_SAMPLES, min(MAX_SAMPLES, int(seconds / max(estimate, 1e-7))))
@@ -385,9 +388,18 @@ def run_probe(backend: Backend, spec: ProbeSpec, seconds: float) -> Probe:
             or marginal_seconds(backend, spec, session, count)
             or session.time(count)
         )
-        dtype = ran_dtype(spec, session.compute_precision())
     median = statistics.median(samples)
     return Probe(spec.name, spec.kind, dtype, spec.size, spec.work / median, median)
+
+
+class OtherPrecision(Exception):
+    """A memory probe the backend runs in another precision than its model's (OpenVINO's bf16
+    MatMuls under a ``read-SIZE`` probe): its bytes are not the ones counted, so it is no memory
+    roof of its dtype, and :func:`run_probe` raises this before timing it."""
+
+    def __init__(self, name: str, dtype: str) -> None:
+        super().__init__(f"{name} runs in {dtype}")
+        self.name, self.dtype = name, dtype
 
 
 def ran_dtype(spec: ProbeSpec, precision: str) -> str:
@@ -396,7 +408,7 @@ def ran_dtype(spec: ProbeSpec, precision: str) -> str:
     float type than the probe's model (OpenVINO 2026.4's CPU plugin runs a float32 MatMul and Conv
     in bf16 on this project's AVX512-BF16 EPYC: its figures are bf16 figures), else the spec's.  A
     read probe's MatMul too: weights kept in bf16 move half the bytes counted, so such a figure is no
-    float32 memory roof (the calibration drops it)."""
+    float32 memory roof (:class:`OtherPrecision`: not timed)."""
     ran = _FLOAT_PRECISIONS.get(precision)
     weighted = spec.kind == "compute" or spec.name.startswith(READ_PREFIX)  # a read probe's weights too
     if not weighted or ran is None or spec.dtype not in _FLOAT_PRECISIONS.values():
@@ -750,6 +762,7 @@ def agreed_sessions(
     remeasure: Callable[[str], Probe | None],
     windows: int = AGREEMENT_WINDOWS,
     one_roof: Collection[str] = (),
+    loads: Mapping[str, Sequence[MachineLoad]] | None = None,
 ) -> tuple[dict[str, list[Probe]], tuple[str, ...]]:
     """More windows of the roof-setting probes ``names`` until each one's best two agree within
     :data:`WINDOW_AGREEMENT`; (the sessions with the new ones, ``not cached`` warnings).
@@ -764,6 +777,11 @@ def agreed_sessions(
     :data:`WINDOW_AGREEMENT` under a roof already agreed cannot set it and gets no more windows (a
     quiet 2-thread calibration here: stream-256MiB's windows read 36-47 GB/s, 13 % apart, under
     stream-128MiB's 53: four more windows and a ``not cached`` warning for a probe that set nothing).
+
+    The warning says what was seen, not why: the windows' spread and, from ``loads`` (each probe's
+    windows' machine load, as the calibration records them), the CPU load in them.  Quiet here
+    (others at ~1 % of the CPUs) a DRAM stream's windows still read 5-10 % apart: this VM's DRAM
+    moves with memory traffic the CPU counters cannot see, so "the machine was busy" was a guess.
     """
     agreed = {name: list(runs) for name, runs in sessions.items()}
     warnings: list[str] = []
@@ -787,11 +805,25 @@ def agreed_sessions(
         if len(runs) > 1 and session_spread(runs) > WINDOW_AGREEMENT:
             warnings.append(
                 f"{NOT_CACHED}: {name}'s best two of {len(runs)} windows read {session_spread(runs):.0%} "
-                f"apart (a roof needs {WINDOW_AGREEMENT:.0%}: the machine was busy)"
+                f"apart (a roof needs {WINDOW_AGREEMENT:.0%}; {windows_load((loads or {}).get(name, ()))})"
             )
         elif shared:
             shared_roof = max(shared_roof, best(name))
     return agreed, tuple(warnings)
+
+
+def windows_load(windows: Sequence[MachineLoad]) -> str:
+    """What the CPU counters saw over a probe's windows, in words: ``in its 6 windows other
+    processes used 0-2% of the 2 CPUs, steal up to 0.1%`` (or that no load was recorded)."""
+    seen = [window for window in windows if window.available]
+    if not seen:
+        return "no CPU load recorded in its windows"
+    low, high = min(w.other for w in seen), max(w.other for w in seen)
+    others = f"{low:.0%}" if f"{low:.0%}" == f"{high:.0%}" else f"{low:.0%}-{high:.0%}"
+    return (
+        f"in its {len(seen)} windows other processes used {others} of the {seen[0].cores} CPUs, "
+        f"steal up to {max(w.steal for w in seen):.1%}"
+    )
 
 
 def crowded(window: MachineLoad, threads: int = 0) -> bool:
