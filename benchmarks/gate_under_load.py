@@ -575,13 +575,18 @@ def _stored_lines(items: list[dict]) -> None:
                 f"x{min(trues, default=float('nan')):.2f}-x{max(trues, default=float('nan')):.2f}) caught "
                 f"{sum(i['status'] == 'regression' for i in x2)}/{len(x2)}"
             )
-            for i in due:
-                if i["status"] != "regression":
-                    print(
-                        f"    missed {i['model']} {i['kind']}: true x{i['true']:.3f}, read {i['status']} "
-                        f"x{i['ratio'] or float('nan'):.3f} noise ±{(i['noise'] or 0):.1%} "
-                        f"load {i['pressure']:.2f}"
-                    )
+            _print_misses(due)
+
+
+def _print_misses(due: list[dict]) -> None:
+    """One line per variant due to be caught that was not: its true change, what it read, its noise."""
+    for i in due:
+        if i["status"] != "regression":
+            print(
+                f"    missed {i['model']} {i['kind']}: true x{i['true']:.3f}, read {i['status']} "
+                f"x{i['ratio'] or float('nan'):.3f} noise ±{(i['noise'] or 0):.1%} "
+                f"load {i['pressure']:.2f}"
+            )
 
 
 def report(args: argparse.Namespace) -> int:
@@ -641,13 +646,7 @@ def report(args: argparse.Namespace) -> int:
                 f"{sum(i['status'] == 'pass' for i in quiet_due)}; >= 2x caught "
                 f"{sum(i['status'] == 'regression' for i in quiet_doubled)}/{len(quiet_doubled)}"
             )
-        for i in due:
-            if i["status"] != "regression":
-                print(
-                    f"    missed {i['model']} {i['kind']}: true x{i['true']:.3f}, read {i['status']} "
-                    f"x{i['ratio'] or float('nan'):.3f} noise ±{(i['noise'] or 0):.1%} "
-                    f"load {i['pressure']:.2f}"
-                )
+        _print_misses(due)
         neutral = [i for i in items if i["kind"] == "neutral"]
         flat = [i for i in neutral if abs((i.get("true") or 1) - 1) <= 0.02]
         print(

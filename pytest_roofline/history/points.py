@@ -179,9 +179,7 @@ class Paired:
         load = data.get("pressure")
         busy = float(load) if isinstance(load, (int, float)) and not isinstance(load, bool) else 0.0
         busy = min(max(busy, 0.0), 1.0) if math.isfinite(busy) else 0.0
-        mode = (
-            str(data.get("mode")) if data.get("mode") in PAIRED_MODES else "paired"
-        )  # absent: before round four
+        mode = str(data.get("mode")) if data.get("mode") in PAIRED_MODES else "paired"  # absent: older points
         return cls(values, str(data.get("against") or ""), str(data.get("reference") or ""), kind, busy, mode)
 
 

@@ -66,17 +66,17 @@ CACHE_ENV = "ROOFLINE_CACHE_DIR"
 #: Set to 1, a calibration whose roofs did not settle (a busy machine) is cached all the same: for a
 #: runner that is never quiet, where measuring again in every process costs more than low roofs.
 CACHE_UNSETTLED_ENV = "ROOFLINE_CACHE_UNSETTLED"
-#: An unsettled calibration (its roofs did not agree across windows: a busy machine, or on a VM memory
-#: traffic its CPU load cannot see) is not the
-#: device's roof, but measuring it again in every process cost 45 s a pytest process at load 12: it
+#: An unsettled calibration (its roofs did not agree across windows: a busy machine, or on a VM
+#: memory traffic its CPU load cannot see) is not the device's roof, but measuring it again in every
+#: process cost 45 s a pytest process at load 12: it
 #: is kept this long in its own file (``unsettled-<hash>.json``, never read as a settled cache), each
 #: reuse says so in the roofline's warnings, and a settled calibration removes it.
 UNSETTLED_SECONDS = 1800.0
 UNSETTLED_REUSED = "unsettled calibration reused"  # how the reuse's warning begins
 CALIBRATION_VERSION = 10  # bump when probes change meaning: old cache files then miss
-# 9: a GPU timed by CUPTI times its memory probes on the device (its L2 roof was a launch rate)
 # 10: each cache level's setting probe is confirmed in windows that agree (one window set it; beside
-# one busy process a one-thread L3 read 0.888 of the quiet one), and no read probe runs in DRAM
+#    one busy process a one-thread L3 read 0.888 of the quiet one), and no read probe runs in DRAM
+# 9: a GPU timed by CUPTI times its memory probes on the device (its L2 roof was a launch rate)
 #    and records a dispatch floor (a kernel's least device time)
 # 8: each memory level is the best of the 2-read-1-write stream and a read-dominated probe (read-SIZE,
 #    matrix-vector products); OpenVINO's small streams timed against their chain twice as long; a
