@@ -223,6 +223,10 @@ def test_a_baseline_recorded_before_memory_is_no_missing_baseline(project):
     stored = json.loads(path.read_text())
     for entry in stored["entries"].values():
         del entry["memory"]  # as written before memory was measured
+        # the stored latency 20x slower: the strict run's latency verdict is decided whatever this
+        # machine's load (a live 5 us model on a busy runner read noise +-39 %, inconclusive)
+        entry["sessions"] = [x * 20 for x in entry["sessions"]]
+        entry["figure"] *= 20
     path.write_text(json.dumps(stored))
     strict = project.runpytest(
         *ORT,
@@ -234,6 +238,7 @@ def test_a_baseline_recorded_before_memory_is_no_missing_baseline(project):
         "r.json",
     )
     strict.assert_outcomes(passed=1)
+    assert "IMPROVED" in strict.stdout.str()  # latency decided; memory's not-compared fails nothing
     verdict = _memory_verdict(project.path / "r.json")
     assert verdict["status"] == "not-compared" and "--roofline-update adds them" in verdict["message"]
 
