@@ -476,7 +476,7 @@ def test_the_calibration_runs_at_the_sessions_threads_and_keys_its_cache_on_them
     default = calibration.calibration_fingerprint(get_backend("onnxruntime"), quick=True)
     assert default["threads"] == (info.physical_cores or info.cores)
     assert cache_path(default) != cache_path(roofline.fingerprint)
-    assert roofline.fingerprint["calibration_version"] == 10  # caches of older plans and roofs miss
+    assert roofline.fingerprint["calibration_version"] == 11  # caches of older plans and roofs miss
 
 
 def test_the_compute_roof_is_the_best_of_the_square_and_model_shaped_ladders(

@@ -73,7 +73,10 @@ CACHE_UNSETTLED_ENV = "ROOFLINE_CACHE_UNSETTLED"
 #: reuse says so in the roofline's warnings, and a settled calibration removes it.
 UNSETTLED_SECONDS = 1800.0
 UNSETTLED_REUSED = "unsettled calibration reused"  # how the reuse's warning begins
-CALIBRATION_VERSION = 10  # bump when probes change meaning: old cache files then miss
+CALIBRATION_VERSION = 11  # bump when probes change meaning: old cache files then miss
+# 11: a roof whose every kept window saw other processes on any CPU is not cached, a one-thread probe's
+#    spare core included, and the dispatch floor is judged so too (beside one busy process a one-thread
+#    calibration's roofs read faster or slower than quiet's by as much as quiet ones differ)
 # 10: each cache level's setting probe is confirmed in windows that agree (one window set it; beside
 #    one busy process a one-thread L3 read 0.888 of the quiet one), and no read probe runs in DRAM
 # 9: a GPU timed by CUPTI times its memory probes on the device (its L2 roof was a launch rate)
@@ -585,6 +588,8 @@ def _measure(
         loads.append(machine.between(steadied, machine.snapshot()))
     probes = [cp.combine_sessions(*sessions[p.name]) for p in probes]
     floor = _floor(backend, fingerprint, on_gpu, progress, loads)
+    if floor is not None:  # its window's load, beside the probes' (judged for caching as they are)
+        windows[cp.DISPATCH_PROBE] = [loads[-1]]
     if floor is not None and floor.seconds > 0:
         probes.append(floor.probe())
     load = _combined(loads)
@@ -614,16 +619,18 @@ def _measure(
         peak_flops = {dtype: max(peak, theoretical.get(dtype, 0.0)) for dtype, peak in peak_flops.items()}
         if "float32" not in peak_flops and theoretical.get("float32"):  # every probe ran in bf16
             peak_flops = {"float32": theoretical["float32"], **peak_flops}
-        # a neighbour in every window slows them alike: they agree, and are still busy.  The roofs a
-        # load can lower: the memory levels, and a compute roof its probe (not the FMA peak) sets
+        # a neighbour in every window moves them alike: they agree, and are still busy.  The roofs a
+        # load can move: the memory levels, the dispatch floor, and a compute roof its probe (not the
+        # FMA peak) sets; judged on every CPU, a one-thread probe's spare core included (issue 33)
         confirmed = {s.name for s in confirm}
         judged = [
             p.name
             for p in probes
-            if p.kind == "memory"
+            if p.kind in ("memory", "dispatch")
             or (p.kind == "compute" and p.name in confirmed and theoretical.get(p.dtype, 0.0) < p.value)
         ]
-        not_cached = (*not_cached, *cp.busy_windows(sessions, windows, judged, threads))
+        timed = {**sessions, **({cp.DISPATCH_PROBE: [floor.probe()]} if floor is not None else {})}
+        not_cached = (*not_cached, *cp.busy_windows(timed, windows, judged, caches))
     warnings_: tuple[str, ...] = (*not_cached, *unsteady)
     if cp.crowded(load, 0 if on_gpu else threads):  # a one-thread probe beside one busy process: quiet
         warnings_ = (f"measured under load: {load.describe()}", *warnings_)

@@ -839,16 +839,23 @@ def busy_windows(
     sessions: Mapping[str, Sequence[Probe]],
     loads: Mapping[str, Sequence[MachineLoad]],
     names: Sequence[str],
-    threads: int = 0,
+    caches: Sequence[tuple[str, int]] = (),
 ) -> tuple[str, ...]:
-    """A :data:`NOT_CACHED` warning (one, or none) naming the roof probes ``names`` whose every kept
-    window (within :data:`WINDOW_AGREEMENT` of the best, :func:`combine_sessions`'s) ran disturbed.
+    """A :data:`NOT_CACHED` warning (one, or none) naming the roof probes ``names`` (and the roof
+    each one measures, ``caches`` placing the memory levels) whose every kept
+    window (within :data:`WINDOW_AGREEMENT` of the best, :func:`combine_sessions`'s) ran beside
+    other work: other processes on any of the CPUs above the limit, or steal
+    (:attr:`MachineLoad.disturbed`), whatever the probe's thread count.
 
     ``loads[name]`` holds each of ``sessions[name]``'s windows' machine load, in the same order.
     Windows that agree prove no quiet: one busy process beside a 2-thread probe on 2 cores stays in
     every window and slows each alike, so their best two agree and the roof is still the
-    neighbour's.  A roof is the device's only when one of its kept windows was quiet: not
-    :func:`crowded` for a probe of ``threads`` threads (0: every core)."""
+    neighbour's.  Nor does a core of its own (issue 33): beside one busy process on 2 cores,
+    calibrated alternately with quiet ones at one thread, the L3 and DRAM roofs read 0.90-1.10x
+    the quiet mean (either way) and OpenVINO's dispatch floor 0.092-0.100 µs against quiet's
+    0.123-0.194 (faster every time), while quiet calibrations minutes apart differ by 8-16 %
+    themselves: no such roof can show it is within 5 % of what quiet would read.  A roof is the
+    device's only when one of its kept windows was quiet."""
     busy: list[str] = []
     quiet: list[MachineLoad] = []  # every kept window of the busy probes
     for name in names:
@@ -857,8 +864,9 @@ def busy_windows(
             continue
         best = max(p.value for p in runs)
         kept = [w for p, w in zip(runs, windows, strict=True) if p.value >= (1 - WINDOW_AGREEMENT) * best]
-        if kept and all(crowded(w, threads) for w in kept):
-            busy.append(f"{name}: {len(kept)} of {len(runs)} windows kept")
+        if kept and all(w.disturbed for w in kept):
+            roof = _roof_of(runs[0], sessions, list(caches))
+            busy.append(f"{name} ({roof}): {len(kept)} of {len(runs)} windows kept")
             quiet.extend(kept)
     if not busy:
         return ()
@@ -867,7 +875,8 @@ def busy_windows(
     probes = "probe" if len(busy) == 1 else "probes"
     return (
         f"{NOT_CACHED}: every kept window of {len(busy)} roof {probes} ran beside other work ({shown}; "
-        f"the quietest: {quietest.describe()}): a neighbour in every window slows them alike",
+        f"the quietest: {quietest.describe()}): a neighbour moves a roof either way, so none of them "
+        "can show it is the quiet device's",
     )
 
 
@@ -948,10 +957,13 @@ def steady_sessions(
     return steady, tuple(warnings)
 
 
-def _roof_of(probe: Probe, sessions: Mapping[str, list[Probe]], caches: list[tuple[str, int]]) -> str:
-    """The roof a probe sets: its dtype (compute), ``DRAM``, or the cache level holding it."""
+def _roof_of(probe: Probe, sessions: Mapping[str, Sequence[Probe]], caches: list[tuple[str, int]]) -> str:
+    """The roof a probe sets: its dtype (compute), ``DRAM``, the cache level holding it, or the
+    dispatch floor."""
     if probe.kind == "compute":
         return probe.dtype
+    if probe.kind == "dispatch":
+        return "dispatch floor"
     memory = [runs[0] for runs in sessions.values() if runs and runs[0].kind == "memory"]
     last_level = caches[-1][1] if caches else 0
     if probe.name in {p.name for p in dram_points(memory, last_level)}:
