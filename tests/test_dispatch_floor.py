@@ -132,7 +132,16 @@ def test_without_a_floor_views_keep_no_fraction(tmp_path: Path) -> None:
     prof = _profile(tmp_path, levelled_roofline())
     views = [la for la in prof.layers if la.op_type in RUNTIME_VIEW_OPS and la.time > 0]
     assert views and all(la.roofline_fraction is None for la in views)
-    assert prof.overhead == {"share": 0.0, "seconds": 0.0, "layers": 0.0, "dispatch_floor": 0.0}
+    assert prof.overhead == {
+        "share": 0.0,
+        "seconds": 0.0,
+        "layers": 0.0,
+        "dispatch_floor": 0.0,
+        "under_step": 0.0,
+        "under_step_seconds": 0.0,
+        "share_at_most": 0.0,
+        "seconds_at_most": 0.0,
+    }
 
 
 def test_the_reports_show_the_floor_and_what_it_costs(tmp_path: Path) -> None:

@@ -611,3 +611,43 @@ def test_a_kernel_that_read_0_us_is_an_interval_under_one_step_with_its_fraction
     # a kernel timed as it should be has no interval: nothing else changed
     timed = KernelProfile(kernels=(KernelRecord("fused_mlp", "FullyConnected", nodes, (2e-6,) * 3),))
     assert build_layers(analysis, timed, floored)[0][0].time_below == 0.0
+
+
+def test_a_kernel_under_one_step_counts_as_its_interval_in_the_overhead_line_and_the_what_if() -> None:
+    """Issue 33: an overhead-bound kernel that read 0 µs on a whole-µs counter took [0, 1 µs), not
+    0 s: the overhead figures, the line `roofline profile` and the HTML print, and the what-if say
+    "at most" and "<" for it, where they read "0 layers overhead-bound, 0.0% ... 0 ns less"."""
+    from markupsafe import escape
+
+    from pytest_roofline.analysis import analyze
+    from pytest_roofline.gate.verdict import Verdict
+    from pytest_roofline.report import html
+    from pytest_roofline.report.tables import profile_table
+    from pytest_roofline.results import ProfileRecord, RunResults
+    from pytest_roofline.zoo.mixed import tiny_mlp
+
+    analysis = analyze(tiny_mlp(), batch=1)
+    nodes = tuple(node.name for node in analysis.nodes)
+    kernels = KernelProfile(
+        kernels=(KernelRecord("fused_mlp", "FullyConnected", nodes, (0.0, 0.0, 0.0)),),
+        timer_resolution=1e-6,
+    )
+    floored = roof(peak_flops={"float32": 10e12}, peak_bandwidth=10e12, dispatch_floor=0.5e-6)
+    (layer,), _ = build_layers(analysis, kernels, floored)
+    assert layer.bound == "overhead" and layer.time == 0.0 and layer.time_below == 1e-6
+    prof = dataclasses.replace(profile([]), layers=(layer,), roofline=floored)
+    times = floored.roof_times(layer.flops, layer.bytes, "float32", layer.memory_bandwidth)
+    at_most = 1e-6 - max(times["compute"], times["memory"])
+    overhead = prof.overhead
+    assert (overhead["layers"], overhead["under_step"], overhead["under_step_seconds"]) == (0.0, 1.0, 1e-6)
+    assert (overhead["share"], overhead["share_at_most"]) == (0.0, 1.0)
+    assert overhead["seconds"] == 0.0 and overhead["seconds_at_most"] == pytest.approx(at_most)
+    line = (
+        "dispatch floor 500 ns a kernel: 1 layers overhead-bound (1 under its timer's step, < 1 µs), "
+        f"0.0%-100.0% of kernel time; without the floor at most {at_most * 1e9:.0f} ns less"
+    )
+    assert line in profile_table(prof)
+    verdict = Verdict(status="pass", mode="stored", metric="latency", current=1.0, tolerance=0.05, ratio=1.0)
+    page = html.render(RunResults((ProfileRecord("t.py::test_mlp", "k", prof, verdict),), "openvino"))
+    assert str(escape(line.capitalize())) in page  # the what-if section
+    assert "1 layer read 0 on the timer: under one step each (&lt; 1 µs in all)" in page

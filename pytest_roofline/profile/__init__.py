@@ -769,21 +769,36 @@ class ModelProfile:
         ``seconds``: what the model would gain without the floor, every overhead-bound layer
         running at its compute or memory roof instead; ``layers``: how many they are;
         ``dispatch_floor``: the floor, seconds a kernel (0: the roofline has none).
+
+        An overhead-bound layer that read 0 on its timer (``Layer.time_below``: it ran under one
+        step) is no 0 s: ``under_step`` counts them, ``under_step_seconds`` is the most they took
+        together, and ``share_at_most`` / ``seconds_at_most`` are the share and the gain with
+        each at its step (equal to ``share`` / ``seconds`` when there is none).
         """
         roof = self.roofline
         bound = [la for la in self.layers if la.bound == "overhead" and la.time > 0]
-        total = self.kernel_time
-        gain = 0.0
-        if roof is not None:
-            dtype = roof_dtype(roof, self.precision)
-            for la in bound:
-                times = roof.roof_times(la.flops, la.bytes, la.roof_dtype or dtype, la.memory_bandwidth)
-                gain += max(la.time - max(times["compute"], times["memory"]), 0.0)
+        under = [la for la in self.layers if la.bound == "overhead" and la.time <= 0 and la.time_below > 0]
+        total, below = self.kernel_time, sum(la.time_below for la in under)
+
+        def saved(la: Layer, seconds: float) -> float:  # the layer's time beyond its other roofs
+            if roof is None:
+                return 0.0
+            dtype = la.roof_dtype or roof_dtype(roof, self.precision)
+            times = roof.roof_times(la.flops, la.bytes, dtype, la.memory_bandwidth)
+            return max(seconds - max(times["compute"], times["memory"]), 0.0)
+
+        gain = sum((saved(la, la.time) for la in bound), 0.0)
+        gain_below = sum((saved(la, la.time_below) for la in under), 0.0)
+        bound_time = sum(la.time for la in bound)
         return {
-            "share": sum(la.time for la in bound) / total if total > 0 else 0.0,
+            "share": bound_time / total if total > 0 else 0.0,
             "seconds": gain,
             "layers": float(len(bound)),
             "dispatch_floor": roof.dispatch_floor if roof is not None else 0.0,
+            "under_step": float(len(under)),
+            "under_step_seconds": below,
+            "share_at_most": (bound_time + below) / (total + below) if total + below > 0 else 0.0,
+            "seconds_at_most": gain + gain_below,
         }
 
     def to_dict(self, include_samples: bool = True) -> dict[str, Any]:

@@ -116,10 +116,14 @@ def _what_if(profile: ModelProfile, by_op: Sequence[OpTypeSummary]) -> dict[str,
     kernel = sum(row.time for row in by_op)
     at_roof = kernel - profile.headroom
     scale = median / kernel if kernel > 0 else 1.0
+    under = [la.time_below for la in profile.layers if la.time <= 0 and la.time_below > 0]
     return {
         "kernel": kernel,
         "scale": scale,
         "at_roof_latency": at_roof * scale if kernel > 0 else None,
+        # layers that read 0 on their timer count 0 s above: the estimates are off by up to their steps
+        "under_step": len(under),
+        "under_step_seconds": sum(under),
         "overhead": overhead_line(profile),  # what the dispatch floor costs (its roof included above)
         "floor_share": _floor_share(profile),  # per op type: the share of its time bound by the floor
     }

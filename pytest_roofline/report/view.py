@@ -78,14 +78,24 @@ def overhead_line(profile: ModelProfile) -> str | None:
     """What the dispatch floor costs the model, in one line; None when the roofline has no floor.
 
     ``dispatch floor 0.31 µs a kernel: 112 layers overhead-bound, 39% of kernel time; without it
-    0.42 ms less`` (the profile's :attr:`~pytest_roofline.profile.ModelProfile.overhead`)."""
+    0.42 ms less`` (the profile's :attr:`~pytest_roofline.profile.ModelProfile.overhead`).
+    A layer that read 0 on its timer counts as the interval it is: ``3 layers overhead-bound (1 under
+    its timer's step, < 1.0 us), 39%-41% of kernel time; without the floor at most 0.43 ms less``."""
     overhead = profile.overhead
     if not overhead["dispatch_floor"]:
         return None
+    under = int(overhead.get("under_step", 0.0))
+    head = f"dispatch floor {fmt_seconds(overhead['dispatch_floor'])} a kernel: "
+    if not under:
+        return (
+            f"{head}{overhead['layers']:.0f} layers overhead-bound, {fmt_pct(overhead['share'])} of kernel "
+            f"time; without the floor {fmt_seconds(overhead['seconds'])} less"
+        )
+    whose, below = "its" if under == 1 else "their", fmt_seconds(overhead["under_step_seconds"])
     return (
-        f"dispatch floor {fmt_seconds(overhead['dispatch_floor'])} a kernel: {overhead['layers']:.0f} layers "
-        f"overhead-bound, {fmt_pct(overhead['share'])} of kernel time; without the floor "
-        f"{fmt_seconds(overhead['seconds'])} less"
+        f"{head}{overhead['layers'] + under:.0f} layers overhead-bound ({under} under {whose} timer's step, "
+        f"< {below}), {fmt_pct(overhead['share'])}-{fmt_pct(overhead['share_at_most'])} of kernel time; "
+        f"without the floor at most {fmt_seconds(overhead['seconds_at_most'])} less"
     )
 
 
