@@ -829,8 +829,9 @@ def windows_load(windows: Sequence[MachineLoad]) -> str:
 def crowded(window: MachineLoad, threads: int = 0) -> bool:
     """Whether other work shared the CPUs a probe of ``threads`` threads ran on in ``window``: its
     load (:attr:`MachineLoad.disturbed`) less the share of the cores the probe left idle (0: it
-    used them all).  A one-thread probe beside one busy process on two cores has a core of its own:
-    others at 50 % of the CPUs leave it as quiet as an idle machine; a two-thread probe shares."""
+    used them all).  A one-thread probe beside one busy process on two cores has a core of its own
+    (no `measured under load` warning, no extra session); a two-thread probe shares.  Whether its
+    roofs are the quiet device's is :func:`busy_windows`' question: on every CPU, they are not."""
     spare = max(0, window.cores - threads) / window.cores if threads > 0 and window.cores > 0 else 0.0
     return window.disturbed and replace(window, other=max(0.0, window.other - spare)).disturbed
 
