@@ -858,6 +858,7 @@ def busy_windows(
     themselves: no such roof can show it is within 5 % of what quiet would read.  A roof is the
     device's only when one of its kept windows was quiet."""
     busy: list[str] = []
+    roofs: list[str] = []  # the roofs the busy probes measure, in the plan's order
     quiet: list[MachineLoad] = []  # every kept window of the busy probes
     for name in names:
         runs, windows = list(sessions.get(name, ())), list(loads.get(name, ()))
@@ -868,16 +869,19 @@ def busy_windows(
         if kept and all(w.disturbed for w in kept):
             roof = _roof_of(runs[0], sessions, list(caches))
             busy.append(f"{name} ({roof}): {len(kept)} of {len(runs)} windows kept")
+            roofs += [roof] if roof not in roofs else []
             quiet.extend(kept)
     if not busy:
         return ()
     quietest = min(quiet, key=lambda w: w.other + w.steal)
     shown = "; ".join(busy[:3]) + (f"; {len(busy) - 3} more" if len(busy) > 3 else "")
     probes = "probe" if len(busy) == 1 else "probes"
+    named = ", ".join(roofs)
+    which = f"roof {named} cannot show it is" if len(roofs) == 1 else f"roofs {named} cannot show they are"
     return (
-        f"{NOT_CACHED}: every kept window of {len(busy)} roof {probes} ran beside other work ({shown}; "
-        f"the quietest: {quietest.describe()}): a neighbour moves a roof either way, so none of them "
-        "can show it is the quiet device's",
+        f"{NOT_CACHED}: every kept window of {len(busy)} roof {probes} ran beside other work, so {which} "
+        f"the quiet device's ({shown}; the quietest: {quietest.describe()}): a neighbour moves a roof "
+        "either way",
     )
 
 
