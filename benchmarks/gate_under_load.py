@@ -37,10 +37,12 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -326,6 +328,7 @@ def record(args: argparse.Namespace) -> int:
         else args.models.split(",")
     )
     work = Path(tempfile.mkdtemp(prefix="gate-under-load-"))
+    atexit.register(shutil.rmtree, work, ignore_errors=True)  # ~2 GB of zoo copies a run
     engine = get_backend("onnxruntime", {})
     files: dict[str, dict[str, Path]] = {}
     for name in names:
@@ -662,6 +665,10 @@ def report(args: argparse.Namespace) -> int:
         for i in aa:
             if i["status"] == "regression":
                 worst.setdefault(condition, (i["ratio"], i["model"]))
+    print(
+        "\nfirst false A/A regression per condition: "
+        + (", ".join(f"{c} {m} x{r:.3f}" for c, (r, m) in worst.items()) or "none")
+    )
     return 0
 
 
