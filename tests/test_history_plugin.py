@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _baselines import scale_stored_latency
 from _history_data import postgres_url  # noqa: F401 - the session fixture
 from _plugin_helpers import FAKE, live_module, relu_chain
 
@@ -303,6 +304,9 @@ def _two_model_runs(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, b
         time.sleep(1.02 - time.time() % 1)
         runs.append(project.runpytest(*options))
         runs[-1].assert_outcomes(passed=2)
+        # a model the store no longer holds is judged on the stored figures: 20x slower ones, so a
+        # busy runner's timing of a microsecond model never turns that verdict into a regression
+        scale_stored_latency(project.path / ".roofline" / "test_model.json", 20)
     return runs
 
 
