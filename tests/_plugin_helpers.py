@@ -3,17 +3,29 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from types import ModuleType
 
 import onnx
 import pytest
 from onnx import TensorProto, helper
 
 FAKE = ("-p", "pytest_roofline.backends.fake", "--roofline-backend", "fake")
+
+
+def live_module(name: str) -> ModuleType:
+    """The module ``name`` as the code under test imports it now, for a test to patch.
+
+    pytester's inline runs drop the modules first imported inside them from ``sys.modules`` while
+    their package keeps the stale attribute: ``from pytest_roofline.gate import paired`` after such
+    a run patched a module nothing called any more, and the real paired run timed the machine
+    (test_history_changepoints, seen whenever a plugin test ran first in the same process)."""
+    return importlib.import_module(name)
 
 
 @contextlib.contextmanager

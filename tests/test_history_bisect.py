@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from _plugin_helpers import matmul_chain
+from _plugin_helpers import live_module, matmul_chain
 
 from pytest_roofline.cli import main
 
@@ -119,8 +119,9 @@ def test_model_from_the_history_or_one_line(repo, capsys) -> None:
 
 def test_unknown_is_measured_again_with_more_sessions(repo, capsys, monkeypatch) -> None:
     """Pinpoint's rule: an unknown verdict gets more repeats (twice the sessions) within the budget."""
-    from pytest_roofline.gate import paired
     from pytest_roofline.gate.verdict import Verdict
+
+    paired = live_module("pytest_roofline.gate.paired")
 
     root, shas = repo
     asked: list[int] = []
@@ -140,8 +141,9 @@ def test_unknown_is_measured_again_with_more_sessions(repo, capsys, monkeypatch)
 def _slower_at_threads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """``measure_change`` replaced by one that calls every candidate slower; the intra-op threads
     it was asked to time at, one per call."""
-    from pytest_roofline.gate import paired
     from pytest_roofline.gate.verdict import Verdict
+
+    paired = live_module("pytest_roofline.gate.paired")
 
     threads: list[str] = []
 
@@ -162,9 +164,9 @@ def test_bisect_times_at_the_threads_the_history_recorded(repo, capsys, monkeypa
 
     from _history_data import point
 
-    from pytest_roofline.device import load
     from pytest_roofline.history.store import JsonLinesStore
 
+    load = live_module("pytest_roofline.device.load")
     quiet = load.MachineLoad(0.5, 0.0, 0.0, 0.1, 2)  # a busy machine times at one thread (below)
     monkeypatch.setattr(load, "between", lambda start, end: quiet)
     root, shas = repo
@@ -185,9 +187,7 @@ def test_bisect_beside_other_processes_times_at_one_thread_and_says_so(repo, cap
     and says so.  At load 10 on 2 cores, 2-thread sessions read MobileNetV2's +12 % commits at
     1.029 and 1.270 and named commit 15 of the 20-commit scenario where commit 6 was the first
     slower; at one thread two runs named 10 and 6 (docs/history.md, "Under load")."""
-    from pytest_roofline.device import load
-    from pytest_roofline.history import pairing
-
+    load, pairing = live_module("pytest_roofline.device.load"), live_module("pytest_roofline.history.pairing")
     root, shas = repo
     busy = load.MachineLoad(0.5, 0.6, 0.0, 3.0, 2)
     monkeypatch.setattr(pairing, "LOAD_WINDOW", 0.0, raising=False)

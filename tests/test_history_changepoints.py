@@ -274,12 +274,13 @@ def test_a_pairing_beside_other_processes_runs_at_one_thread(monkeypatch, other,
     machine and at one thread per session when others share the CPUs: beside a loaded machine two
     2-thread sessions read A/A ratios of 0.70-1.07 on the zoo, and the paired floor the pairing is
     judged with was fitted on one-thread pairings."""
-    from pytest_roofline.backends.base import get_backend
-    from pytest_roofline.device import load
-    from pytest_roofline.gate import paired
-    from pytest_roofline.gate.sampling import GateRun
-    from pytest_roofline.history import pairing
+    from _plugin_helpers import live_module
 
+    from pytest_roofline.backends.base import get_backend
+    from pytest_roofline.gate.sampling import GateRun
+
+    load, paired = live_module("pytest_roofline.device.load"), live_module("pytest_roofline.gate.paired")
+    pairing = live_module("pytest_roofline.history.pairing")
     window = load.MachineLoad(0.5, other, 0.0, 3.0, 2)
     monkeypatch.setattr(pairing, "LOAD_WINDOW", 0.0, raising=False)
     monkeypatch.setattr(load, "between", lambda start, end: window)

@@ -10,6 +10,7 @@ import json
 import subprocess
 
 import pytest
+from _baselines import scale_stored_latency
 from _plugin_helpers import FIXED_BANDWIDTH, busy_neighbour, fixed_calibration, matmul_chain
 
 ORT = ("--roofline-backend", "onnxruntime", "--roofline-option", "intra_op_threads=1")
@@ -85,10 +86,17 @@ def test_a_run_beside_a_busy_process_records_its_baseline_with_the_load(project,
     assert entry["load"]["other"] > 0.1  # a spinning process took a share of the CPUs
     if entry["load"]["other"] > 0.15:
         assert any(r.startswith("recorded under load") for r in verdict["reasons"]), verdict["reasons"]
-    again = project.runpytest(*ORT, "--roofline-retime", "--roofline-report", "r2.json")
-    again.assert_outcomes(passed=1)  # the same model against the busy baseline: never a regression
+    # the busy entry is read back and compared; its figures 20x slower (and a 90 % tolerance) so the
+    # verdict is decided whatever this machine's load: that a same-model retime against a busy
+    # baseline is no false alarm is the stored comparison's width (test_gate_stored, fixed figures)
+    # and a rate benchmarks/stored_retime_loop.py measures, not one live draw (+40 % once, round three)
+    scale_stored_latency(project.path / ".roofline" / "test_perf.json", 20)
+    again = project.runpytest(
+        *ORT, "--roofline-retime", "--roofline-tolerance", "90", "--roofline-report", "r2.json"
+    )
+    again.assert_outcomes(passed=1)
     second = json.loads((project.path / "r2.json").read_text())["results"][0]["verdict"]
-    assert second["status"] in ("pass", "inconclusive", "improved"), second
+    assert second["status"] == "improved" and second["mode"] == "stored", second
 
 
 def test_assertion_failures_explain_themselves(project):
@@ -223,10 +231,16 @@ def test_a_one_thread_stored_figure_is_timed_by_its_threads_cpu_time(project):
     for entry in data["entries"].values():
         entry["conditions"].pop("clock")  # as entries written before the clock was kept
     path.write_text(json.dumps(data))
-    again = project.runpytest(*ORT, "--roofline-retime", "--roofline-report", "r.json")
+    # the stored figures 20x slower and a 90 % tolerance: compared (not incomparable), the verdict is
+    # decided whatever this machine's load (a live 5 us model read +-39 % on a busy CI runner; an
+    # improvement is inconclusive while the noise is above the tolerance, however far the ratio)
+    scale_stored_latency(path, 20)
+    again = project.runpytest(
+        *ORT, "--roofline-retime", "--roofline-tolerance", "90", "--roofline-report", "r.json"
+    )
     again.assert_outcomes(passed=2)
     for result in json.loads((project.path / "r.json").read_text())["results"]:
-        assert result["verdict"]["status"] != "incomparable", result["verdict"]  # timed by its clock
+        assert result["verdict"]["status"] == "improved", result["verdict"]  # compared, by its clock
     project.runpytest(*ORT, "--roofline-update").assert_outcomes(passed=2)
     assert clocks() == {"mm.onnx": "wall", "big.onnx": "thread"}
 
