@@ -168,6 +168,13 @@ def test_rule_improved_needs_ratio_below_tolerance_and_ci_below_one():
     assert judge_ratio(0.96, (0.93, 0.99), 0.03, 0.05) == "pass"  # faster, within the tolerance
 
 
+def test_rule_improved_whole_ci_below_tolerance_however_noisy():
+    # the mirror of a regression's second clause: a 20x slower baseline read x0.050 at noise
+    # +-11.6 %, and an improvement whose whole 99 % interval is below 1 - tol is not 'inconclusive'
+    assert judge_ratio(0.05, (0.045, 0.056), 0.116, 0.05) == "improved"
+    assert judge_ratio(0.90, (0.75, 1.08), 0.09, 0.05) == "inconclusive"  # noisy, reaching 1
+
+
 def test_rule_pass_needs_the_slowdown_beyond_tolerance_ruled_out():
     assert judge_ratio(1.0, (0.98, 1.02), 0.02, 0.05) == "pass"
     # 1.03 + 1.645/1.96 * 0.03 * 1.03 = 1.056 > 1.05: a slowdown beyond 5 % is not ruled out

@@ -410,9 +410,10 @@ def judge_ratio(ratio: float, ci: tuple[float, float], noise: float, tolerance: 
       exp(±2.576 σ)``) above 1, with the noise within the tolerance; or that whole interval above
       ``1 + tol``, however noisy (a 95 % bound let an A/A pairing of 4 sessions on a busy machine,
       1.039-1.088, read as a regression: a false alarm in one of 60);
-    * ``inconclusive``: otherwise, when the noise is above the tolerance;
-    * ``improved``: the ratio below ``1 - tol`` and the CI and the 99 % interval below 1 (the
+    * ``improved``: the ratio below ``1 - tol`` and the CI and the 99 % interval below 1 with the
+      noise within the tolerance; or that whole interval below ``1 - tol``, however noisy (the
       mirror of a regression's: an improvement is never claimed on less than a regression needs);
+    * ``inconclusive``: otherwise, when the noise is above the tolerance;
     * ``pass``: the one-sided 95 % bound ``ratio · exp(1.645 σ)`` is within ``1 + tol``;
     * ``inconclusive``: anything else (a slowdown beyond the tolerance neither shown nor ruled out).
     """
@@ -421,10 +422,11 @@ def judge_ratio(ratio: float, ci: tuple[float, float], noise: float, tolerance: 
     shown = min(low, ratio * math.exp(-noise * REGRESSION_WIDENING))  # the 99 % interval's low end
     if ratio > limit and shown > 1.0 and (noise <= tolerance or shown > limit):
         return "regression"
+    top = max(high, ratio * math.exp(noise * REGRESSION_WIDENING))  # the 99 % interval's high end
+    if ratio < 1.0 - tolerance and top < 1.0 and (noise <= tolerance or top < 1.0 - tolerance):
+        return "improved"
     if noise > tolerance:
         return "inconclusive"
-    if ratio < 1.0 - tolerance and max(high, ratio * math.exp(noise * REGRESSION_WIDENING)) < 1.0:
-        return "improved"
     if one_sided_bound(ratio, noise) > limit:
         return "inconclusive"
     return "pass"
