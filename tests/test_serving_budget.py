@@ -72,7 +72,7 @@ def test_a_slow_model_is_asked_what_its_share_buys_and_the_budget_that_would_do_
     assert plan_windows(SINGLE, needed - 2.0, 2.0, 0.04, 20)[1].short  # and not far above it
     assert plan.shortfall() == (
         "the 30 s budget bought 300 queries of each model at 40 ms a query;"
-        f" a p99's 95 % interval needs 348: raise the budget to {needed:g} s"
+        f" a p99's 95 % interval needs 348 of each: raise the budget to {needed:g} s"
     )
     assert BudgetPlan.from_dict(plan.to_dict()) == plan
     _, none = plan_windows(SINGLE, budget=30.0, spent=2.0, latency=1.0, windows=20)
@@ -108,10 +108,27 @@ def test_a_40ms_model_is_decided_within_its_budget_and_its_p99_says_what_would_d
     assert found.verdict("p99").status == "inconclusive"
     verdicts = {v.metric: v for v in paired_verdicts(found, ())}
     p99 = verdicts["single-stream p99"]
-    assert "raise the budget to" in p99.message and "a p99's 95 % interval needs 348" in p99.message
+    assert "raise the budget to" in p99.message and "a p99's 95 % interval needs 348 of each" in p99.message
     asked = sum(f.queries for f in found.new)
     assert f"bought {asked} queries of each model" in p99.message
     assert verdicts["single-stream qps"].status != "regression"  # A/A: the throughput is judged
+
+
+def test_a_budget_that_buys_no_window_leaves_every_metric_open_and_still_serves_the_model(
+    sleepy, tmp_path
+) -> None:
+    began = time.monotonic()
+    found = compare_models(sleepy, sleepy, SINGLE, tmp_path, windows=4, budget=2.5)  # 1.8 s to time them
+    took = time.monotonic() - began
+    assert took <= 2.5 + GRACE, took
+    assert found.plan is not None and not found.plan.runnable and found.windows == ()
+    assert found.alone is not None and found.alone.query_count >= 1  # what the test gets back
+    verdicts = paired_verdicts(found, ())
+    assert [v.status for v in verdicts] == ["inconclusive", "inconclusive"]
+    for verdict in verdicts:
+        assert "bought no window of both models" in verdict.message, verdict.message
+        assert "raise the budget to" in verdict.message
+    json.dumps([v.to_dict() for v in verdicts], allow_nan=False)  # the results file stays JSON
 
 
 class _Slowing:

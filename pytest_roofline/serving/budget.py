@@ -104,14 +104,15 @@ class BudgetPlan:
         last = self.query_seconds + TEST_OVERHEAD
         return float(math.ceil(self.spent + last + (self.windows + 1) * share))
 
-    def shortfall(self, what: str = "a p99", bought: int | None = None) -> str:
+    def shortfall(self, bought: int | None = None) -> str:
         """One line: what the budget bought (``bought`` queries of each model, the plan's if None)
         and the one remedy."""
         count = self.per_side if bought is None else bought
         got = f"{count} queries of each model" if self.runnable else "no window of both models"
+        need = f"; a p99's 95 % interval needs {self.fewest} of each" if self.fewest else ""
         return (
-            f"the {self.budget:g} s budget bought {got} at {self.query_seconds * 1e3:.3g} ms a query;"
-            f" {what}'s 95 % interval needs {self.fewest}: {BUDGET_REMEDY} {self.needed():g} s"
+            f"the {self.budget:g} s budget bought {got} at {self.query_seconds * 1e3:.3g} ms a query"
+            f"{need}: {BUDGET_REMEDY} {self.needed():g} s"
         )
 
     def to_dict(self) -> dict[str, Any]:

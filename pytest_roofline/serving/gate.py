@@ -218,6 +218,13 @@ def paired_verdicts(found: ScenarioComparison, reasons: Sequence[str]) -> tuple[
             item = found.verdict(metric)
         except KeyError:
             continue  # MultiStream: LoadGen reports no QPS
+        if math.isnan(item.ratio):  # no window fitted the budget: the new model's own figure only
+            figure = dict(_metrics(representative(found))).get(metric, math.nan)
+            why = _short(found, metric) or "no window both models answered"
+            verdicts.append(
+                _verdict("inconclusive", metric, found.settings, found.tolerance, why, current=figure)
+            )
+            continue
         old, new = item.old, item.new
         load = f"others took {found.pressure:.0%} of the CPUs; noise floor {fmt_pct(found.floor, 2)}"
         verdicts.append(
@@ -253,7 +260,7 @@ def _short(found: ScenarioComparison, metric: str) -> str:
     if plan is None or not plan.short or (metric != "p99" and plan.runnable):
         return ""
     bought = min(sum(f.queries for f in side) for side in (found.old, found.new))
-    return plan.shortfall(f"a {metric}", bought=bought)
+    return plan.shortfall(bought)
 
 
 def _unrun(result: ScenarioResult, budget: float) -> str:
