@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 import onnx
+from onnx import numpy_helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from _plugin_helpers import fixed_calibration  # noqa: E402
@@ -93,6 +94,17 @@ def cli_run(path: Path, qps: float, budget: float, duration: float) -> None:
     )
 
 
+def _retrain(model: onnx.ModelProto) -> None:
+    """Nudge the first float weight of ``model``: a changed model (its bytes) doing the same work."""
+    for index, weight in enumerate(model.graph.initializer):
+        values = numpy_helper.to_array(weight)
+        if values.dtype.kind == "f" and values.size > 1:
+            values = values.copy()
+            values.flat[0] += 1e-3
+            model.graph.initializer[index].CopyFrom(numpy_helper.from_array(values, weight.name))
+            return
+
+
 def gate_run(path: Path, qps: float, budget: float, work: Path) -> None:
     project = work / "project"
     project.mkdir(parents=True)
@@ -108,14 +120,15 @@ def gate_run(path: Path, qps: float, budget: float, work: Path) -> None:
     ]  # fmt: skip
     for run in ("first (records)", "changed (paired)"):
         if run.startswith("changed"):
-            model.graph.node[0].name = (model.graph.node[0].name or "n") + "_renamed"  # the same work
+            _retrain(model)  # new weights, the same work
             onnx.save(model, str(project / "model.onnx"))
         done = subprocess.run(command, cwd=project, capture_output=True, text=True, env=env, check=False)
         took = json.loads((project / "took.json").read_text())
+        note = " (its latency measured first, outside the budget)" if run.startswith("first") else ""
         (record,) = json.loads((project / "r.json").read_text())["serving"]
         statuses = ", ".join(f"{v['metric']} {v['status']}" for v in record["verdicts"])
         print(
-            f"   gate, {run}: model_load took {took:.1f} s of its {budget:g} s budget; {statuses}"
+            f"   gate, {run}: model_load took {took:.1f} s{note}, budget {budget:g} s; {statuses}"
             f" (pytest exit {done.returncode}; {_load()})"
         )
         comparison = record.get("comparison")
@@ -136,6 +149,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", default="resnet50")
     parser.add_argument("--budget", type=float, default=30.0)
+    parser.add_argument("--gate-only", action="store_true", help="part 2 only")
     args = parser.parse_args()
     out = Path(tempfile.mkdtemp(prefix="serving-budget-"))
     names = args.models.split(",")
@@ -145,8 +159,9 @@ def main() -> None:
         per_query = query_time(paths[name])
         capacity = 1.0 / per_query
         print(f"{name}: {per_query * 1e3:.1f} ms a query at one intra-op thread ({_load()})")
-        cli_run(paths[name], 0.5 * capacity, args.budget, 2.0)
-        cli_run(paths[name], 2.0 * capacity, args.budget, 20.0)
+        if not args.gate_only:
+            cli_run(paths[name], 0.5 * capacity, args.budget, 2.0)
+            cli_run(paths[name], 2.0 * capacity, args.budget, 20.0)
         gate_run(paths[name], 0.5 * capacity, args.budget, out / name)
     print(f"end: {_load()}; logs under {out}")
 

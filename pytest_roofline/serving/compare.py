@@ -461,7 +461,8 @@ def compare_models(
         load = between(start, snapshot())
         if alone:
             workers.only = 1
-            left = max(end - time.monotonic(), 1e-3)
+            last = plan.query_seconds + TEST_OVERHEAD if plan is not None else 0.0  # the plan kept it
+            left = max(end - last - time.monotonic(), 1e-3)
             if not shared:  # nothing else to give back: LoadGen's test of the new model, one query at least
                 workers.deadline = None
             own = run_window(workers, new, each, log_dir / "new", latencies[1], stop_after=left)
