@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.errors import OptionError
-from pytest_roofline.serving.budget import TEST_OVERHEAD, BudgetPlan
+from pytest_roofline.serving.budget import CLOSING, TEST_OVERHEAD, BudgetPlan
 from pytest_roofline.serving.types import ScenarioResult, ScenarioSettings
 
 if TYPE_CHECKING:
@@ -442,8 +442,8 @@ def compare_models(
         end = math.inf
         if budget is not None:
             each, plan = plan_windows(settings, budget, time.monotonic() - started, latency, windows)
-            end = started + budget
-            workers.deadline = end
+            end = started + budget - CLOSING  # what the runs may use; the workers stop at the budget
+            workers.deadline = started + budget
         reserve = plan.window_seconds if plan is not None and alone else 0.0  # the new model's own test
         start = snapshot()
         for window in range(windows if plan is None or plan.runnable else 0):
