@@ -53,13 +53,13 @@ from onnx import TensorProto, helper, numpy_helper
 from pytest_roofline.device.load import between, snapshot
 from pytest_roofline.gate.noise import pressure
 from pytest_roofline.pipeline import ModelCall, PreparedModel, prepare
+from pytest_roofline.serving.budget import TAIL_QUERIES
 from pytest_roofline.serving.compare import (
     DEFAULT_WINDOWS,
     ScenarioComparison,
     compare_models,
     order_interval,
 )
-from pytest_roofline.serving.gate import TAIL_QUERIES
 from pytest_roofline.serving.logs import read_summary
 from pytest_roofline.serving.runner import (
     MAX_CHUNK,

@@ -1,4 +1,5 @@
-"""A serving result the report and gate tests share: a QPS search's, with the report's series."""
+"""A serving result the report and gate tests share (a QPS search's, with the report's series),
+and the pytester options of their onnxruntime runs."""
 
 from __future__ import annotations
 
@@ -28,4 +29,14 @@ RESULT = ScenarioResult(
     latency_quantiles=tuple(0.001 * (1 + i / 100) for i in range(101)),
     timeline=(40.0,) * 50,
     timeline_step=0.04,
+)
+
+#: A pytester run on onnxruntime at one intra-op thread, latency timing capped at 3 s.
+ORT = (
+    "--roofline-backend",
+    "onnxruntime",
+    "--roofline-option",
+    "intra_op_threads=1",
+    "--roofline-budget",
+    "3",
 )

@@ -17,30 +17,22 @@ import random
 import pytest
 from _baselines import make_entry
 from _plugin_helpers import fixed_calibration, matmul_chain
-from _serving_data import RESULT
+from _serving_data import ORT, RESULT
 
 from pytest_roofline.gate.store import BaselineStore
+from pytest_roofline.serving.budget import TAIL_QUERIES
 from pytest_roofline.serving.compare import pooled_metric
 from pytest_roofline.serving.gate import (
     ServingRecord,
     asked,
     matching,
     record_scenarios,
-    windows_within,
     with_scenarios,
 )
 from pytest_roofline.serving.types import ScenarioResult, ScenarioSettings
 
 pytest.importorskip("mlperf_loadgen")
 
-ORT = (
-    "--roofline-backend",
-    "onnxruntime",
-    "--roofline-option",
-    "intra_op_threads=1",
-    "--roofline-budget",
-    "3",
-)
 TEST = """
 import json, os
 
@@ -124,21 +116,12 @@ def test_disable_runs_the_scenario_ungated(project):
 # --- the pieces, without LoadGen -------------------------------------------------------------------
 
 
-def test_a_paired_window_asks_what_a_p99_of_each_model_needs_within_the_budget() -> None:
-    single = windows_within(ScenarioSettings("single-stream", min_duration=2.0), budget=30.0, windows=20)
-    assert single.min_query_count == 100  # 50 each a window: 1000 of each model pooled
-    assert single.min_duration == pytest.approx(30.0 / 21)
-    server = ScenarioSettings("server", target_qps=20.0, min_duration=2.0)
-    assert windows_within(server, budget=30.0, windows=20).min_query_count == 28  # what 20 QPS brings in
-    assert windows_within(server, budget=120.0, windows=20).min_query_count == 100
-
-
 def test_the_queries_a_paired_window_asks_decide_a_p99_past_a_few_stalled_queries() -> None:
     # each model's pooled queries at the gate's window size: 1 ms with a lognormal spread, the old
     # model's two slowest stalled to 5 ms, the new one's 3 % twice as slow.  At 400 a side (the
     # former size) the p99's upper end was the old model's largest query, the stall: inconclusive
     rng = random.Random(3)
-    per_side = windows_within(ScenarioSettings("single-stream"), budget=30.0, windows=20).min_query_count * 10
+    per_side = TAIL_QUERIES
 
     def draws(n: int, slow_share: float) -> list[float]:
         return [

@@ -2,7 +2,8 @@
 
 Each inference "takes" ``unit`` seconds per ONNX node of the model, so a model with more nodes
 is slower by a known factor and the gate's verdicts can be tested exactly.  ``jitter`` adds
-seeded per-session noise.  Nothing sleeps, unless ``hang=S`` makes ``time()`` sleep S seconds.
+seeded per-session noise.  Nothing sleeps, unless ``hang=S`` makes ``time()`` sleep S seconds, or
+``sleep=S`` makes each inference sleep S seconds and report what it slept (a fixed query time).
 Enable it with ``-p pytest_roofline.backends.fake``
 (it registers the backends ``fake`` and ``fake-missing``, the latter never available).
 """
@@ -45,11 +46,15 @@ class FakeSession(BackendSession):
         self._rng = rng
         self.jitter = jitter
         self.hang = 0.0
+        self.sleep = 0.0
 
     def time(self, iterations: int) -> list[float]:
-        """Seconds per inference: ``unit × nodes × session factor`` (± small jitter)."""
+        """Seconds per inference: ``unit × nodes × session factor`` (± small jitter); with ``sleep``,
+        each inference sleeps that long, times it and reports it."""
         if self.hang:
             time.sleep(self.hang)
+        if self.sleep:
+            return [self._slept() for _ in range(iterations)]
         if self.log:
             start = time.time()
             time.sleep(0.001)
@@ -60,6 +65,11 @@ class FakeSession(BackendSession):
             return [base] * iterations
         noise = 1.0 + 0.1 * self.jitter * np.abs(self._rng.standard_normal(iterations))
         return [float(base * x) for x in noise]
+
+    def _slept(self) -> float:
+        began = time.perf_counter()
+        time.sleep(self.sleep)
+        return time.perf_counter() - began
 
     def profile(self, iterations: int) -> KernelProfile:
         """One kernel per node, each taking ``unit`` seconds."""
@@ -85,6 +95,7 @@ class FakeBackend(Backend):
         "device": "device class reported in the fingerprint",
         "log": "append 'pid start end' of every time() call to this file",
         "hang": "time() sleeps this many seconds (a backend that hangs)",
+        "sleep": "each inference sleeps this many seconds and reports them (a fixed real query time)",
         "wall_clock": "measure under the machine-wide measure lock, as a real backend (any value)",
     }
 
@@ -119,6 +130,7 @@ class FakeBackend(Backend):
         jitter = float(self.options.get("jitter", 0.0))
         session = FakeSession(nodes, unit, jitter, next(_SESSION_SEED), self.options.get("log"))
         session.hang = float(self.options.get("hang", 0.0))
+        session.sleep = float(self.options.get("sleep", 0.0))
         return session
 
 

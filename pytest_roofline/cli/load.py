@@ -2,7 +2,8 @@
 
 LoadGen issues the queries of SingleStream, MultiStream, Server (Poisson arrivals at ``--qps``)
 or Offline; the model answers them through the backend's sessions at the run's options.  A Server
-with ``--p99`` and no ``--qps`` searches for the highest QPS meeting the bound within ``--budget``.
+with ``--p99`` and no ``--qps`` searches for the highest QPS meeting the bound; a run ends within
+``--budget`` seconds (LoadGen issues no query past it, the rest is answered unrun and counted).
 ``--format json`` prints one ``ScenarioResult.to_dict``.
 """
 
@@ -64,7 +65,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--concurrency", type=int, default=1, metavar="N", help="worker sessions")
     parser.add_argument("--samples-per-query", type=int, default=8, metavar="N", help="MultiStream")
     parser.add_argument("--seed", type=int, default=0, help="LoadGen's schedule seed")
-    parser.add_argument("--budget", type=_positive, default=30.0, metavar="S", help="a QPS search's time")
+    parser.add_argument(
+        "--budget", type=_positive, default=30.0, metavar="S", help="the run's time (a QPS search's too)"
+    )
     parser.add_argument(
         "--log-dir", metavar="DIR", help="where LoadGen writes its logs (default: a temp dir)"
     )

@@ -10,6 +10,7 @@ entries and writes the reports.  What judges performance lives in :mod:`pytest_r
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -193,15 +194,24 @@ class RooflineSession:
         would, unless this test already did."""
         from pytest_roofline.serving.gate import gate_scenario
 
+        started = time.monotonic()  # the call's budget counts from here (serving.budget)
         request = self.request(node, call)
         mode = self.mode
         entry_due = request.baseline is None or mode.update
         if entry_due and not (mode.disable or mode.compare_ref):
             if not any(r.key == request.key for r in self.records):
                 self._profile(node, call, request)
+                started = time.monotonic()  # the latency's own time is --roofline-budget's
         tolerance = self.gate_settings(node.get_closest_marker("roofline")).tolerance
         record = gate_scenario(
-            request, scenario, log_dir, mode=mode, budget=budget, tolerance=tolerance, windows=windows
+            request,
+            scenario,
+            log_dir,
+            mode=mode,
+            budget=budget,
+            tolerance=tolerance,
+            windows=windows,
+            started=started,
         )
         self.serving.append(record)
         if not self.settings.update or self.settings.compare_ref:

@@ -174,6 +174,10 @@ def serving_lines(results: RunResults) -> list[str]:
                 reasons.append(f"ACCEPTED {label} — {verdict.metric}: written into the baseline entry")
                 continue
             why = verdict_reason(verdict)
+            from pytest_roofline.serving.budget import BUDGET_REMEDY
+
+            if verdict.status == "inconclusive" and BUDGET_REMEDY in verdict.message:
+                why = verdict.message  # its one remedy named: raise the budget
             if why is None and not verdict.reasons:
                 continue
             reasons.append(f"{verdict.status.upper()} {label} — {why or verdict.message}")

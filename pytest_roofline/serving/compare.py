@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.errors import OptionError
+from pytest_roofline.serving.budget import CLOSING, TEST_OVERHEAD, BudgetPlan
 from pytest_roofline.serving.types import ScenarioResult, ScenarioSettings
 
 if TYPE_CHECKING:
@@ -180,8 +181,9 @@ class MetricVerdict:
 @dataclass(frozen=True)
 class ScenarioComparison:
     """A paired old/new comparison: LoadGen's result of each shared window, each side's figures
-    per window, the load, the verdict per metric, and the new model's own LoadGen run (``alone``:
-    what a test gets back) where one was asked for."""
+    per window, the load, the verdict per metric, the new model's own LoadGen run (``alone``:
+    what a test gets back) where one was asked for, and how a time budget sized the windows
+    (``plan``).  ``settings`` are a window's (its query count and durations the plan's)."""
 
     settings: ScenarioSettings
     tolerance: float
@@ -193,6 +195,7 @@ class ScenarioComparison:
     metrics: tuple[MetricVerdict, ...]
     alone: ScenarioResult | None = None
     clock: str = "wall"  # what p50/p99 were judged on: "wall" (issue to completion) or "cpu" (CPU time)
+    plan: BudgetPlan | None = None  # how the windows were sized to a time budget, where one was given
 
     def verdict(self, metric: str) -> MetricVerdict:
         """The verdict of ``metric``."""
@@ -214,12 +217,13 @@ class ScenarioComparison:
             "metrics": [m.to_dict() for m in self.metrics],
             "alone": self.alone.to_dict() if self.alone is not None else None,
             "clock": self.clock,
+            "plan": self.plan.to_dict() if self.plan is not None else None,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ScenarioComparison:
         """Inverse of :meth:`to_dict`."""
-        alone = data.get("alone")
+        alone, plan = data.get("alone"), data.get("plan")
         return cls(
             ScenarioSettings.from_dict(data["settings"]),
             float(data["tolerance"]),
@@ -231,6 +235,7 @@ class ScenarioComparison:
             tuple(MetricVerdict.from_dict(m) for m in data["metrics"]),
             ScenarioResult.from_dict(alone) if alone else None,
             str(data.get("clock", "wall")),
+            BudgetPlan.from_dict(plan) if plan else None,
         )
 
 
@@ -404,13 +409,23 @@ def compare_models(
     windows: int = DEFAULT_WINDOWS,
     tolerance: float = 0.10,
     alone: bool = True,
+    budget: float | None = None,
+    started: float | None = None,
 ) -> ScenarioComparison:
     """Old and new answering ``windows`` LoadGen tests in turn, judged per metric; with ``alone``,
-    one more test of the new model by itself (LoadGen's figures of it, for the test)."""
+    one more test of the new model by itself (LoadGen's figures of it, for the test).
+
+    With ``budget`` (seconds from ``started``, a ``time.monotonic()``; this call if None) the
+    windows are sized to fit it from one query's measured time (``plan`` in the result:
+    :func:`pytest_roofline.serving.budget.plan_windows`): no window starts that could not end in
+    it, and past it the workers answer what is left unrun.
+    Without, each window runs ``settings`` as given."""
     from pytest_roofline.device.load import between, snapshot
     from pytest_roofline.gate.noise import noise_model, pressure
+    from pytest_roofline.serving.budget import plan_windows
     from pytest_roofline.serving.runner import Workers, load_loadgen, run_window
 
+    started = time.monotonic() if started is None else started
     if settings.scenario == "server" and settings.target_qps is None:
         raise OptionError("a paired serving comparison needs a fixed --qps (both models under one schedule)")
     if windows < 2:
@@ -419,21 +434,38 @@ def compare_models(
     shared: list[ScenarioResult] = []
     sides: tuple[list[SideSamples], list[SideSamples]] = ([], [])
     offline = settings.scenario == "offline"
+    own, plan, each = None, None, settings
     with Workers(old, settings.concurrency, lg, other=new, alternate_chunks=offline) as workers:
-        latency = workers.expected_latency()
+        latencies = workers.expected_latencies()
+        latency = statistics.mean(latencies)
         in_thread = [in_thread_share(session) for session in workers.rows[0]]
+        end = math.inf
+        if budget is not None:
+            each, plan = plan_windows(settings, budget, time.monotonic() - started, latency, windows)
+            end = started + budget - CLOSING  # what the runs may use; the workers stop at the budget
+            workers.deadline = started + budget
+        reserve = plan.window_seconds if plan is not None and alone else 0.0  # the new model's own test
         start = snapshot()
-        for window in range(windows):
-            at = dataclasses.replace(settings, seed=settings.seed + window)
+        for window in range(windows if plan is None or plan.runnable else 0):
+            left = end - reserve - time.monotonic()
+            if plan is not None and left < plan.query_seconds + TEST_OVERHEAD:
+                break  # the budget has no room for another window
+            at = dataclasses.replace(each, seed=settings.seed + window)
             workers.turn = window % 2  # which side answers the window's first query
-            shared.append(run_window(workers, new, at, log_dir / f"window-{window}", latency))
+            result = run_window(workers, new, at, log_dir / f"window-{window}", latency, stop_after=left)
+            if plan is not None and {side for side, *_ in workers.served} != {0, 1}:
+                break  # cut by the budget before both models answered
+            shared.append(result)
             for side, kept in enumerate(sides):
                 kept.append(side_samples(workers.served, side))
         load = between(start, snapshot())
-    own = None
-    if alone:
-        with Workers(new, settings.concurrency, lg) as by_itself:
-            own = run_window(by_itself, new, settings, log_dir / "new", by_itself.expected_latency())
+        if alone:
+            workers.only = 1
+            last = plan.query_seconds + TEST_OVERHEAD if plan is not None else 0.0  # the plan kept it
+            left = max(end - last - time.monotonic(), 1e-3)
+            if not shared:  # nothing else to give back: LoadGen's test of the new model, one query at least
+                workers.deadline = None
+            own = run_window(workers, new, each, log_dir / "new", latencies[1], stop_after=left)
     at_pressure = pressure(load)
     floor = noise_model().floor("paired", at_pressure)
     clock = tail_clock(load, in_thread)
@@ -441,7 +473,9 @@ def compare_models(
     new_figures = tuple(w.figures() for w in sides[1])
     metrics = []
     for name in compared_metrics(settings.scenario):
-        if name == "qps":
+        if len(shared) < 2:
+            metrics.append(MetricVerdict(name, math.nan, math.nan, math.nan, 0.0, math.inf, "inconclusive"))
+        elif name == "qps":
             per_window = [[w.throughput(clock) for w in windows] for windows in sides]
             ratios = [o / n if n else math.inf for o, n in zip(*per_window, strict=True)]
             judged = _metric(name, ratios, floor, tolerance)
@@ -451,7 +485,7 @@ def compare_models(
             pooled = [sorted(t for w in windows for t in getattr(w, clock)) for windows in sides]
             metrics.append(pooled_metric(name, pooled[0], pooled[1], floor, tolerance))
     return ScenarioComparison(
-        settings,
+        each,
         tolerance,
         at_pressure,
         floor,
@@ -461,4 +495,5 @@ def compare_models(
         tuple(metrics),
         own,
         clock,
+        plan,
     )

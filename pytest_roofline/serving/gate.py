@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -187,8 +188,13 @@ CLOCKS = {
 }
 
 
-def _why(status: str, ratio: float, noise: float, tolerance: float, coverage: float = 1.0) -> str:
-    """A paired serving verdict's reason, worded as the latency gate words its own."""
+def _why(
+    status: str, ratio: float, noise: float, tolerance: float, coverage: float = 1.0, short: str = ""
+) -> str:
+    """A paired serving verdict's reason, worded as the latency gate words its own; ``short``: what
+    the time budget bought and the remedy, for a verdict it left undecided."""
+    if status == "inconclusive" and short and (coverage < COVERAGE or math.isnan(ratio)):
+        return short
     worse = f"{fmt_pct(ratio - 1, 1)} worse than the baseline's model"
     if status == "regression":
         return f"{worse}, beyond the {fmt_pct(tolerance, 0)} tolerance"
@@ -212,6 +218,13 @@ def paired_verdicts(found: ScenarioComparison, reasons: Sequence[str]) -> tuple[
             item = found.verdict(metric)
         except KeyError:
             continue  # MultiStream: LoadGen reports no QPS
+        if math.isnan(item.ratio):  # no window fitted the budget: the new model's own figure only
+            figure = dict(_metrics(representative(found))).get(metric, math.nan)
+            why = _short(found, metric) or "no window both models answered"
+            verdicts.append(
+                _verdict("inconclusive", metric, found.settings, found.tolerance, why, current=figure)
+            )
+            continue
         old, new = item.old, item.new
         load = f"others took {found.pressure:.0%} of the CPUs; noise floor {fmt_pct(found.floor, 2)}"
         verdicts.append(
@@ -220,7 +233,9 @@ def paired_verdicts(found: ScenarioComparison, reasons: Sequence[str]) -> tuple[
                 metric,
                 found.settings,
                 found.tolerance,
-                _why(item.status, item.ratio, item.noise, found.tolerance, item.coverage),
+                _why(
+                    item.status, item.ratio, item.noise, found.tolerance, item.coverage, _short(found, metric)
+                ),
                 current=new,
                 baseline=old,
                 ratio=item.ratio,
@@ -238,6 +253,24 @@ def paired_verdicts(found: ScenarioComparison, reasons: Sequence[str]) -> tuple[
     return tuple(verdicts)
 
 
+def _short(found: ScenarioComparison, metric: str) -> str:
+    """What ``found``'s time budget bought of ``metric`` and the one remedy, where it bought too
+    little (a p99's 95 % interval; any metric where no window fitted), else ""."""
+    plan = found.plan
+    if plan is None or not plan.short or (metric != "p99" and plan.runnable):
+        return ""
+    bought = min(sum(f.queries for f in side) for side in (found.old, found.new))
+    return plan.shortfall(bought)
+
+
+def _unrun(result: ScenarioResult, budget: float) -> str:
+    """The reason a run cut by its budget gives: LoadGen's figures count samples never run."""
+    return (
+        f"the {budget:g} s budget ran out: {result.unrun_samples} samples were answered unrun"
+        " (LoadGen's figures count them); raise the budget"
+    )
+
+
 def representative(found: ScenarioComparison) -> ScenarioResult:
     """What the test gets back: LoadGen's run of the new model by itself, else the last shared window."""
     return found.alone if found.alone is not None else found.windows[-1]
@@ -253,12 +286,16 @@ def gate_scenario(
     tolerance: float,
     windows: int,
     progress: Any = None,
+    started: float | None = None,
 ) -> ServingRecord:
-    """Run or judge one scenario of ``request``'s model (module docstring: the decision order)."""
+    """Run or judge one scenario of ``request``'s model (module docstring: the decision order),
+    within ``budget`` seconds from ``started`` (a ``time.monotonic()``: the ``model_load`` call's
+    start; this call if None)."""
     from pytest_roofline.gate.order import route
     from pytest_roofline.pipeline import prepare
     from pytest_roofline.serving.runner import run_scenario
 
+    started = time.monotonic() if started is None else started
     prepared = request.prepared or prepare(_call(request, request.model))  # --roofline-disable: not yet
 
     def done(result: ScenarioResult, verdicts: tuple[Verdict, ...], **kw: Any) -> ServingRecord:
@@ -267,7 +304,10 @@ def gate_scenario(
         )
 
     def fresh(status: str, message: str, reasons: Sequence[str] = (), keep: bool = False) -> ServingRecord:
-        result = run_scenario(prepared, settings, log_dir, budget=budget, progress=progress)
+        left = budget - (time.monotonic() - started)
+        result = run_scenario(prepared, settings, log_dir, budget=left, progress=progress)
+        if result.unrun_samples:  # never silently: LoadGen's figures count them
+            reasons = (*reasons, _unrun(result, budget))
         return done(result, _plain(result, status, message, tolerance, reasons), record=keep)
 
     if mode.disable:
@@ -307,33 +347,12 @@ def gate_scenario(
             tolerance,
             windows,
             budget,
+            started,
             way.reasons,
             done,
         )
     changed = "; ".join(way.reasons) or "the baseline recorded no identity"
     return fresh("not-compared", f"{changed}; serving figures are compared paired only", way.reasons)
-
-
-#: The fewest queries of each model a paired run pools.  A p99's 95 % order-statistic interval needs
-#: at least 367 (below, the largest of them is not yet an upper bound: 0.99^n > 2.5 %); at 400 its
-#: upper end *is* the largest, so one stalled query of the old model (a page fault, a neighbour's
-#: stall counted into its CPU time) set the interval alone (einsum_attention's tail variant, 1.604
-#: [0.396, 9.673] under load).  At 1000 the upper end is the 4th largest and the lower the 18th.
-TAIL_QUERIES = 1000
-
-
-def windows_within(settings: ScenarioSettings, budget: float, windows: int) -> ScenarioSettings:
-    """``settings`` for one window of a paired run whose ``windows`` shared LoadGen tests and the
-    new model's own fit in ``budget`` seconds: the minimum duration shortened to its share (not
-    under 0.1 s), the minimum query count what :data:`TAIL_QUERIES` of each model take — in a
-    Server, no more than its rate brings in that share (its p99 is then undecided, and says so)."""
-    share = max(0.1, budget / (windows + 1))
-    queries = 2 * math.ceil(TAIL_QUERIES / windows)
-    if settings.scenario == "server" and settings.target_qps:
-        queries = min(queries, max(1, int(settings.target_qps * share)))
-    return dataclasses.replace(
-        settings, min_duration=min(settings.min_duration, share), min_query_count=queries
-    )
 
 
 def _paired(
@@ -346,10 +365,12 @@ def _paired(
     tolerance: float,
     windows: int,
     budget: float,
+    started: float,
     reasons: Sequence[str],
     done: Any,
 ) -> ServingRecord:
-    """Old and new answering ``windows`` LoadGen tests in turn."""
+    """Old and new answering ``windows`` LoadGen tests in turn, all within ``budget`` seconds from
+    ``started`` (the windows sized from one query's measured time: serving.budget)."""
     from pytest_roofline.device.load import between, snapshot
     from pytest_roofline.gate.runner import paired_engine
     from pytest_roofline.pipeline import prepare
@@ -361,16 +382,22 @@ def _paired(
         if rate is None:
             from pytest_roofline.serving.runner import run_scenario
 
-            rate = run_scenario(prepared, settings, log_dir / "search").settings.target_qps
+            # the search spends at most half the budget, the pairing the rest
+            found_rate = run_scenario(prepared, settings, log_dir / "search", budget=budget / 2)
+            rate = found_rate.settings.target_qps
         at = dataclasses.replace(settings, target_qps=rate)
-    at = windows_within(at, budget, windows)
     before = snapshot()
     old = prepare(_call(request, reference))
     one_thread = paired_engine(prepared.engine, between(before, _settled(before)))
     if one_thread is not None:  # shared CPUs: one thread per session keeps the ratio unbiased
         old, prepared = _on(old, one_thread), _on(prepared, one_thread)
         reasons = (*reasons, "timed at one intra-op thread: other processes shared the CPUs")
-    found = compare_models(old, prepared, at, log_dir, windows=windows, tolerance=tolerance)
+    found = compare_models(
+        old, prepared, at, log_dir, windows=windows, tolerance=tolerance, budget=budget, started=started
+    )
+    took = time.monotonic() - started
+    if took > budget:  # never silently: a model slower than its timing said, or one query past it
+        reasons = (*reasons, f"the comparison took {took:.1f} s, past its {budget:g} s budget")
     verdicts = paired_verdicts(found, reasons)
     return done(representative(found), verdicts, comparison=found)
 
@@ -381,8 +408,6 @@ LOAD_READING = 0.25
 
 def _settled(before: Any) -> Any:
     """A snapshot at least :data:`LOAD_READING` seconds after ``before``."""
-    import time
-
     from pytest_roofline.device.load import snapshot
 
     time.sleep(max(0.0, before.wall + LOAD_READING - time.monotonic()))

@@ -44,7 +44,8 @@ __all__ = [
     "run_window",
 ]
 
-#: Seconds a Server QPS search may spend, all its LoadGen runs together.
+#: Seconds one serving run may spend: a scenario's, a Server QPS search's (all its LoadGen runs
+#: together), a gated call's paired comparison (serving.gate).
 DEFAULT_SEARCH_BUDGET = 30.0
 SEARCH_STEPS = 8  # LoadGen runs in one search at most
 SEARCH_RESOLUTION = 0.05  # stop when the QPS bracket is this narrow, relative to its top
@@ -117,6 +118,12 @@ class Workers:
         self.alternate_chunks = alternate_chunks
         #: the side the next query (or chunk) goes to; the comparison sets it per window
         self.turn = 0
+        #: the one side every query goes to (the new model's own test after a comparison's windows)
+        self.only: int | None = None
+        #: ``time.monotonic()`` past which samples are answered unrun (a run's budget spent)
+        self.deadline: float | None = None
+        #: the sizes of the chunks answered unrun past :attr:`deadline` in the current LoadGen test
+        self.cut: list[int] = []
         self.samples: queue.SimpleQueue[tuple[int, int, list[int]] | None] = queue.SimpleQueue()
         self.errors: list[BaseException] = []
         #: (issued ns, completed ns, samples) per chunk of the current LoadGen test
@@ -128,10 +135,14 @@ class Workers:
         for thread in self.threads:
             thread.start()
 
+    def expected_latencies(self) -> list[float]:
+        """Each model's expected time of one sample (seconds), how LoadGen sizes its pre-generated
+        queries: a short median of one inference plus :data:`SAMPLE_OVERHEAD`."""
+        return [statistics.median(s.time(16)) + SAMPLE_OVERHEAD for s in self.rows[0]]
+
     def expected_latency(self) -> float:
-        """One sample's expected time (seconds), how LoadGen sizes its pre-generated queries: a short
-        median of one inference (the mean of both models' with ``other``) plus :data:`SAMPLE_OVERHEAD`."""
-        return statistics.mean(statistics.median(s.time(16)) for s in self.rows[0]) + SAMPLE_OVERHEAD
+        """One sample's expected time (seconds): :meth:`expected_latencies`' mean over the models."""
+        return statistics.mean(self.expected_latencies())
 
     def _work(self, row: tuple[BackendSession, ...]) -> None:
         lg, take, clock, timings = self.lg, self.samples.get, time.perf_counter_ns, self.timings
@@ -143,6 +154,10 @@ class Workers:
         )
         while (chunk := take()) is not None:
             side, issued, ids = chunk
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                self.cut.append(len(ids))  # the budget is spent: answered, not run, not timed
+                lg.QuerySamplesComplete([response(sample_id, 0, 0) for sample_id in ids])
+                continue
             busy, began = 0.0, cpu()
             if not self.errors:
                 try:
@@ -163,7 +178,7 @@ class Workers:
         issued, put = time.perf_counter_ns(), self.samples.put
         size = chunk_size(len(ids), self.concurrency)
         for start in range(0, len(ids), size):
-            put((self.turn, issued, ids[start : start + size]))
+            put((self.turn if self.only is None else self.only, issued, ids[start : start + size]))
             if self.alternate_chunks:
                 self.turn = (self.turn + 1) % self.sides
         if not self.alternate_chunks:
@@ -196,13 +211,15 @@ def chunk_size(samples: int, concurrency: int) -> int:
     return max(1, min(MAX_CHUNK, samples // (16 * concurrency)))
 
 
-def _test_settings(lg: Any, settings: ScenarioSettings, latency: float) -> Any:
-    """LoadGen's TestSettings for ``settings``; ``latency``: one inference, seconds."""
+def _test_settings(lg: Any, settings: ScenarioSettings, latency: float, stop_after: float | None) -> Any:
+    """LoadGen's TestSettings for ``settings``; ``latency``: one inference, seconds; ``stop_after``:
+    seconds past which LoadGen issues no more queries, if sooner than ``settings.max_duration``."""
     test = lg.TestSettings()
     test.scenario = getattr(lg.TestScenario, settings.loadgen_scenario)
     test.mode = lg.TestMode.PerformanceOnly
     test.min_duration_ms = int(settings.min_duration * 1000)
-    test.max_duration_ms = int(settings.max_duration * 1000)
+    longest = settings.max_duration if stop_after is None else min(settings.max_duration, stop_after)
+    test.max_duration_ms = max(1, int(longest * 1000))
     test.min_query_count = settings.min_query_count
     test.qsl_rng_seed = test.sample_index_rng_seed = test.schedule_rng_seed = settings.seed
     latency_ns = int(latency * 1e9)
@@ -220,9 +237,15 @@ def _test_settings(lg: Any, settings: ScenarioSettings, latency: float) -> Any:
 
 
 def run_window(
-    workers: Workers, prepared: PreparedModel, settings: ScenarioSettings, log_dir: Path, latency: float
+    workers: Workers,
+    prepared: PreparedModel,
+    settings: ScenarioSettings,
+    log_dir: Path,
+    latency: float,
+    stop_after: float | None = None,
 ) -> ScenarioResult:
-    """One LoadGen test of ``settings``, its logs in ``log_dir``."""
+    """One LoadGen test of ``settings``, its logs in ``log_dir``; LoadGen issues no query past
+    ``stop_after`` seconds (a budget's end) where that is sooner than ``settings.max_duration``."""
     lg = workers.lg
     log_dir.mkdir(parents=True, exist_ok=True)
     log_settings = lg.LogSettings()
@@ -234,10 +257,12 @@ def run_window(
     with _LOADGEN_LOCK:
         workers.timings.clear()
         workers.served.clear()
+        workers.cut.clear()
         sut = lg.ConstructFastSUT(workers.issue, lambda: None)
         qsl = lg.ConstructQSL(QSL_SAMPLES, QSL_SAMPLES, lambda samples: None, lambda samples: None)
         try:
-            lg.StartTestWithLogSettings(sut, qsl, _test_settings(lg, settings, latency), log_settings)
+            test = _test_settings(lg, settings, latency, stop_after)
+            lg.StartTestWithLogSettings(sut, qsl, test, log_settings)
         finally:
             lg.DestroyQSL(qsl)
             lg.DestroyFastSUT(sut)
@@ -250,6 +275,7 @@ def run_window(
         latency_quantiles=quantiles,
         timeline_step=step,
         timeline=timeline,
+        unrun_samples=sum(workers.cut),
     )
 
 
@@ -333,16 +359,19 @@ def run_scenario(
     """Run one LoadGen scenario on ``prepared``, its logs in ``log_dir``.
 
     A Server with a ``target_qps`` runs at it; one with only a ``p99_bound`` searches for the
-    highest QPS meeting the bound (:func:`_search`) within ``budget`` seconds.
+    highest QPS meeting the bound (:func:`_search`).  Either way within ``budget`` seconds: LoadGen
+    issues no query past it, and the workers answer what is left unrun (the result's
+    ``unrun_samples`` counts them).
     """
     started = time.monotonic()
     workers = Workers(prepared, settings.concurrency, load_loadgen())
+    workers.deadline = started + budget
     try:
         latency = workers.expected_latency()
+        left = budget - (time.monotonic() - started)
         if settings.scenario == "server" and settings.target_qps is None:
-            left = budget - (time.monotonic() - started)
             return _search(workers, prepared, settings, log_dir, latency, left, progress)
-        return run_window(workers, prepared, settings, log_dir, latency)
+        return run_window(workers, prepared, settings, log_dir, latency, stop_after=left)
     finally:
         workers.close()
 
@@ -373,7 +402,8 @@ def _search(
     run_time = settings.min_duration * 1.2 + 0.5
     while len(steps) < SEARCH_STEPS and time.monotonic() - started + run_time <= budget:
         at = dataclasses.replace(settings, target_qps=round(qps, 3))
-        result = run_window(workers, prepared, at, log_dir / f"qps-{len(steps)}", latency)
+        left = budget - (time.monotonic() - started)
+        result = run_window(workers, prepared, at, log_dir / f"qps-{len(steps)}", latency, stop_after=left)
         steps.append((at.target_qps or qps, bool(result.constraint_met)))
         if progress:
             verdict = "met" if result.constraint_met else "missed"
@@ -408,9 +438,10 @@ KEYWORDS = {
 def scenario_request(
     model: str, scenario: str, backend: Backend | str | None, keywords: dict[str, Any]
 ) -> tuple[ModelCall, ScenarioSettings, float]:
-    """The model call, the scenario's settings and a QPS search's budget that ``keywords`` ask for.
+    """The model call, the scenario's settings and the run's time budget that ``keywords`` ask for.
 
-    ``keywords``: :data:`KEYWORDS`, and ``budget`` (a QPS search's seconds), ``batch_size`` and
+    ``keywords``: :data:`KEYWORDS`, and ``budget`` (seconds the run may take: a QPS search's, a
+    paired comparison's), ``batch_size`` and
     ``dims`` (how the model's inputs are bound); None values take the defaults.
     """
     from pytest_roofline.errors import OptionError

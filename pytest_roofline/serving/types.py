@@ -83,7 +83,8 @@ class ScenarioResult:
     ``early_stopping_estimate`` bounds the scenario's tail percentile (``tail_percentile``) from
     this run's length (None when the run was too short for one).  ``constraint_met``: the Server's
     latency constraint as LoadGen judged it, elsewhere p99 <= ``settings.p99_bound``; None without
-    a bound.  ``searched``: a QPS search's (qps, met) steps, in order.
+    a bound.  ``searched``: a QPS search's (qps, met) steps, in order.  ``unrun_samples``: samples
+    answered unrun past the run's time budget.
     """
 
     scenario: str
@@ -113,6 +114,9 @@ class ScenarioResult:
     #: samples completed per second in equal steps of ``timeline_step`` seconds over the run
     timeline: tuple[float, ...] = field(default=())
     timeline_step: float = 0.0
+    #: samples the workers answered without running them, the run's budget spent (their latencies
+    #: in LoadGen's figures are not the model's): 0 in a run that fitted its budget
+    unrun_samples: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
