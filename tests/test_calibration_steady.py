@@ -386,15 +386,17 @@ def test_a_real_calibration_that_cannot_agree_is_not_cached(tmp_path: Any) -> No
     lines: list[str] = []
     roofline = calibrate(backend, cache_dir=tmp_path, quick=True, dtypes=["float32"], progress=lines.append)
     assert backend.opened.count(target) >= cp.AGREEMENT_WINDOWS  # windows until the limit
-    reason = next(w for w in roofline.warnings if w.startswith("not cached"))
-    assert reason.startswith(f"not cached: {target}'s best two of ")
+    reasons = [w for w in roofline.warnings if w.startswith("not cached")]
+    # each probe that could not agree has its own reason; on a busy runner a live L3 stream's
+    # windows can disagree too and come first (CI beside two spinners: stream-16MiB, 6 % apart)
+    assert any(w.startswith(f"not cached: {target}'s best two of ") for w in reasons), reasons
     assert any(line.startswith("calibration not cached: ") for line in lines)
     assert not list(tmp_path.glob("calibration-*.json"))  # never the device's roof for later runs
     assert [p.name for p in tmp_path.glob("unsettled-*.json")]  # kept for a while, as unsettled
     opened = len(backend.opened)
     reused = calibrate(backend, cache_dir=tmp_path, quick=True, dtypes=["float32"])
     assert len(backend.opened) == opened  # the next process does not spend the calibration again...
-    assert reason in reused.warnings  # ...and its roofline says why the roofs may be low
+    assert all(r in reused.warnings for r in reasons)  # ...and its roofline says why the roofs may be low
     assert any(w.startswith(UNSETTLED_REUSED) for w in reused.warnings)
     assert reused.peak_bandwidth == roofline.peak_bandwidth
 
