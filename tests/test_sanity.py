@@ -571,13 +571,10 @@ def _zoo_roofline_script() -> Any:
     return zoo_roofline
 
 
-def test_a_kernel_that_read_0_us_is_an_interval_under_one_step_with_its_fraction() -> None:
-    """Issue 33: tiny_mlp on OpenVINO at one thread ran as one fused kernel that read 0 µs on the
-    whole-µs counter, so 0 % of its time carried a fraction.  It ran for [0, one step): its fraction
-    is priced at the step (the least it can be), never above its roof on quantization, the zoo
-    script counts its time as covered, and the table prints "<" and ">=", not a measured 0 %."""
+def _tiny_mlp_read_0_us():
+    """tiny_mlp analysed at batch 1, its node names, and one fused kernel of all of them that read
+    0 µs three times on a whole-µs counter."""
     from pytest_roofline.analysis import analyze
-    from pytest_roofline.report.tables import profile_table
     from pytest_roofline.zoo.mixed import tiny_mlp
 
     analysis = analyze(tiny_mlp(), batch=1)
@@ -586,6 +583,17 @@ def test_a_kernel_that_read_0_us_is_an_interval_under_one_step_with_its_fraction
         kernels=(KernelRecord("fused_mlp", "FullyConnected", nodes, (0.0, 0.0, 0.0)),),
         timer_resolution=1e-6,
     )
+    return analysis, nodes, kernels
+
+
+def test_a_kernel_that_read_0_us_is_an_interval_under_one_step_with_its_fraction() -> None:
+    """Issue 33: tiny_mlp on OpenVINO at one thread ran as one fused kernel that read 0 µs on the
+    whole-µs counter, so 0 % of its time carried a fraction.  It ran for [0, one step): its fraction
+    is priced at the step (the least it can be), never above its roof on quantization, the zoo
+    script counts its time as covered, and the table prints "<" and ">=", not a measured 0 %."""
+    from pytest_roofline.report.tables import profile_table
+
+    analysis, nodes, kernels = _tiny_mlp_read_0_us()
     floored = roof(peak_flops={"float32": 200e9}, peak_bandwidth=200e9, dispatch_floor=0.2e-6)
     (layer,), _ = build_layers(analysis, kernels, floored)
     assert layer.time == 0.0 and layer.time_below == 1e-6
@@ -619,19 +627,12 @@ def test_a_kernel_under_one_step_counts_as_its_interval_in_the_overhead_line_and
     "at most" and "<" for it, where they read "0 layers overhead-bound, 0.0% ... 0 ns less"."""
     from markupsafe import escape
 
-    from pytest_roofline.analysis import analyze
     from pytest_roofline.gate.verdict import Verdict
     from pytest_roofline.report import html
     from pytest_roofline.report.tables import profile_table
     from pytest_roofline.results import ProfileRecord, RunResults
-    from pytest_roofline.zoo.mixed import tiny_mlp
 
-    analysis = analyze(tiny_mlp(), batch=1)
-    nodes = tuple(node.name for node in analysis.nodes)
-    kernels = KernelProfile(
-        kernels=(KernelRecord("fused_mlp", "FullyConnected", nodes, (0.0, 0.0, 0.0)),),
-        timer_resolution=1e-6,
-    )
+    analysis, nodes, kernels = _tiny_mlp_read_0_us()
     floored = roof(peak_flops={"float32": 10e12}, peak_bandwidth=10e12, dispatch_floor=0.5e-6)
     (layer,), _ = build_layers(analysis, kernels, floored)
     assert layer.bound == "overhead" and layer.time == 0.0 and layer.time_below == 1e-6
